@@ -1,0 +1,213 @@
+/* Mooncake Transfer Engine: the public C API.
+ *
+ * Moves bytes between registered memory of processes on any node. Each process runs one engine that
+ * owns one segment (named by local_server_name); peers find each other through a metadata service
+ * (embedded HTTP server, etcd, Redis, or none with P2PHANDSHAKE).
+ *
+ * The upstream names (createTransferEngine, submitTransfer, ...) keep their upstream semantics and
+ * return conventions (c-api.md §2). Ownership: every const char * argument is copied before the call
+ * returns. Handles are opaque. All calls are thread-safe unless noted. */
+#ifndef MOONCAKE_TRANSFER_ENGINE_H
+#define MOONCAKE_TRANSFER_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Ids are macros, as upstream declares them (code may test them with #ifdef). */
+#define segment_handle_t int32_t
+#define segment_id_t int32_t
+#define batch_id_t uint64_t
+
+#define LOCAL_SEGMENT (0)
+#define INVALID_BATCH UINT64_MAX
+
+#define OPCODE_READ (0)
+#define OPCODE_WRITE (1)
+
+/* Task states. TCP/SHM produce WAITING, COMPLETED and FAILED (TIMEOUT with MC_SLICE_TIMEOUT). */
+#define STATUS_WAITING (0)
+#define STATUS_PENDING (1)
+#define STATUS_INVALID (2)
+#define STATUS_CANCELED (3)
+#define STATUS_COMPLETED (4)
+#define STATUS_TIMEOUT (5)
+#define STATUS_FAILED (6)
+
+/* Engine error codes (negative, from engine int calls) and Status codes (positive, from the
+ * Status wrappers: submitTransfer, getTransferStatus, freeBatchID, ...). One table generates both
+ * enums and the name/strerror functions. Status = -ERR except NotImplemented (999 vs -303) and
+ * NotSupportedTransport (8, no ERR twin). These collide numerically with store ErrorCodes: never mix. */
+#define MC_TE_ERRORS(X)                                                              \
+  X(INVALID_ARGUMENT, -1, 1, InvalidArgument, "invalid argument")                    \
+  X(TOO_MANY_REQUESTS, -2, 2, TooManyRequests, "too many requests for the batch")    \
+  X(ADDRESS_NOT_REGISTERED, -3, 3, AddressNotRegistered, "address not registered")   \
+  X(BATCH_BUSY, -4, 4, BatchBusy, "batch has unfinished tasks")                      \
+  X(DEVICE_NOT_FOUND, -6, 6, DeviceNotFound, "no usable device")                     \
+  X(ADDRESS_OVERLAPPED, -7, 7, AddressOverlapped, "address range overlaps a registration") \
+  X(DNS, -101, 101, Dns, "name resolution failed")                                    \
+  X(SOCKET, -102, 102, Socket, "socket error")                                        \
+  X(MALFORMED_JSON, -103, 103, MalformedJson, "malformed JSON")                       \
+  X(REJECT_HANDSHAKE, -104, 104, RejectHandshake, "handshake rejected")               \
+  X(METADATA, -200, 200, Metadata, "metadata service error")                          \
+  X(ENDPOINT, -201, 201, Endpoint, "endpoint error")                                  \
+  X(CONTEXT, -202, 202, Context, "device context error")                              \
+  X(NUMA, -300, 300, Numa, "NUMA error")                                              \
+  X(CLOCK, -301, 301, Clock, "clock error")                                           \
+  X(MEMORY, -302, 302, Memory, "out of memory")                                       \
+  X(NOT_IMPLEMENTED, -303, 999, NotImplemented, "not implemented")
+
+enum mc_te_err {
+#define MC_TE_ERR_ENUM_(n, err, st, sname, msg) ERR_##n = (err),
+  MC_TE_ERRORS(MC_TE_ERR_ENUM_)
+#undef MC_TE_ERR_ENUM_
+};
+
+enum mc_te_status_code {
+  MC_TE_STATUS_OK = 0,
+#define MC_TE_ST_ENUM_(n, err, st, sname, msg) MC_TE_STATUS_##n = (st),
+  MC_TE_ERRORS(MC_TE_ST_ENUM_)
+#undef MC_TE_ST_ENUM_
+  MC_TE_STATUS_NOT_SUPPORTED_TRANSPORT = 8,
+};
+
+/* Names ("ERR_ADDRESS_OVERLAPPED") and messages for ERR_* codes; "UNKNOWN_ERROR" otherwise. */
+const char *mc_te_err_name(int err);
+const char *mc_te_strerror(int err);
+/* Names for positive Status codes ("AddressOverlapped", "NotSupportedTransport"). */
+const char *mc_te_status_name(int status);
+/* Names for task states ("COMPLETED"). */
+const char *mc_te_task_state_name(int state);
+
+typedef void *transfer_engine_t;
+typedef void *transport_t;
+
+struct transfer_request {
+  int opcode;
+  void *source;
+  segment_id_t target_id;
+  uint64_t target_offset; /* absolute virtual address in the target process (RAM segments) */
+  uint64_t length;
+};
+typedef struct transfer_request transfer_request_t;
+
+struct transfer_status {
+  int status;
+  uint64_t transferred_bytes;
+};
+typedef struct transfer_status transfer_status_t;
+
+struct notify_msg {
+  char *name;
+  char *msg;
+};
+typedef struct notify_msg notify_msg_t;
+
+struct buffer_entry {
+  void *addr;
+  size_t length;
+};
+typedef struct buffer_entry buffer_entry_t;
+
+struct nic_load_stat {
+  char device_name[64];
+  uint64_t inflight_bytes;
+  double ewma_bandwidth_bps;
+};
+typedef struct nic_load_stat nic_load_stat_t;
+
+struct segment_desc {
+  int type;
+  union {
+    struct {
+      void *addr;
+      uint64_t size;
+      const char *location;
+    } rdma;
+    struct {
+      const char *file_path;
+      const char *subsystem_name;
+      const char *proto;
+      const char *ip;
+      uint64_t port;
+    } nvmeof;
+  } desc_;
+};
+typedef struct segment_desc segment_desc_t;
+
+/* ---- Upstream API (c-api.md §2.4) ---- */
+
+/* NULL on failure. metadata_conn_string: "P2PHANDSHAKE", "etcd://h:p[,h:p]" or bare "h:p",
+ * "redis://h:p", "http(s)://h:p/path". auto_discover != 0 installs the best transport. */
+transfer_engine_t createTransferEngine(const char *metadata_conn_string, const char *local_server_name,
+                                       const char *ip_or_host_name, uint64_t rpc_port,
+                                       int auto_discover);
+/* Stops the engine, deletes its metadata keys, frees it. NULL is ignored. */
+void destroyTransferEngine(transfer_engine_t engine);
+int discoverTopology(transfer_engine_t engine);
+int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
+/* "tcp" or "shm" (args NULL); returns the (existing) transport or NULL. */
+transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
+int uninstallTransport(transfer_engine_t engine, const char *proto);
+
+segment_id_t openSegment(transfer_engine_t engine, const char *segment_name);
+segment_id_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name);
+int closeSegment(transfer_engine_t engine, segment_id_t segment_id);
+int removeLocalSegment(transfer_engine_t engine, const char *segment_name);
+int warmupEfaSegment(transfer_engine_t engine, const char *segment_name);
+
+int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, const char *location,
+                        int remote_accessible);
+int unregisterLocalMemory(transfer_engine_t engine, void *addr);
+int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_list, size_t buffer_len,
+                             const char *location);
+int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list, size_t addr_len);
+
+batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size);
+int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfer_request *entries,
+                   size_t count);
+int submitTransferWithNotify(transfer_engine_t engine, batch_id_t batch_id,
+                             struct transfer_request *entries, size_t count, notify_msg_t notify_msg);
+int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
+                      struct transfer_status *status);
+/* Succeeds once every task is terminal (polled or not); BatchBusy (4) otherwise. */
+int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
+
+/* Drains received notifications into a malloc'ed array (NULL when none); free with freeNotifsMsgBuf. */
+notify_msg_t *getNotifsFromEngine(transfer_engine_t engine, int *size);
+int freeNotifsMsgBuf(notify_msg_t *msgs, int size);
+int genNotifyInEngine(transfer_engine_t engine, uint64_t target_id, notify_msg_t notify_msg);
+
+int syncSegmentCache(transfer_engine_t engine);
+int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
+void enableGracefulShutdown(transfer_engine_t engine);
+int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
+
+/* ---- Native extensions ---- */
+
+/* Allocates `length` bytes of memfd-backed memory that same-host peers can map (the fast same-host
+ * path), registers it with `location`, and returns it (NULL on failure). Pages are committed lazily.
+ * Free with mc_te_free_shared(), which unregisters it. */
+void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
+int mc_te_free_shared(transfer_engine_t engine, void *addr);
+/* The segment name this engine publishes (rewritten to host:port under P2PHANDSHAKE). Valid for the
+ * engine's lifetime. */
+const char *mc_te_local_segment_name(transfer_engine_t engine);
+/* Descriptor of an opened segment as compact JSON (malloc'ed; caller frees), NULL if unknown. */
+char *mc_te_segment_json(transfer_engine_t engine, segment_id_t segment_id);
+/* Path the engine uses to reach a segment: "tcp", "shm", or NULL when unknown. */
+const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
+/* Batch status as defined in c-api.md: COMPLETED iff all tasks completed; FAILED if any failed or
+ * timed out; else WAITING. Does not mark tasks as observed. */
+int mc_te_batch_status(transfer_engine_t engine, batch_id_t batch_id);
+/* Blocks until every task of the batch is terminal or timeout_ms passes (-1: no limit); returns the
+ * batch status. */
+int mc_te_wait_batch(transfer_engine_t engine, batch_id_t batch_id, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

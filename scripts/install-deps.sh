@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every Debian package the project needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt. Needs root (or sudo).
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config python3 python3-dev python3-pytest python3-setuptools python3-numpy
+  libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libhiredis-dev
+  etcd-server etcd-client redis-server redis-tools iperf3 memcached iproute2 procps
+)
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

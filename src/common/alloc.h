@@ -1,0 +1,18 @@
+/* Allocation wrappers: mc_malloc & co abort on OOM; mc_try_* return NULL. Tests can make the N-th
+ * try-allocation fail with mc_alloc_fail_after(N) to exercise error paths. */
+#ifndef MC_ALLOC_H
+#define MC_ALLOC_H
+#include <stddef.h>
+
+void *mc_malloc(size_t n);
+void *mc_calloc(size_t n, size_t sz);
+void *mc_realloc(void *p, size_t n);
+char *mc_strdup(const char *s);
+char *mc_strndup(const char *s, size_t n);
+void *mc_try_malloc(size_t n);
+void *mc_try_calloc(size_t n, size_t sz);
+void mc_free(void *p);
+/* Fault injection: the n-th following mc_try_* call fails (n >= 1); 0 disables. */
+void mc_alloc_fail_after(long n);
+
+#endif

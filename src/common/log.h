@@ -1,0 +1,32 @@
+/* The one level-checked logger every library and binary uses. Libraries never printf.
+ * Levels: TRACE < DEBUG < INFO < WARN < ERROR. Default WARN for libraries (D2); binaries
+ * raise it with -v / --v=N (1 = INFO, 2 = DEBUG, 3 = TRACE) or MC_LOG_LEVEL. */
+#ifndef MC_LOG_H
+#define MC_LOG_H
+#include <stdarg.h>
+
+enum mc_log_level { MC_LOG_TRACE = 0, MC_LOG_DEBUG, MC_LOG_INFO, MC_LOG_WARN, MC_LOG_ERROR, MC_LOG_OFF };
+
+extern int mc_log_level_cur;
+
+void mc_log_set_level(int level);
+/* Applies MC_LOG_LEVEL (TRACE|DEBUG|INFO|WARNING|WARN|ERROR) if set; returns the level in force. */
+int mc_log_init_from_env(void);
+/* Maps a gflags-style verbosity (--v=N) to a level: 0 -> keep current, 1 -> INFO, 2 -> DEBUG, >=3 -> TRACE. */
+void mc_log_set_verbosity(int v);
+int mc_log_parse_level(const char *s); /* -1 when unknown */
+
+void mc_log_write(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define MC_LOG(lvl, ...)                                                                 \
+  do {                                                                                   \
+    if ((lvl) >= mc_log_level_cur) mc_log_write((lvl), __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define LOG_TRACE(...) MC_LOG(MC_LOG_TRACE, __VA_ARGS__)
+#define LOG_DEBUG(...) MC_LOG(MC_LOG_DEBUG, __VA_ARGS__)
+#define LOG_INFO(...) MC_LOG(MC_LOG_INFO, __VA_ARGS__)
+#define LOG_WARN(...) MC_LOG(MC_LOG_WARN, __VA_ARGS__)
+#define LOG_ERROR(...) MC_LOG(MC_LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,103 @@
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "common/log.h"
+
+uint64_t mc_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+uint64_t mc_now_ms(void) { return mc_now_ns() / 1000000ull; }
+
+void mc_timestamp(char *buf, size_t len) {
+  struct timeval tv;
+  struct tm tm;
+  gettimeofday(&tv, NULL);
+  localtime_r(&tv.tv_sec, &tm);
+  snprintf(buf, len, "%04d-%02d-%02d %02d:%02d:%02d.%06ld", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)tv.tv_usec);
+}
+
+int mc_parse_size(const char *s, uint64_t *out) {
+  if (!s) return -1;
+  while (isspace((unsigned char)*s)) s++;
+  if (!*s || *s == '-') return -1;
+  errno = 0;
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || errno || !isfinite(v) || v < 0) return -1;
+  while (isspace((unsigned char)*end)) end++;
+  double mul = 1;
+  if (*end) {
+    switch (toupper((unsigned char)*end)) {
+      case 'B': mul = 1; break;
+      case 'K': mul = 1024.0; break;
+      case 'M': mul = 1024.0 * 1024; break;
+      case 'G': mul = 1024.0 * 1024 * 1024; break;
+      case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
+      default: return -1;
+    }
+    end++;
+    if (mul > 1) {
+      if (*end == 'i' || *end == 'I') end++;
+      if (*end == 'b' || *end == 'B') end++;
+    }
+    while (isspace((unsigned char)*end)) end++;
+    if (*end) return -1;
+  }
+  double r = v * mul;
+  if (r >= 18446744073709551615.0) return -1;
+  *out = (uint64_t)r;
+  return 0;
+}
+
+long mc_env_long(const char *name, long def, long min, long max) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  char *end;
+  errno = 0;
+  long r = strtol(v, &end, 10);
+  if (errno || *end || r < min || r > max) {
+    LOG_WARN("ignoring invalid %s=%s (allowed %ld..%ld), using %ld", name, v, min, max, def);
+    return def;
+  }
+  return r;
+}
+
+int mc_env_bool(const char *name, int def) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
+    return 1;
+  if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+    return 0;
+  LOG_WARN("ignoring invalid %s=%s", name, v);
+  return def;
+}
+
+static char boot_id[64];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void read_boot_id(void) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return;
+  if (fgets(boot_id, sizeof(boot_id), f)) boot_id[strcspn(boot_id, "\n")] = 0;
+  fclose(f);
+}
+
+const char *mc_host_id(void) {
+  pthread_once(&boot_once, read_boot_id);
+  return boot_id;
+}

@@ -1,0 +1,203 @@
+/* Control RPC server and client. The acceptor hands each connection to a short-lived worker thread so
+ * that one slow client cannot stall the others; workers are capped and bounded by read deadlines. */
+#include "net/ctrl_rpc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/sock.h"
+
+#define RPC_SERVER_READ_MS 5000
+#define RPC_MAX_WORKERS 64
+
+struct mc_rpc_server {
+  int fd;
+  atomic_int stop;
+  atomic_int workers;
+  pthread_t acceptor;
+  mc_rpc_handler handler;
+  void *ctx;
+};
+
+struct rpc_conn {
+  struct mc_rpc_server *srv;
+  int fd;
+};
+
+uint64_t mc_rpc_max_length(void) {
+  return (uint64_t)mc_env_long("MC_HANDSHAKE_MAX_LENGTH", 1 << 20, 1, 128l << 20);
+}
+
+int mc_rpc_decode_header(const uint8_t hdr[9], uint64_t max_len, int *type, uint64_t *json_len, int *legacy) {
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; i--) len = (len << 8) | hdr[i];
+  if (len == 0 || len > max_len) return -EPROTO;
+  if (hdr[8] <= MC_RPC_PROBE) {
+    *type = hdr[8];
+    *json_len = len - 1;
+    *legacy = 0;
+  } else {
+    *type = MC_RPC_CONNECTION;
+    *json_len = len;
+    *legacy = 1;
+  }
+  return 0;
+}
+
+static void put_u64le(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int send_frame(int fd, int type, const char *json, int timeout_ms) {
+  size_t jl = strlen(json);
+  uint8_t hdr[9];
+  put_u64le(hdr, jl + 1);
+  hdr[8] = (uint8_t)type;
+  int rc = mc_sock_write_deadline(fd, hdr, 9, timeout_ms);
+  return rc ? rc : mc_sock_write_deadline(fd, json, jl, timeout_ms);
+}
+
+/* Reads one frame; returns 0 with a malloc'ed NUL-terminated JSON and its type. */
+static int recv_frame(int fd, int timeout_ms, int *type, char **json, size_t *jlen) {
+  uint8_t hdr[9];
+  int legacy, rc = mc_sock_read_deadline(fd, hdr, 9, timeout_ms);
+  if (rc) return rc;
+  uint64_t len;
+  if (mc_rpc_decode_header(hdr, mc_rpc_max_length(), type, &len, &legacy)) return -EPROTO;
+  char *buf = mc_try_malloc(len + 1);
+  if (!buf) return -ENOMEM;
+  size_t off = 0;
+  if (legacy) buf[off++] = (char)hdr[8];
+  rc = mc_sock_read_deadline(fd, buf + off, len - off, timeout_ms);
+  if (rc) {
+    mc_free(buf);
+    return rc;
+  }
+  buf[len] = 0;
+  *json = buf;
+  *jlen = len;
+  return 0;
+}
+
+/* After replying, half-close and give the client a moment to close its side. */
+static void linger_close(int fd) {
+  shutdown(fd, SHUT_WR);
+  char sink[256];
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  for (int i = 0; i < 4 && poll(&p, 1, 250) > 0; i++)
+    if (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0) break;
+  close(fd);
+}
+
+static void *conn_main(void *arg) {
+  struct rpc_conn *c = arg;
+  int type;
+  char *req = NULL, *reply = NULL;
+  size_t len;
+  int rc = recv_frame(c->fd, RPC_SERVER_READ_MS, &type, &req, &len);
+  if (rc) {
+    LOG_WARN("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
+    close(c->fd);
+  } else {
+    c->srv->handler(c->srv->ctx, type, req, len, &reply);
+    send_frame(c->fd, type, reply ? reply : "{}", RPC_SERVER_READ_MS);
+    linger_close(c->fd);
+  }
+  mc_free(req);
+  mc_free(reply);
+  atomic_fetch_sub(&c->srv->workers, 1);
+  mc_free(c);
+  return NULL;
+}
+
+static void *acceptor_main(void *arg) {
+  struct mc_rpc_server *s = arg;
+  while (!atomic_load(&s->stop)) {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    if (atomic_load(&s->workers) >= RPC_MAX_WORKERS) {
+      LOG_WARN("control RPC: too many concurrent requests, dropping one");
+      close(fd);
+      continue;
+    }
+    struct rpc_conn *c = mc_malloc(sizeof(*c));
+    c->srv = s;
+    c->fd = fd;
+    atomic_fetch_add(&s->workers, 1);
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, conn_main, c)) {
+      atomic_fetch_sub(&s->workers, 1);
+      close(fd);
+      mc_free(c);
+    }
+    pthread_attr_destroy(&at);
+  }
+  return NULL;
+}
+
+struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void *ctx, uint16_t *port_out) {
+  int backlog = (int)mc_env_long("MC_HANDSHAKE_LISTEN_BACKLOG", 128, 1, 65535);
+  int fd;
+  if (port) {
+    fd = mc_sock_listen(NULL, port, backlog);
+  } else {
+    int lo, hi;
+    mc_rpc_port_range(&lo, &hi);
+    fd = mc_sock_listen_range(NULL, lo, hi, 500, backlog, &port);
+  }
+  if (fd < 0) {
+    LOG_ERROR("control RPC: cannot listen (port %u): %s", port, strerror(-fd));
+    return NULL;
+  }
+  struct mc_rpc_server *s = mc_calloc(1, sizeof(*s));
+  s->fd = fd;
+  s->handler = h;
+  s->ctx = ctx;
+  if (pthread_create(&s->acceptor, NULL, acceptor_main, s)) {
+    close(fd);
+    mc_free(s);
+    return NULL;
+  }
+  *port_out = mc_sock_local_port(fd);
+  return s;
+}
+
+void mc_rpc_server_stop(struct mc_rpc_server *s) {
+  if (!s) return;
+  atomic_store(&s->stop, 1);
+  pthread_join(s->acceptor, NULL);
+  close(s->fd);
+  /* Workers are bounded by their read deadlines; wait for them so the handler context stays valid. */
+  for (int i = 0; i < 1000 && atomic_load(&s->workers) > 0; i++) usleep(10000);
+  mc_free(s);
+}
+
+int mc_rpc_call(const char *host, uint16_t port, int type, const char *json, char **reply, int timeout_ms) {
+  int cto = (int)mc_env_long("MC_HANDSHAKE_CONNECT_TIMEOUT", 5, 1, 3600) * 1000;
+  int fd = mc_sock_connect(host, port, MC_MIN(cto, timeout_ms));
+  if (fd < 0) return fd;
+  int rtype = -1, rc = send_frame(fd, type, json, timeout_ms);
+  size_t len;
+  if (!rc) rc = recv_frame(fd, timeout_ms, &rtype, reply, &len);
+  if (!rc && rtype != type) {
+    mc_free(*reply);
+    *reply = NULL;
+    rc = -EPROTO;
+  }
+  close(fd);
+  return rc;
+}

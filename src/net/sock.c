@@ -1,0 +1,265 @@
+/* Blocking-socket helpers with bounded waits. Nothing here knows about frames or engines. */
+#include "net/sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+static int connect_one(const struct addrinfo *ai, int timeout_ms) {
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+  if (fd < 0) return -errno;
+  int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+  if (rc < 0 && errno != EINPROGRESS) {
+    rc = -errno;
+    close(fd);
+    return rc;
+  }
+  if (rc < 0) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n;
+    do n = poll(&p, 1, timeout_ms); while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      close(fd);
+      return n == 0 ? -ETIMEDOUT : -errno;
+    }
+    int err = 0;
+    socklen_t el = sizeof(err);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err) {
+      close(fd);
+      return -err;
+    }
+  }
+  int fl = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+int mc_sock_connect(const char *host, uint16_t port, int timeout_ms) {
+  struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC}, *res;
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%u", port);
+  int g = getaddrinfo(host, ps, &hints, &res);
+  if (g) return g == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+  int fd = -EHOSTUNREACH;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+    fd = connect_one(ai, timeout_ms);
+    if (fd >= 0) break;
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+int mc_sock_listen(const char *bind_ip, uint16_t port, int backlog) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  if (bind_ip && *bind_ip && inet_pton(AF_INET, bind_ip, &a.sin_addr) != 1) return -EINVAL;
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0) {
+    int e = -errno;
+    close(fd);
+    return e;
+  }
+  return fd;
+}
+
+int mc_sock_listen_range(const char *bind_ip, int min_port, int max_port, int attempts, int backlog,
+                         uint16_t *port_out) {
+  unsigned seed = (unsigned)(mc_now_ns() ^ (getpid() * 2654435761u));
+  int span = max_port - min_port + 1, fd = -EADDRINUSE;
+  for (int i = 0; i < attempts; i++) {
+    int port = min_port + (int)(rand_r(&seed) % (unsigned)span);
+    fd = mc_sock_listen(bind_ip, (uint16_t)port, backlog);
+    if (fd >= 0) {
+      *port_out = (uint16_t)port;
+      return fd;
+    }
+    if (fd != -EADDRINUSE && fd != -EACCES) return fd;
+  }
+  return fd;
+}
+
+uint16_t mc_sock_local_port(int fd) {
+  struct sockaddr_storage ss;
+  socklen_t l = sizeof(ss);
+  if (getsockname(fd, (struct sockaddr *)&ss, &l)) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+int mc_sock_set_timeouts(int fd, int rcv_ms, int snd_ms) {
+  struct timeval r = {rcv_ms / 1000, (rcv_ms % 1000) * 1000}, s = {snd_ms / 1000, (snd_ms % 1000) * 1000};
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof(r)) ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &s, sizeof(s)))
+    return -errno;
+  return 0;
+}
+
+int mc_sock_read_full(int fd, void *buf, size_t n) {
+  char *p = buf;
+  while (n) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r > 0) {
+      p += r;
+      n -= (size_t)r;
+    } else if (r == 0)
+      return -EPIPE;
+    else if (errno != EINTR)
+      return errno == EAGAIN ? -ETIMEDOUT : -errno;
+  }
+  return 0;
+}
+
+int mc_sock_write_full(int fd, const void *buf, size_t n) {
+  struct iovec iov = {(void *)buf, n};
+  return mc_sock_writev_full(fd, &iov, 1, NULL);
+}
+
+int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent) {
+  while (iovcnt > 0) {
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = iovcnt};
+    ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN ? -ETIMEDOUT : -errno;
+    }
+    if (sent) *sent += (uint64_t)w;
+    while (iovcnt > 0 && (size_t)w >= iov->iov_len) {
+      w -= (ssize_t)iov->iov_len;
+      iov++;
+      iovcnt--;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= (size_t)w;
+    }
+  }
+  return 0;
+}
+
+static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
+  for (;;) {
+    uint64_t now = mc_now_ns();
+    if (now >= deadline_ns) return -ETIMEDOUT;
+    struct pollfd p = {.fd = fd, .events = ev};
+    int n = poll(&p, 1, (int)((deadline_ns - now) / 1000000 + 1));
+    if (n > 0) return 0;
+    if (n < 0 && errno != EINTR) return -errno;
+  }
+}
+
+int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {
+  uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  char *p = buf;
+  while (n) {
+    int w = wait_fd(fd, POLLIN, deadline);
+    if (w) return w;
+    ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= (size_t)r;
+    } else if (r == 0)
+      return -EPIPE;
+    else if (errno != EINTR && errno != EAGAIN)
+      return -errno;
+  }
+  return 0;
+}
+
+int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms) {
+  uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  const char *p = buf;
+  while (n) {
+    int w = wait_fd(fd, POLLOUT, deadline);
+    if (w) return w;
+    ssize_t r = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      p += r;
+      n -= (size_t)r;
+    } else if (r < 0 && errno != EINTR && errno != EAGAIN)
+      return -errno;
+  }
+  return 0;
+}
+
+void mc_local_ip(char *buf, size_t len) {
+  const char *env = getenv("MC_TCP_BIND_ADDRESS");
+  if (env && *env) {
+    snprintf(buf, len, "%s", env);
+    return;
+  }
+  snprintf(buf, len, "127.0.0.1");
+  struct ifaddrs *ifs;
+  if (getifaddrs(&ifs)) return;
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) || !(i->ifa_flags & IFF_RUNNING)) continue;
+    inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, buf, (socklen_t)len);
+    break;
+  }
+  freeifaddrs(ifs);
+}
+
+int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port, uint16_t def_port) {
+  if (!s || !*s) return -1;
+  const char *hs = s, *he, *ps = NULL;
+  if (*s == '[') {
+    hs = s + 1;
+    he = strchr(hs, ']');
+    if (!he) return -1;
+    if (he[1] == ':') ps = he + 2;
+    else if (he[1]) return -1;
+  } else {
+    const char *c = strchr(s, ':');
+    if (c && strchr(c + 1, ':')) he = s + strlen(s); /* raw IPv6 address, no port */
+    else if (c) {
+      he = c;
+      ps = c + 1;
+    } else
+      he = s + strlen(s);
+  }
+  size_t hl = (size_t)(he - hs);
+  if (hl == 0 || hl >= hostlen) return -1;
+  memcpy(host, hs, hl);
+  host[hl] = 0;
+  *port = def_port;
+  if (ps) {
+    char *end;
+    long p = strtol(ps, &end, 10);
+    if (!*ps || *end || p <= 0 || p > 65535) return -1;
+    *port = (uint16_t)p;
+  }
+  return 0;
+}
+
+void mc_rpc_port_range(int *min_port, int *max_port) {
+  long lo = mc_env_long("MC_MIN_RPC_PORT", 15000, 1, 65535);
+  long hi = mc_env_long("MC_MAX_RPC_PORT", 17000, 1, 65535);
+  if (lo < 1024 || hi < lo || (lo <= 60999 && hi >= 32768)) {
+    if (lo != 15000 || hi != 17000)
+      LOG_WARN("RPC port range %ld-%ld is unusable (below 1024 or overlapping 32768-60999); using 15000-17000", lo, hi);
+    lo = 15000;
+    hi = 17000;
+  }
+  *min_port = (int)lo;
+  *max_port = (int)hi;
+}

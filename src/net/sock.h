@@ -1,0 +1,41 @@
+/* Socket helpers shared by the control RPC and the TCP transport: bounded connects, full reads and
+ * writes with a no-progress deadline, listeners on a random port of a range, local address choice.
+ * Functions return 0 / an fd on success and a negative errno on failure. */
+#ifndef MC_NET_SOCK_H
+#define MC_NET_SOCK_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* Resolves host (every address in turn) and connects with a deadline of timeout_ms per address.
+ * Returns a blocking fd with TCP_NODELAY, or -errno (-ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH...). */
+int mc_sock_connect(const char *host, uint16_t port, int timeout_ms);
+/* Listens on bind_ip:port (NULL/"" = any address). port 0 = kernel-chosen. Returns fd or -errno. */
+int mc_sock_listen(const char *bind_ip, uint16_t port, int backlog);
+/* Listens on a random port in [min_port, max_port], up to `attempts` tries; *port_out gets the port. */
+int mc_sock_listen_range(const char *bind_ip, int min_port, int max_port, int attempts, int backlog,
+                         uint16_t *port_out);
+uint16_t mc_sock_local_port(int fd);
+/* SO_RCVTIMEO / SO_SNDTIMEO: a blocking call fails with EAGAIN after timeout_ms without progress. */
+int mc_sock_set_timeouts(int fd, int rcv_ms, int snd_ms);
+/* Reads exactly n bytes. Blocking fd with SO_RCVTIMEO or not. 0, -EPIPE on EOF, -errno otherwise. */
+int mc_sock_read_full(int fd, void *buf, size_t n);
+int mc_sock_write_full(int fd, const void *buf, size_t n);
+/* writev until all iov bytes are sent (iov is modified). Adds to *sent the bytes written, if non-NULL. */
+int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent);
+/* Like read_full, but first polls up to timeout_ms for the first byte (-ETIMEDOUT) and uses poll
+ * deadlines throughout; for sockets without SO_RCVTIMEO. */
+int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms);
+int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms);
+
+/* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
+ * non-loopback IPv4 interface, else 127.0.0.1. */
+void mc_local_ip(char *buf, size_t len);
+/* Splits "host:port", "[v6]:port", "host" or a raw IPv6 address. Missing port -> def_port.
+ * Returns 0, or -1 for an empty host or a bad port. */
+int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port, uint16_t def_port);
+/* The RPC port range from MC_MIN_RPC_PORT / MC_MAX_RPC_PORT with the fallback rule of decisions D3:
+ * a range below 1024, inverted, or overlapping 32768-60999 falls back to 15000-17000. */
+void mc_rpc_port_range(int *min_port, int *max_port);
+
+#endif

@@ -1,0 +1,178 @@
+/* Internals shared by the engine core and its transports. Not a public header.
+ *
+ * Lock order: eng->seg_mu, then eng->reg_mu, then desc->shm_mu; batch locks are leaves.
+ * A remote descriptor (mc_desc) is immutable once published in a segment and refcounted: a slice holds
+ * a reference for its whole life, so a refresh can swap descriptors under running transfers. */
+#ifndef MC_TE_ENGINE_INTERNAL_H
+#define MC_TE_ENGINE_INTERNAL_H
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "mooncake/transfer_engine.h"
+#include "te/metadata.h"
+
+struct mc_engine;
+struct mc_transport;
+
+/* ---- local registered memory ---- */
+struct mc_buf {
+  uint64_t addr, len;
+  char *location;
+  int remote_accessible;
+  int memfd;          /* memfd backing (engine-allocated shared memory) or -1 */
+  int owned;          /* allocated by mc_te_alloc_shared: unmap on free */
+  atomic_int pins;    /* server-side transfers using the range right now (guarded by reg_mu to gain) */
+};
+
+/* ---- remote segment descriptors ---- */
+struct mc_rbuf {
+  uint64_t addr, len;
+  char *name;
+  int shm_fd; /* memfd number in the owner process, -1 if none */
+};
+
+struct mc_desc {
+  atomic_int refs;
+  char *name, *protocol, *host_id, *ip;
+  uint16_t tcp_data_port, rpc_port;
+  int tcp_proto_version;
+  int pid;
+  size_t nbuf;
+  struct mc_rbuf *bufs; /* sorted by addr */
+  char *canon;          /* compact JSON without "timestamp", for change detection */
+  /* same-host mappings of shm_fd buffers, created lazily by the shm transport */
+  pthread_mutex_t shm_mu;
+  void **shm_maps; /* per buffer: mapping base or NULL */
+};
+
+enum mc_path { MC_PATH_NONE = 0, MC_PATH_TCP, MC_PATH_SHM };
+
+struct mc_seg {
+  int32_t id;
+  char *name;
+  struct mc_desc *desc; /* guarded by eng->seg_mu */
+  int path;             /* guarded by eng->seg_mu */
+};
+
+/* ---- batches, tasks, slices ---- */
+struct mc_task {
+  atomic_int state; /* STATUS_WAITING until terminal */
+  atomic_uint_least64_t transferred;
+  atomic_int slices_left;
+  atomic_int failed;
+  int observed; /* a status poll saw it terminal */
+};
+
+struct mc_batch {
+  uint64_t id;
+  size_t cap;
+  atomic_size_t ntasks;
+  struct mc_task *tasks;
+  atomic_int pending;   /* tasks not yet terminal */
+  atomic_int any_failed;
+  pthread_mutex_t mu;   /* guards notify and the wait condition */
+  pthread_cond_t cv;
+  int has_notify;
+  int32_t notify_target;
+  char *notify_name, *notify_msg;
+};
+
+struct mc_slice {
+  struct mc_slice *next; /* intrusive queue link, owned by whichever queue holds the slice */
+  struct mc_engine *eng;
+  struct mc_batch *batch;
+  struct mc_task *task;
+  struct mc_desc *desc; /* referenced */
+  int opcode;
+  void *local;
+  uint64_t remote, len;
+  int retries;
+  uint64_t sent; /* bytes of this request put on the wire (TCP), for the retry rule */
+  uint64_t start_ns;
+};
+
+/* ---- transports ---- */
+struct mc_transport_ops {
+  const char *name;
+  int (*init)(struct mc_engine *e, struct mc_transport **out);
+  void (*fini)(struct mc_transport *t);
+  /* Adds this transport's fields to the local segment descriptor. */
+  void (*describe)(struct mc_transport *t, json_t *desc);
+  /* 1 when this transport can reach the segment described by d. */
+  int (*reachable)(struct mc_transport *t, const struct mc_desc *d);
+  /* Takes ownership of the slices; finishes each with mc_slice_done, possibly before returning. */
+  void (*submit)(struct mc_transport *t, struct mc_slice **slices, size_t n);
+};
+
+struct mc_transport {
+  const struct mc_transport_ops *ops;
+  struct mc_engine *eng;
+};
+
+/* The transport table (transport.c). Adding a transport = a file + a line there. */
+const struct mc_transport_ops *mc_transport_lookup(const char *name);
+
+/* ---- engine ---- */
+#define MC_MAX_TRANSPORTS 4
+
+struct mc_engine {
+  char *conn;
+  struct mc_meta *meta; /* NULL under P2PHANDSHAKE */
+  int p2p;
+  char *name; /* segment name */
+  char ip[256];
+  uint16_t rpc_port;
+  struct mc_rpc_server *rpc;
+  int force_tcp;
+
+  pthread_mutex_t tp_mu;
+  struct mc_transport *tps[MC_MAX_TRANSPORTS];
+  int ntps;
+
+  pthread_mutex_t reg_mu;
+  struct mc_buf **bufs; /* sorted by addr */
+  size_t nbufs, capbufs;
+
+  pthread_mutex_t seg_mu;
+  struct mc_seg **segs; /* index = id; segs[0] is this engine */
+  size_t nsegs, capsegs;
+
+  pthread_mutex_t batch_mu;
+  struct mc_batch **batches;
+  size_t nbatch_slots;
+  uint32_t batch_gen;
+
+  pthread_mutex_t inbox_mu;
+  notify_msg_t *inbox;
+  int ninbox, capinbox;
+
+  /* notifications to send, drained by the notifier thread */
+  pthread_mutex_t out_mu;
+  pthread_cond_t out_cv;
+  struct mc_outnote *outbox;
+  int out_stop;
+  pthread_t notifier;
+};
+
+/* Marks a slice finished (ok = 1) and updates its task and batch; drops the slice. Thread-safe. */
+void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);
+/* Pins the local registered buffer that wholly contains [addr, addr+len) and is remotely
+ * accessible; NULL if none (bounds checked without overflow). Unpin when done. */
+struct mc_buf *mc_engine_pin_range(struct mc_engine *e, uint64_t addr, uint64_t len);
+void mc_engine_unpin(struct mc_buf *b);
+/* The remote buffer of d wholly containing [addr, addr+len), or NULL. */
+const struct mc_rbuf *mc_desc_find(const struct mc_desc *d, uint64_t addr, uint64_t len);
+void mc_desc_ref(struct mc_desc *d);
+void mc_desc_unref(struct mc_desc *d);
+/* Finds an installed transport by name. */
+struct mc_transport *mc_engine_transport(struct mc_engine *e, const char *name);
+/* Re-publishes the local descriptor (not under P2P). */
+int mc_engine_publish(struct mc_engine *e);
+/* Decodes a descriptor; NULL if malformed (logged). */
+struct mc_desc *mc_desc_decode(const char *json);
+/* The local descriptor as JSON text (malloc'ed). */
+char *mc_engine_describe(struct mc_engine *e);
+
+#endif

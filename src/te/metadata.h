@@ -1,0 +1,52 @@
+/* Metadata backends: a plain key -> JSON-text store (metadata.md). The engine uses only get, set and
+ * remove. Backends: embedded/standalone HTTP server ("http://h:p/path"), etcd v3 ("etcd://h:p[,h:p]" or
+ * bare "h:p"), Redis ("redis://h:p"). "P2PHANDSHAKE" has no backend (the engine pulls descriptors from
+ * peers over the control RPC). Every call is bounded in time; none blocks forever. Thread-safe. */
+#ifndef MC_TE_METADATA_H
+#define MC_TE_METADATA_H
+#include <stddef.h>
+
+struct mc_meta;
+
+struct mc_meta_ops {
+  const char *scheme; /* "http", "etcd", "redis" */
+  /* 0 and a malloc'ed NUL-terminated value (caller frees); MC_META_NOT_FOUND; or ERR_METADATA (-200). */
+  int (*get)(struct mc_meta *m, const char *key, char **value_out);
+  /* 0 or ERR_METADATA. */
+  int (*set)(struct mc_meta *m, const char *key, const char *value);
+  /* 0 (also when the key did not exist) or ERR_METADATA. */
+  int (*remove)(struct mc_meta *m, const char *key);
+  void (*destroy)(struct mc_meta *m);
+};
+
+struct mc_meta {
+  const struct mc_meta_ops *ops;
+  char *conn; /* the connection string as given */
+};
+
+#define MC_META_NOT_FOUND 1
+
+/* True for the exact literal "P2PHANDSHAKE". */
+int mc_meta_is_p2p(const char *conn);
+/* Creates the backend for conn. P2PHANDSHAKE -> 0 with *out = NULL. Unknown scheme, empty endpoint
+ * list or a backend that cannot be initialised -> ERR_METADATA (-200) with an error logged naming the
+ * connection string; never aborts. Creation does not require the service to be up. */
+int mc_meta_open(const char *conn, struct mc_meta **out);
+void mc_meta_close(struct mc_meta *m);
+static inline int mc_meta_get(struct mc_meta *m, const char *key, char **v) { return m->ops->get(m, key, v); }
+static inline int mc_meta_set(struct mc_meta *m, const char *key, const char *v) { return m->ops->set(m, key, v); }
+static inline int mc_meta_remove(struct mc_meta *m, const char *key) { return m->ops->remove(m, key); }
+
+/* Key prefix "mooncake/" or "mooncake/<MC_METADATA_CLUSTER_ID>/" (no doubled '/'). Static string. */
+const char *mc_meta_prefix(void);
+/* Writes "<prefix>rpc_meta/<name>" / "<prefix>ram/<segment>" (or "<prefix><segment>" when the segment
+ * name contains '/') into buf. Returns the length (truncated like snprintf). */
+int mc_meta_rpc_key(char *buf, size_t len, const char *server_name);
+int mc_meta_segment_key(char *buf, size_t len, const char *segment_name);
+
+/* Backend constructors (used by mc_meta_open; conn without the scheme prefix). */
+int mc_meta_http_open(const char *url, struct mc_meta **out);
+int mc_meta_etcd_open(const char *endpoints, struct mc_meta **out);
+int mc_meta_redis_open(const char *hostport, struct mc_meta **out);
+
+#endif

@@ -1,0 +1,210 @@
+/* Redis metadata backend: GET/SET/DEL on the full key over one hiredis connection guarded by a mutex.
+ * Connects lazily (1.5 s connect, 3 s command timeouts), authenticates and selects the database from
+ * the environment, and reconnects once when a reused connection turns out to be broken. */
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "mooncake/transfer_engine.h"
+#include "te/metadata.h"
+
+#define DEFAULT_PORT 6379
+
+struct redis_meta {
+  struct mc_meta base;
+  char *host; /* host, port, user, password, db: immutable after open */
+  int port;
+  char *user; /* NULL when unset */
+  char *password;
+  int db;
+  pthread_mutex_t mu;
+  redisContext *c; /* NULL when disconnected; guarded by mu */
+};
+
+/* Answers the AUTH/SELECT handshake command; 0 unless Redis replied with an error or not at all. */
+static int handshake_cmd(redisContext *c, const char *what, int argc, const char **argv) {
+  redisReply *rep = redisCommandArgv(c, argc, argv, NULL);
+  int ok = rep && rep->type != REDIS_REPLY_ERROR;
+  if (!ok) LOG_ERROR("redis %s failed: %s", what, rep ? rep->str : c->errstr);
+  if (rep) freeReplyObject(rep);
+  return ok ? 0 : -1;
+}
+
+static int authenticate(struct redis_meta *r, redisContext *c) {
+  if (r->password) {
+    const char *with_user[] = {"AUTH", r->user, r->password}, *plain[] = {"AUTH", r->password};
+    int rc = r->user ? handshake_cmd(c, "AUTH", 3, with_user) : handshake_cmd(c, "AUTH", 2, plain);
+    if (rc) return -1;
+  }
+  if (r->db == 0) return 0;
+  char db[8];
+  snprintf(db, sizeof(db), "%d", r->db);
+  const char *select[] = {"SELECT", db};
+  return handshake_cmd(c, "SELECT", 2, select);
+}
+
+static int connect_locked(struct redis_meta *r) {
+  if (r->c) return 0;
+  struct timeval conn_tv = {1, 500000}, cmd_tv = {3, 0};
+  redisContext *c = redisConnectWithTimeout(r->host, r->port, conn_tv);
+  if (!c || c->err) {
+    LOG_ERROR("cannot connect to redis %s:%d: %s", r->host, r->port, c ? c->errstr : "out of memory");
+    if (c) redisFree(c);
+    return -1;
+  }
+  if (redisSetTimeout(c, cmd_tv) != REDIS_OK || authenticate(r, c)) {
+    redisFree(c);
+    return -1;
+  }
+  r->c = c;
+  return 0;
+}
+
+/* A broken (not merely slow) connection: worth one retry on a fresh one. */
+static int is_broken(const redisContext *c, int err_no) {
+  if (c->err == REDIS_ERR_EOF) return 1;
+  return c->err == REDIS_ERR_IO && err_no != EAGAIN && err_no != EWOULDBLOCK && err_no != ETIMEDOUT;
+}
+
+/* Runs one command with mu held. Returns the reply (caller frees) or NULL (logged). */
+static redisReply *run_locked(struct redis_meta *r, int argc, const char **argv, const size_t *lens) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int reused = r->c != NULL;
+    if (connect_locked(r)) return NULL;
+    errno = 0;
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    int err_no = errno;
+    if (rep) return rep;
+    int retry = reused && attempt == 0 && is_broken(r->c, err_no);
+    LOG_WARN("redis %s:%d %s failed: %s%s", r->host, r->port, argv[0], r->c->errstr,
+             retry ? "; reconnecting" : "");
+    redisFree(r->c);
+    r->c = NULL;
+    if (!retry) return NULL;
+  }
+  return NULL;
+}
+
+static redisReply *run(struct redis_meta *r, int argc, const char **argv, const size_t *lens) {
+  pthread_mutex_lock(&r->mu);
+  redisReply *rep = run_locked(r, argc, argv, lens);
+  pthread_mutex_unlock(&r->mu);
+  return rep;
+}
+
+/* Logs an unexpected reply and frees it. Always returns ERR_METADATA. */
+static int bad_reply(redisReply *rep, const char *cmd, const char *key) {
+  if (rep && rep->type == REDIS_REPLY_ERROR)
+    LOG_ERROR("redis %s '%s': %s", cmd, key, rep->str);
+  else if (rep)
+    LOG_ERROR("redis %s '%s': unexpected reply type %d", cmd, key, rep->type);
+  if (rep) freeReplyObject(rep);
+  return ERR_METADATA;
+}
+
+static int redis_get(struct mc_meta *m, const char *key, char **value_out) {
+  const char *argv[] = {"GET", key};
+  size_t lens[] = {3, strlen(key)};
+  *value_out = NULL;
+  redisReply *rep = run((struct redis_meta *)m, 2, argv, lens);
+  if (!rep || (rep->type != REDIS_REPLY_NIL && rep->type != REDIS_REPLY_STRING))
+    return bad_reply(rep, "GET", key);
+  int rc = MC_META_NOT_FOUND;
+  if (rep->type == REDIS_REPLY_STRING) {
+    char *v = mc_malloc((size_t)rep->len + 1);
+    memcpy(v, rep->str, (size_t)rep->len);
+    v[rep->len] = 0;
+    *value_out = v;
+    rc = 0;
+  }
+  freeReplyObject(rep);
+  return rc;
+}
+
+static int redis_set(struct mc_meta *m, const char *key, const char *value) {
+  const char *argv[] = {"SET", key, value};
+  size_t lens[] = {3, strlen(key), strlen(value)};
+  redisReply *rep = run((struct redis_meta *)m, 3, argv, lens);
+  if (!rep || rep->type != REDIS_REPLY_STATUS) return bad_reply(rep, "SET", key);
+  freeReplyObject(rep);
+  return 0;
+}
+
+static int redis_remove(struct mc_meta *m, const char *key) {
+  const char *argv[] = {"DEL", key};
+  size_t lens[] = {3, strlen(key)};
+  redisReply *rep = run((struct redis_meta *)m, 2, argv, lens);
+  if (!rep || rep->type != REDIS_REPLY_INTEGER) return bad_reply(rep, "DEL", key);
+  freeReplyObject(rep);
+  return 0;
+}
+
+static void redis_destroy(struct mc_meta *m) {
+  struct redis_meta *r = (struct redis_meta *)m;
+  if (r->c) redisFree(r->c);
+  pthread_mutex_destroy(&r->mu);
+  mc_free(r->host);
+  mc_free(r->user);
+  mc_free(r->password);
+  mc_free(r);
+}
+
+static const struct mc_meta_ops redis_ops = {
+    .scheme = "redis", .get = redis_get, .set = redis_set, .remove = redis_remove, .destroy = redis_destroy};
+
+/* Splits "host[:port]" / "[v6]:port" (trailing '/' ignored). Returns 0, or -1 on junk. */
+static int parse_hostport(const char *s, char **host, int *port) {
+  size_t n = strlen(s);
+  while (n > 0 && s[n - 1] == '/') n--;
+  const char *end = s + n, *colon = NULL;
+  if (*s == '[') {
+    const char *rb = memchr(s, ']', n);
+    if (!rb) return -1;
+    *host = mc_strndup(s + 1, (size_t)(rb - s - 1));
+    colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+    if (!colon && rb + 1 != end) goto bad;
+  } else {
+    colon = memchr(s, ':', n);
+    *host = mc_strndup(s, colon ? (size_t)(colon - s) : n);
+  }
+  *port = DEFAULT_PORT;
+  if (colon) {
+    char *e;
+    long p = strtol(colon + 1, &e, 10);
+    if (e != end || colon + 1 == end || p < 1 || p > 65535) goto bad;
+    *port = (int)p;
+  }
+  if (**host) return 0;
+bad:
+  mc_free(*host);
+  *host = NULL;
+  return -1;
+}
+
+static char *env_dup(const char *name) {
+  const char *v = getenv(name);
+  return v && *v ? mc_strdup(v) : NULL;
+}
+
+int mc_meta_redis_open(const char *hostport, struct mc_meta **out) {
+  *out = NULL;
+  struct redis_meta *r = mc_calloc(1, sizeof(*r));
+  if (parse_hostport(hostport, &r->host, &r->port)) {
+    LOG_ERROR("bad redis address '%s' (want host:port)", hostport);
+    mc_free(r);
+    return ERR_METADATA;
+  }
+  r->base.ops = &redis_ops;
+  r->user = env_dup("MC_REDIS_USERNAME");
+  r->password = env_dup("MC_REDIS_PASSWORD");
+  r->db = (int)mc_env_long("MC_REDIS_DB_INDEX", 0, 0, 255);
+  pthread_mutex_init(&r->mu, NULL);
+  *out = &r->base;
+  return 0;
+}

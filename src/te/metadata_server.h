@@ -1,0 +1,20 @@
+/* The HTTP metadata server (metadata.md §4), embeddable in any binary (mooncake_master embeds it; the
+ * standalone mooncake_http_metadata_server wraps it). An in-memory map key -> body, optionally persisted
+ * to a file so that a restart loses nothing (metadata.md §6.1). */
+#ifndef MC_TE_METADATA_SERVER_H
+#define MC_TE_METADATA_SERVER_H
+#include <stdint.h>
+
+struct mc_meta_server;
+
+/* Starts serving on host:port (port 0 = pick a free port; see mc_meta_server_port). persist_path may be
+ * NULL (memory only); otherwise the map is loaded from it at start and rewritten atomically on every
+ * change. Returns NULL with an error logged when the port cannot be bound. */
+struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, const char *persist_path);
+uint16_t mc_meta_server_port(const struct mc_meta_server *s);
+/* In-process access for the embedding binary (e.g. the master deleting a dead client's keys). */
+int mc_meta_server_delete(struct mc_meta_server *s, const char *key); /* 0, or 1 when absent */
+/* Stops serving and frees everything. NULL ignored. */
+void mc_meta_server_stop(struct mc_meta_server *s);
+
+#endif

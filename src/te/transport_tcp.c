@@ -1,0 +1,559 @@
+/* TCP transport: per peer up to MC_TCP_LANES_PER_PEER persistent connections ("lanes"). Each lane has a
+ * sender thread that pipelines requests and a receiver thread that reads status frames in order, so a
+ * WRITE is COMPLETED only after the target acknowledged that the bytes landed (v2 framing). The server
+ * side validates every request against the registered buffers and drains rejected payloads so the
+ * connection stays usable. It must never write outside a registered, remotely accessible buffer. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/sock.h"
+#include "te/engine_internal.h"
+
+#define HDR_LEN 24
+#define OP_V2 0x80
+#define STATUS_MAGIC 0x4D435456ull
+#define STATUS_OK 0
+#define STATUS_REJECTED 1
+#define POLL_SLICE_MS 500
+#define MAX_LANES 16
+
+struct tcp_tp;
+
+struct lane {
+  struct tcp_peer *peer;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct mc_slice *q_head, *q_tail; /* to send */
+  struct mc_slice *f_head, *f_tail; /* sent (or being sent), awaiting status, in wire order */
+  struct mc_slice *sending;         /* owned by the sender while its bytes go out */
+  int fd, alive, stop, started;
+  int recovering; /* the receiver is settling the slices of a lost connection: no reconnect yet */
+  atomic_uint_least64_t progress_ns;
+  pthread_t snd, rcv;
+};
+
+struct tcp_peer {
+  struct tcp_peer *next;
+  struct tcp_tp *tp;
+  char host[256];
+  uint16_t port;
+  atomic_uint rr;
+  struct lane lanes[MAX_LANES];
+};
+
+struct srv_conn {
+  struct srv_conn *next;
+  struct tcp_tp *tp;
+  int fd, done;
+  pthread_t th;
+};
+
+struct tcp_tp {
+  struct mc_transport base;
+  int listen_fd;
+  uint16_t port;
+  atomic_int stop;
+  pthread_t acceptor;
+  pthread_mutex_t mu; /* guards peers and conns */
+  struct tcp_peer *peers;
+  struct srv_conn *conns;
+  int nlanes, io_timeout_ms, connect_timeout_ms;
+  size_t chunk;
+};
+
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* ---------------------------------------------------------------- progress-aware I/O */
+
+/* Receives n bytes on a socket with a short SO_RCVTIMEO; fails after io_timeout without progress on
+ * the connection (either direction counts, through *progress), or when *stop is set. */
+static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *progress, int timeout_ms,
+                         atomic_int *stop, int idle_ok) {
+  char *p = buf;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = recv(fd, p + got, n - got, 0);
+    if (r > 0) {
+      got += (size_t)r;
+      atomic_store(progress, mc_now_ns());
+      continue;
+    }
+    if (r == 0) return -EPIPE;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return -errno;
+    if (stop && atomic_load(stop)) return -ECANCELED;
+    if (idle_ok && got == 0) continue;
+    if (mc_now_ns() - atomic_load(progress) > (uint64_t)timeout_ms * 1000000ull) return -ETIMEDOUT;
+  }
+  return 0;
+}
+
+/* Sends iov fully in chunks, recording progress; *sent counts payload bytes put on the wire. */
+static int send_progress(int fd, struct iovec *iov, int cnt, size_t chunk, atomic_uint_least64_t *progress,
+                         uint64_t *sent) {
+  while (cnt > 0) {
+    struct iovec part[2];
+    int pc = 0;
+    size_t budget = chunk;
+    for (int i = 0; i < cnt && pc < 2 && budget; i++) {
+      size_t l = MC_MIN(iov[i].iov_len, budget);
+      part[pc].iov_base = iov[i].iov_base;
+      part[pc++].iov_len = l;
+      budget -= l;
+    }
+    uint64_t before = *sent;
+    int rc = mc_sock_writev_full(fd, part, pc, sent);
+    size_t w = (size_t)(*sent - before);
+    atomic_store(progress, mc_now_ns());
+    if (rc) return rc;
+    while (cnt > 0 && w >= iov->iov_len) {
+      w -= iov->iov_len;
+      iov++;
+      cnt--;
+    }
+    if (cnt > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= w;
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- server side */
+
+static int send_status(int fd, uint32_t code, struct iovec *data) {
+  uint8_t st[8];
+  put_u64(st, (STATUS_MAGIC << 32) | code);
+  struct iovec iov[2] = {{st, 8}, {0, 0}};
+  int cnt = 1;
+  if (data) iov[cnt++] = *data;
+  return mc_sock_writev_full(fd, iov, cnt, NULL);
+}
+
+static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeout_ms, atomic_int *stop) {
+  char sink[65536];
+  while (n) {
+    size_t k = (size_t)MC_MIN(n, sizeof(sink));
+    int rc = recv_progress(fd, sink, k, progress, timeout_ms, stop, 0);
+    if (rc) return rc;
+    n -= k;
+  }
+  return 0;
+}
+
+/* Serves one request; returns 0 to keep the connection, negative to drop it. */
+static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress) {
+  uint8_t h[HDR_LEN];
+  int rc = recv_progress(fd, h, HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 1);
+  if (rc) return rc;
+  uint64_t size = get_u64(h), addr = get_u64(h + 8);
+  int op = h[16] & 0x7f;
+  if (!(h[16] & OP_V2) || op > OPCODE_WRITE) {
+    LOG_WARN("tcp: dropping a connection that speaks an unsupported framing (opcode byte 0x%02x)", h[16]);
+    return -EPROTO;
+  }
+  struct mc_buf *b = mc_engine_pin_range(tp->base.eng, addr, size);
+  if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside registered memory",
+                   op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
+  if (op == OPCODE_WRITE) {
+    rc = b ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0)
+           : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
+    if (!rc) rc = send_status(fd, b ? STATUS_OK : STATUS_REJECTED, NULL);
+  } else if (b) {
+    struct iovec data = {(void *)(uintptr_t)addr, size};
+    rc = send_status(fd, STATUS_OK, &data);
+  } else {
+    rc = send_status(fd, STATUS_REJECTED, NULL);
+  }
+  if (b) mc_engine_unpin(b);
+  return rc;
+}
+
+static void *conn_main(void *arg) {
+  struct srv_conn *c = arg;
+  atomic_uint_least64_t progress;
+  atomic_init(&progress, mc_now_ns());
+  while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress) == 0) {
+  }
+  pthread_mutex_lock(&c->tp->mu);
+  c->done = 1;
+  pthread_mutex_unlock(&c->tp->mu);
+  return NULL;
+}
+
+/* Joins finished connection threads. tp->mu held. */
+static void reap_conns(struct tcp_tp *tp, int all) {
+  for (struct srv_conn **pp = &tp->conns; *pp;) {
+    struct srv_conn *c = *pp;
+    if (!all && !c->done) {
+      pp = &c->next;
+      continue;
+    }
+    *pp = c->next;
+    pthread_mutex_unlock(&tp->mu);
+    pthread_join(c->th, NULL);
+    close(c->fd);
+    mc_free(c);
+    pthread_mutex_lock(&tp->mu);
+  }
+}
+
+static void *acceptor_main(void *arg) {
+  struct tcp_tp *tp = arg;
+  while (!atomic_load(&tp->stop)) {
+    struct pollfd p = {.fd = tp->listen_fd, .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(tp->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    mc_sock_set_timeouts(fd, POLL_SLICE_MS, tp->io_timeout_ms);
+    struct srv_conn *c = mc_calloc(1, sizeof(*c));
+    c->tp = tp;
+    c->fd = fd;
+    pthread_mutex_lock(&tp->mu);
+    reap_conns(tp, 0);
+    if (pthread_create(&c->th, NULL, conn_main, c)) {
+      close(fd);
+      mc_free(c);
+    } else {
+      c->next = tp->conns;
+      tp->conns = c;
+    }
+    pthread_mutex_unlock(&tp->mu);
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- client side */
+
+static void q_push(struct mc_slice **h, struct mc_slice **t, struct mc_slice *s) {
+  s->next = NULL;
+  if (*t) (*t)->next = s;
+  else *h = s;
+  *t = s;
+}
+
+static struct mc_slice *q_pop(struct mc_slice **h, struct mc_slice **t) {
+  struct mc_slice *s = *h;
+  if (s) {
+    *h = s->next;
+    if (!*h) *t = NULL;
+  }
+  return s;
+}
+
+/* Connection lost: each inflight slice is retried once on a fresh connection if it is a READ or no byte
+ * of it was sent; otherwise it fails. Lane mu NOT held. */
+static void recover(struct lane *l, struct mc_slice *list) {
+  struct mc_slice *retry_h = NULL, *retry_t = NULL;
+  while (list) {
+    struct mc_slice *s = list;
+    list = s->next;
+    if (s->retries == 0 && (s->opcode == OPCODE_READ || s->sent == 0) && !l->stop) {
+      s->retries++;
+      s->sent = 0;
+      q_push(&retry_h, &retry_t, s);
+    } else {
+      mc_slice_done(s, 0, 0);
+    }
+  }
+  if (!retry_h) return;
+  pthread_mutex_lock(&l->mu);
+  retry_t->next = l->q_head; /* retries go first */
+  l->q_head = retry_h;
+  if (!l->q_tail) l->q_tail = retry_t;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static int send_request(struct lane *l, int fd, struct mc_slice *s) {
+  uint8_t h[HDR_LEN] = {0};
+  put_u64(h, s->len);
+  put_u64(h + 8, s->remote);
+  h[16] = (uint8_t)(s->opcode | OP_V2);
+  struct iovec iov[2] = {{h, HDR_LEN}, {s->local, s->len}};
+  uint64_t sent = 0;
+  int rc = send_progress(fd, iov, s->opcode == OPCODE_WRITE ? 2 : 1, l->peer->tp->chunk, &l->progress_ns, &sent);
+  if (rc) s->sent = sent; /* the slice is still ours: the receiver waits for `sending` to clear */
+  return rc;
+}
+
+/* Fails every queued slice (the peer cannot be reached). l->mu held; released and re-taken. */
+static void fail_queue(struct lane *l) {
+  struct mc_slice *list = l->q_head;
+  l->q_head = l->q_tail = NULL;
+  pthread_mutex_unlock(&l->mu);
+  while (list) {
+    struct mc_slice *s = list;
+    list = s->next;
+    mc_slice_done(s, 0, 0);
+  }
+  pthread_mutex_lock(&l->mu);
+}
+
+static int lane_connect(struct lane *l) {
+  struct tcp_peer *p = l->peer;
+  pthread_mutex_unlock(&l->mu);
+  int fd = mc_sock_connect(p->host, p->port, p->tp->connect_timeout_ms);
+  pthread_mutex_lock(&l->mu);
+  if (fd < 0) {
+    LOG_WARN("tcp: cannot connect to %s:%u: %s", p->host, p->port, strerror(-fd));
+    return -1;
+  }
+  mc_sock_set_timeouts(fd, POLL_SLICE_MS, p->tp->io_timeout_ms);
+  l->fd = fd;
+  l->alive = 1;
+  atomic_store(&l->progress_ns, mc_now_ns());
+  pthread_cond_broadcast(&l->cv);
+  return 0;
+}
+
+static void *sender_main(void *arg) {
+  struct lane *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->stop && (!l->q_head || l->recovering)) pthread_cond_wait(&l->cv, &l->mu);
+    if (l->stop) break;
+    if (l->fd >= 0 && !l->alive) {
+      close(l->fd);
+      l->fd = -1;
+    }
+    if (l->fd < 0 && lane_connect(l)) {
+      fail_queue(l);
+      continue;
+    }
+    struct mc_slice *s = q_pop(&l->q_head, &l->q_tail);
+    q_push(&l->f_head, &l->f_tail, s);
+    l->sending = s;
+    int fd = l->fd;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    int rc = send_request(l, fd, s); /* s must not be touched after a successful send */
+    if (rc) shutdown(fd, SHUT_RDWR);
+    pthread_mutex_lock(&l->mu);
+    l->sending = NULL;
+    pthread_cond_broadcast(&l->cv);
+    while (rc && l->alive && l->fd == fd && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok) {
+  struct tcp_tp *tp = l->peer->tp;
+  uint8_t st[8];
+  int rc = recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
+  if (rc) return rc;
+  uint64_t v = get_u64(st);
+  if ((v >> 32) != STATUS_MAGIC) return -EPROTO;
+  *ok = (uint32_t)v == STATUS_OK;
+  if (*ok && s->opcode == OPCODE_READ)
+    rc = recv_progress(fd, s->local, s->len, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
+  return rc;
+}
+
+static void *receiver_main(void *arg) {
+  struct lane *l = arg;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->stop && (!l->f_head || !l->alive)) pthread_cond_wait(&l->cv, &l->mu);
+    if (l->stop) break;
+    struct mc_slice *s = l->f_head;
+    int fd = l->fd, ok = 0;
+    pthread_mutex_unlock(&l->mu);
+    int rc = recv_reply(l, fd, s, &ok);
+    if (rc) {
+      LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
+               rc == -EPROTO ? "bad status frame" : strerror(-rc));
+      shutdown(fd, SHUT_RDWR);
+      pthread_mutex_lock(&l->mu);
+      l->alive = 0;
+      l->recovering = 1;
+      pthread_cond_broadcast(&l->cv);
+      while (l->sending) pthread_cond_wait(&l->cv, &l->mu);
+      struct mc_slice *list = l->f_head;
+      l->f_head = l->f_tail = NULL;
+      pthread_mutex_unlock(&l->mu);
+      recover(l, list);
+      pthread_mutex_lock(&l->mu);
+      l->recovering = 0;
+      pthread_cond_broadcast(&l->cv);
+      continue;
+    }
+    if (!ok)
+      LOG_WARN("tcp: %s:%u rejected a %s of %llu bytes at 0x%llx", l->peer->host, l->peer->port,
+               s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len,
+               (unsigned long long)s->remote);
+    pthread_mutex_lock(&l->mu);
+    while (l->sending == s) pthread_cond_wait(&l->cv, &l->mu);
+    q_pop(&l->f_head, &l->f_tail);
+    pthread_mutex_unlock(&l->mu);
+    mc_slice_done(s, ok, s->len);
+    pthread_mutex_lock(&l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+static struct tcp_peer *get_peer(struct tcp_tp *tp, const char *host, uint16_t port) {
+  pthread_mutex_lock(&tp->mu);
+  struct tcp_peer *p = tp->peers;
+  while (p && (p->port != port || strcmp(p->host, host))) p = p->next;
+  if (!p) {
+    p = mc_calloc(1, sizeof(*p));
+    p->tp = tp;
+    snprintf(p->host, sizeof(p->host), "%s", host);
+    p->port = port;
+    for (int i = 0; i < MAX_LANES; i++) {
+      p->lanes[i].peer = p;
+      p->lanes[i].fd = -1;
+      pthread_mutex_init(&p->lanes[i].mu, NULL);
+      pthread_cond_init(&p->lanes[i].cv, NULL);
+    }
+    p->next = tp->peers;
+    tp->peers = p;
+  }
+  pthread_mutex_unlock(&tp->mu);
+  return p;
+}
+
+static void lane_enqueue(struct lane *l, struct mc_slice *s) {
+  pthread_mutex_lock(&l->mu);
+  if (!l->started) {
+    l->started = 1;
+    pthread_create(&l->snd, NULL, sender_main, l);
+    pthread_create(&l->rcv, NULL, receiver_main, l);
+  }
+  q_push(&l->q_head, &l->q_tail, s);
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void tcp_submit(struct mc_transport *t, struct mc_slice **sl, size_t n) {
+  struct tcp_tp *tp = (struct tcp_tp *)t;
+  struct tcp_peer *p = NULL;
+  for (size_t i = 0; i < n; i++) {
+    struct mc_desc *d = sl[i]->desc;
+    if (!p || p->port != d->tcp_data_port || strcmp(p->host, d->ip)) p = get_peer(tp, d->ip, d->tcp_data_port);
+    unsigned k = atomic_fetch_add(&p->rr, 1) % (unsigned)tp->nlanes;
+    lane_enqueue(&p->lanes[k], sl[i]);
+  }
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
+  int lo, hi;
+  mc_rpc_port_range(&lo, &hi);
+  uint16_t port;
+  int fd = mc_sock_listen_range(NULL, lo, hi, 500, 128, &port);
+  if (fd < 0) {
+    LOG_ERROR("tcp: cannot bind a data port in %d-%d: %s", lo, hi, strerror(-fd));
+    return ERR_SOCKET;
+  }
+  struct tcp_tp *tp = mc_calloc(1, sizeof(*tp));
+  tp->base.eng = e;
+  tp->listen_fd = fd;
+  tp->port = port;
+  long lanes = getenv("MC_TCP_LANES_PER_PEER") ? mc_env_long("MC_TCP_LANES_PER_PEER", 4, 1, MAX_LANES)
+                                               : mc_env_long("MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, MAX_LANES);
+  tp->nlanes = (int)lanes;
+  tp->io_timeout_ms = (int)mc_env_long("MC_TCP_IO_TIMEOUT_MS", 10000, 100, 3600000);
+  tp->connect_timeout_ms = (int)mc_env_long("MC_TCP_CONNECT_TIMEOUT_MS", 3000, 100, 600000);
+  tp->chunk = (size_t)mc_env_long("MC_TCP_SLICE_SIZE", 65536, 4096, 1l << 30) * 16;
+  pthread_mutex_init(&tp->mu, NULL);
+  tp->base.ops = mc_transport_lookup("tcp");
+  if (pthread_create(&tp->acceptor, NULL, acceptor_main, tp)) {
+    close(fd);
+    mc_free(tp);
+    return ERR_CONTEXT;
+  }
+  LOG_INFO("tcp: data port %u, %d lanes per peer", port, tp->nlanes);
+  *out = &tp->base;
+  return 0;
+}
+
+static void stop_lane(struct lane *l) {
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  if (l->fd >= 0) shutdown(l->fd, SHUT_RDWR);
+  pthread_cond_broadcast(&l->cv);
+  int started = l->started;
+  pthread_mutex_unlock(&l->mu);
+  if (started) {
+    pthread_join(l->snd, NULL);
+    pthread_join(l->rcv, NULL);
+  }
+  struct mc_slice *rest = l->f_head;
+  if (l->f_tail) l->f_tail->next = l->q_head;
+  else rest = l->q_head;
+  while (rest) {
+    struct mc_slice *s = rest;
+    rest = s->next;
+    mc_slice_done(s, 0, 0);
+  }
+  if (l->fd >= 0) close(l->fd);
+}
+
+static void tcp_fini(struct mc_transport *t) {
+  struct tcp_tp *tp = (struct tcp_tp *)t;
+  atomic_store(&tp->stop, 1);
+  pthread_join(tp->acceptor, NULL);
+  close(tp->listen_fd);
+  pthread_mutex_lock(&tp->mu);
+  for (struct srv_conn *c = tp->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
+  reap_conns(tp, 1);
+  struct tcp_peer *p = tp->peers;
+  tp->peers = NULL;
+  pthread_mutex_unlock(&tp->mu);
+  while (p) {
+    struct tcp_peer *next = p->next;
+    for (int i = 0; i < MAX_LANES; i++) stop_lane(&p->lanes[i]);
+    mc_free(p);
+    p = next;
+  }
+  mc_free(tp);
+}
+
+static void tcp_describe(struct mc_transport *t, json_t *d) {
+  struct tcp_tp *tp = (struct tcp_tp *)t;
+  json_object_set_new(d, "tcp_data_port", json_integer(tp->port));
+  json_object_set_new(d, "tcp_proto_version", json_integer(2));
+}
+
+static int tcp_reachable(struct mc_transport *t, const struct mc_desc *d) {
+  if (!d->tcp_data_port || !d->ip || !*d->ip) return 0;
+  if (d->tcp_proto_version < 2) {
+    LOG_WARN("segment %s speaks TCP framing v%d; only v2 (acknowledged writes) is supported", d->name,
+             d->tcp_proto_version);
+    return 0;
+  }
+  return 1;
+}
+
+const struct mc_transport_ops mc_tcp_transport_ops = {
+    .name = "tcp",
+    .init = tcp_init,
+    .fini = tcp_fini,
+    .describe = tcp_describe,
+    .reachable = tcp_reachable,
+    .submit = tcp_submit,
+};

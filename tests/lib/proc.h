@@ -1,0 +1,371 @@
+/* Process helpers for black-box tests: free ports, temp dirs, children spawned with their output in a log
+ * file (killed if the test dies), waiting for a port, stopping children, raw HTTP over a socket, and real
+ * etcd / redis-server instances. A missing binary is a test failure with a clear message, never a skip. */
+#ifndef MC_TEST_PROC_H
+#define MC_TEST_PROC_H
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static inline long mc_tp_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static inline void mc_tp_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) && errno == EINTR) {
+  }
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0), or -1. */
+static inline int mc_tp_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) && !getsockname(fd, (struct sockaddr *)&a, &len))
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+/* A listening socket on 127.0.0.1 that never accepts (connections complete, nothing answers); -1 on
+ * error. *port receives its port. The caller closes it. */
+static inline int mc_tp_silent_listener(int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(a);
+  if (fd < 0) return -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 64) ||
+      getsockname(fd, (struct sockaddr *)&a, &len)) {
+    close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+/* A fresh directory /tmp/mc_test_<tag>_XXXXXX (malloc'ed path), or NULL. */
+static inline char *mc_tp_mkdtemp(const char *tag) {
+  char *p = malloc(strlen(tag) + 32);
+  sprintf(p, "/tmp/mc_test_%s_XXXXXX", tag);
+  if (mkdtemp(p)) return p;
+  fprintf(stderr, "mkdtemp(%s): %s\n", p, strerror(errno));
+  free(p);
+  return NULL;
+}
+
+/* Joins two path parts into a malloc'ed string. */
+static inline char *mc_tp_path(const char *dir, const char *name) {
+  char *p = malloc(strlen(dir) + strlen(name) + 2);
+  sprintf(p, "%s/%s", dir, name);
+  return p;
+}
+
+/* rm -rf path (NULL ignored); symbolic links are removed, never followed. */
+static inline void mc_tp_rmrf(const char *path) {
+  struct stat st;
+  if (!path || lstat(path, &st)) return;
+  DIR *d = S_ISDIR(st.st_mode) ? opendir(path) : NULL;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+      char *child = mc_tp_path(path, e->d_name);
+      mc_tp_rmrf(child);
+      free(child);
+    }
+  }
+  if (d) closedir(d);
+  remove(path);
+}
+
+/* Full path of an executable: name itself when it holds a '/', else the first match on $PATH (plus
+ * /usr/sbin and /usr/bin). malloc'ed, or NULL. */
+static inline char *mc_tp_which(const char *name) {
+  if (strchr(name, '/')) return access(name, X_OK) ? NULL : strdup(name);
+  const char *env = getenv("PATH");
+  size_t n = strlen(env ? env : "") + 32;
+  char *path = malloc(n), *save = NULL;
+  snprintf(path, n, "%s:/usr/sbin:/usr/bin", env ? env : "");
+  for (char *dir = strtok_r(path, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+    char *full = mc_tp_path(*dir ? dir : ".", name);
+    if (!access(full, X_OK)) {
+      free(path);
+      return full;
+    }
+    free(full);
+  }
+  free(path);
+  return NULL;
+}
+
+/* environ with extra "NAME=value" entries added (replacing same-named ones). Free the array only. */
+static inline char **mc_tp_env_(char *const extra[]) {
+  size_t n = 0, k = 0, m = 0;
+  while (environ[n]) n++;
+  while (extra && extra[k]) k++;
+  char **env = calloc(n + k + 1, sizeof(char *));
+  for (size_t i = 0; i < n; i++) {
+    int replaced = 0;
+    for (size_t j = 0; j < k && !replaced; j++) {
+      size_t nl = strcspn(extra[j], "=");
+      replaced = !strncmp(environ[i], extra[j], nl) && environ[i][nl] == '=';
+    }
+    if (!replaced) env[m++] = environ[i];
+  }
+  for (size_t j = 0; j < k; j++) env[m++] = extra[j];
+  return env;
+}
+
+static inline void mc_tp_child_(const char *path, char *const argv[], char **env, const char *log,
+                                int errfd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a crashed test */
+  int in = open("/dev/null", O_RDONLY);
+  int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (in >= 0) dup2(in, 0);
+  if (out >= 0) dup2(out, 1), dup2(out, 2);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(path, argv, env);
+  int e = errno;
+  ssize_t w = write(errfd, &e, sizeof(e));
+  (void)w;
+  _exit(127);
+}
+
+/* Starts argv[0] (looked up on PATH) with extra environment entries (NULL-terminated, may be NULL),
+ * stdout+stderr appended to log_path. Returns the pid, or -1 with a message on stderr. */
+static inline pid_t mc_tp_spawn(char *const argv[], char *const extra_env[], const char *log_path) {
+  char *path = mc_tp_which(argv[0]);
+  if (!path) {
+    fprintf(stderr, "FAIL: '%s' not found (scripts/install-deps.sh installs the test dependencies)\n",
+            argv[0]);
+    return -1;
+  }
+  char **env = mc_tp_env_(extra_env);
+  int pfd[2] = {-1, -1};
+  if (pipe(pfd) == 0) fcntl(pfd[1], F_SETFD, FD_CLOEXEC), fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
+  pid_t pid = fork();
+  if (pid == 0) mc_tp_child_(path, argv, env, log_path, pfd[1]);
+  close(pfd[1]);
+  int e = 0;
+  if (pid > 0 && read(pfd[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+    fprintf(stderr, "FAIL: cannot execute %s: %s\n", path, strerror(e));
+    waitpid(pid, NULL, 0);
+    pid = -1;
+  }
+  close(pfd[0]);
+  free(env);
+  free(path);
+  return pid;
+}
+
+/* True when the child has exited (it is not reaped). */
+static inline int mc_tp_exited(pid_t pid) {
+  siginfo_t si;
+  memset(&si, 0, sizeof(si));
+  return pid > 0 && !waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) && si.si_pid == pid;
+}
+
+/* Connects to 127.0.0.1:port; returns the socket or -1. */
+static inline int mc_tp_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {
+      .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+/* Waits until 127.0.0.1:port accepts connections. 0, or -1 on timeout or when pid (if > 0) exited. */
+static inline int mc_tp_wait_port(int port, long timeout_ms, pid_t pid) {
+  long deadline = mc_tp_now_ms() + timeout_ms;
+  while (mc_tp_now_ms() < deadline) {
+    int fd = mc_tp_connect(port);
+    if (fd >= 0) {
+      close(fd);
+      return 0;
+    }
+    if (mc_tp_exited(pid)) return -1;
+    mc_tp_sleep_ms(20);
+  }
+  return -1;
+}
+
+/* SIGTERM, then SIGKILL after grace_ms; reaps. Returns the wait status, or -1. */
+static inline int mc_tp_stop(pid_t pid, long grace_ms) {
+  if (pid <= 0) return -1;
+  int st = 0;
+  kill(pid, SIGTERM);
+  long deadline = mc_tp_now_ms() + grace_ms;
+  while (mc_tp_now_ms() < deadline) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) return st;
+    if (r < 0) return -1;
+    mc_tp_sleep_ms(10);
+  }
+  fprintf(stderr, "pid %d ignored SIGTERM for %ld ms; killing\n", (int)pid, grace_ms);
+  kill(pid, SIGKILL);
+  return waitpid(pid, &st, 0) == pid ? st : -1;
+}
+
+/* Sends req (len bytes) to 127.0.0.1:port and reads the answer until the peer closes, resp is full or
+ * timeout_ms passes. resp is NUL-terminated. Returns the bytes read, or -1 if nothing could be sent. */
+static inline long mc_tp_raw_http(int port, const char *req, size_t len, char *resp, size_t cap,
+                                  long timeout_ms) {
+  int fd = mc_tp_connect(port);
+  if (fd < 0) return -1;
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  size_t got = 0;
+  long sent = len ? (long)send(fd, req, len, MSG_NOSIGNAL) : 0;
+  long deadline = mc_tp_now_ms() + timeout_ms;
+  while (sent >= 0 && got + 1 < cap && mc_tp_now_ms() < deadline) {
+    ssize_t n = recv(fd, resp + got, cap - 1 - got, 0);
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  if (cap) resp[got] = 0;
+  close(fd);
+  return sent < 0 ? -1 : (long)got;
+}
+
+/* The status code of a raw HTTP answer ("HTTP/1.1 404 ..."), or -1. */
+static inline int mc_tp_http_status(const char *resp) {
+  int code = -1;
+  if (strncmp(resp, "HTTP/1.", 7) || sscanf(resp + 8, " %d", &code) != 1) return -1;
+  return code;
+}
+
+/* Prints the last bytes of a log file to stderr (for failure diagnostics). */
+static inline void mc_tp_dump_log(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char buf[4096];
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, size > (long)sizeof(buf) - 1 ? size - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  fprintf(stderr, "---- tail of %s ----\n%s\n---- end ----\n", path, buf);
+}
+
+/* ---- real etcd and redis-server ---- */
+
+struct mc_tp_service {
+  pid_t pid;
+  int port;
+  char *dir; /* temp dir holding data and log */
+  char *log;
+};
+
+static inline void mc_tp_service_stop(struct mc_tp_service *s) {
+  if (s->pid > 0) mc_tp_stop(s->pid, 5000);
+  s->pid = -1;
+  mc_tp_rmrf(s->dir);
+  free(s->dir);
+  free(s->log);
+  s->dir = s->log = NULL;
+}
+
+/* Spawns argv into s (dir and log already set), waits for s->port. 0, or -1 with the log dumped. */
+static inline int mc_tp_service_spawn_(struct mc_tp_service *s, char *const argv[], long timeout_ms) {
+  s->pid = mc_tp_spawn(argv, NULL, s->log);
+  if (s->pid > 0 && mc_tp_wait_port(s->port, timeout_ms, s->pid) == 0) return 0;
+  fprintf(stderr, "FAIL: %s did not start listening on 127.0.0.1:%d within %ld ms\n", argv[0], s->port,
+          timeout_ms);
+  if (s->pid > 0) mc_tp_dump_log(s->log);
+  return -1;
+}
+
+static inline int mc_tp_service_init_(struct mc_tp_service *s, const char *tag) {
+  memset(s, 0, sizeof(*s));
+  s->pid = -1;
+  s->dir = mc_tp_mkdtemp(tag);
+  if (!s->dir) return -1;
+  s->log = mc_tp_path(s->dir, "log");
+  return 0;
+}
+
+/* Waits until etcd's /health says {"health":"true"} (it accepts connections before it has a leader). */
+static inline int mc_tp_etcd_healthy_(int port, long timeout_ms) {
+  static const char req[] = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  long deadline = mc_tp_now_ms() + timeout_ms;
+  char resp[2048];
+  while (mc_tp_now_ms() < deadline) {
+    if (mc_tp_raw_http(port, req, sizeof(req) - 1, resp, sizeof(resp), 1000) > 0 &&
+        strstr(resp, "\"health\":\"true\""))
+      return 0;
+    mc_tp_sleep_ms(50);
+  }
+  return -1;
+}
+
+/* Starts a single-node etcd on free 127.0.0.1 ports. 0, or -1 (FAIL message printed). */
+static inline int mc_tp_start_etcd(struct mc_tp_service *s) {
+  if (mc_tp_service_init_(s, "etcd")) return -1;
+  s->port = mc_tp_free_port();
+  int peer = mc_tp_free_port();
+  while (peer == s->port) peer = mc_tp_free_port();
+  char client[64], peer_url[64], cluster[80], *data = mc_tp_path(s->dir, "data");
+  snprintf(client, sizeof(client), "http://127.0.0.1:%d", s->port);
+  snprintf(peer_url, sizeof(peer_url), "http://127.0.0.1:%d", peer);
+  snprintf(cluster, sizeof(cluster), "t=%s", peer_url);
+  char *argv[] = {"etcd",   "--name",
+                  "t",      "--data-dir",
+                  data,     "--listen-client-urls",
+                  client,   "--advertise-client-urls",
+                  client,   "--listen-peer-urls",
+                  peer_url, "--initial-advertise-peer-urls",
+                  peer_url, "--initial-cluster",
+                  cluster,  "--heartbeat-interval",
+                  "20",     "--election-timeout",
+                  "200",    "--log-level",
+                  "warn",   NULL};
+  int rc = mc_tp_service_spawn_(s, argv, 15000);
+  free(data);
+  if (!rc && mc_tp_etcd_healthy_(s->port, 15000)) {
+    fprintf(stderr, "FAIL: etcd on port %d never became healthy\n", s->port);
+    mc_tp_dump_log(s->log);
+    rc = -1;
+  }
+  return rc;
+}
+
+/* Starts redis-server on port (0 = a free one) with extra arguments (NULL-terminated, may be NULL). s must
+ * be zeroed before the first start; a stopped instance (mc_tp_stop(s->pid)) restarts with its own port and
+ * dir. 0, or -1 (FAIL message printed). */
+static inline int mc_tp_start_redis(struct mc_tp_service *s, int port, const char *const extra[]) {
+  if (!s->dir && mc_tp_service_init_(s, "redis")) return -1;
+  s->port = port ? port : mc_tp_free_port();
+  char ps[16];
+  snprintf(ps, sizeof(ps), "%d", s->port);
+  char *argv[32] = {"redis-server", "--port", ps,      "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no",     "--dir", s->dir};
+  int n = 11;
+  for (int i = 0; extra && extra[i] && n < 31; i++) argv[n++] = (char *)extra[i];
+  argv[n] = NULL;
+  return mc_tp_service_spawn_(s, argv, 10000);
+}
+
+#endif

@@ -1,0 +1,2 @@
+mc_test(test_metadata ${CMAKE_CURRENT_SOURCE_DIR}/test_metadata.c)
+add_dependencies(test_metadata mooncake_http_metadata_server)

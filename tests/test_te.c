@@ -1,0 +1,643 @@
+/* Transfer engine black-box tests: two real processes over loopback (the peer is this binary re-run as
+ * "--serve"), through the TCP path (MC_FORCE_TCP) and the same-host path, with P2PHANDSHAKE and the
+ * embedded HTTP metadata server. The peer guards its registered buffer to prove nothing lands outside. */
+#include <errno.h>
+#include <stdarg.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/test.h"
+#include "lib/proc.h"
+#include "te/metadata.h"
+#include "mooncake/transfer_engine.h"
+#include "net/sock.h"
+#include "te/metadata_server.h"
+
+#define GUARD 65536
+#define MiB (1024ull * 1024)
+
+static uint8_t pat(uint64_t i, unsigned seed) { return (uint8_t)((i * 131u + seed * 7u + (i >> 9)) ^ seed); }
+static void fill(uint8_t *p, uint64_t n, uint64_t base, unsigned seed) {
+  for (uint64_t i = 0; i < n; i++) p[i] = pat(base + i, seed);
+}
+static int verify(const uint8_t *p, uint64_t n, uint64_t base, unsigned seed) {
+  for (uint64_t i = 0; i < n; i++)
+    if (p[i] != pat(base + i, seed)) return 0;
+  return 1;
+}
+static long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* ------------------------------------------------------------ the peer process */
+
+static int serve(const char *conn, uint64_t len, int shared) {
+  transfer_engine_t e = createTransferEngine(conn, "127.0.0.1", NULL, 0, 1);
+  if (!e) return 2;
+  uint8_t *region = NULL, *buf;
+  if (shared) {
+    buf = mc_te_alloc_shared(e, len, "cpu:0");
+  } else {
+    region = mmap(NULL, len + 2 * GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(region, 0xA5, GUARD);
+    memset(region + GUARD + len, 0xA5, GUARD);
+    buf = region + GUARD;
+    if (registerLocalMemory(e, buf, len, "cpu:0", 1)) return 3;
+  }
+  if (!buf) return 4;
+  char ipport[300];
+  getLocalIpAndPort(e, ipport, sizeof(ipport));
+  printf("READY %s %llu %llu %s\n", mc_te_local_segment_name(e), (unsigned long long)(uintptr_t)buf,
+         (unsigned long long)len, ipport);
+  fflush(stdout);
+  char line[512];
+  while (fgets(line, sizeof(line), stdin)) {
+    unsigned long long off, n;
+    unsigned seed;
+    if (sscanf(line, "FILL %u", &seed) == 1) {
+      fill(buf, len, 0, seed);
+      printf("OK\n");
+    } else if (sscanf(line, "CHECK %llu %llu %u", &off, &n, &seed) == 3) {
+      printf(off + n <= len && verify(buf + off, n, off, seed) ? "OK\n" : "BAD\n");
+    } else if (!strncmp(line, "GUARD", 5)) {
+      int ok = 1;
+      for (int i = 0; region && i < GUARD; i++) ok &= region[i] == 0xA5 && region[GUARD + len + i] == 0xA5;
+      printf(ok ? "OK\n" : "BAD\n");
+    } else if (!strncmp(line, "NOTIFS", 6)) {
+      int cnt = 0;
+      notify_msg_t *m = getNotifsFromEngine(e, &cnt);
+      printf("%d", cnt);
+      for (int i = 0; i < cnt; i++) printf(" %s=%s", m[i].name, m[i].msg);
+      printf("\n");
+      freeNotifsMsgBuf(m, cnt);
+    } else if (!strncmp(line, "QUIT", 4)) {
+      break;
+    }
+    fflush(stdout);
+  }
+  destroyTransferEngine(e);
+  return 0;
+}
+
+/* ------------------------------------------------------------ driving a peer */
+
+struct peer {
+  pid_t pid;
+  FILE *in, *out;
+  char name[256], rpc[300];
+  uint64_t addr, len;
+};
+
+static int peer_start(struct peer *p, const char *conn, uint64_t len, int shared) {
+  int to[2], from[2];
+  if (pipe(to) || pipe(from)) return -1;
+  char lens[32], sh[4];
+  snprintf(lens, sizeof(lens), "%llu", (unsigned long long)len);
+  snprintf(sh, sizeof(sh), "%d", shared);
+  p->pid = fork();
+  if (p->pid == 0) {
+    dup2(to[0], 0);
+    dup2(from[1], 1);
+    close(to[1]);
+    close(from[0]);
+    execl("/proc/self/exe", "test_te", "--serve", conn, lens, sh, (char *)NULL);
+    _exit(127);
+  }
+  close(to[0]);
+  close(from[1]);
+  p->in = fdopen(to[1], "w");
+  p->out = fdopen(from[0], "r");
+  char line[1024];
+  unsigned long long a, l;
+  if (!fgets(line, sizeof(line), p->out) || sscanf(line, "READY %255s %llu %llu %299s", p->name, &a, &l, p->rpc) != 4)
+    return -1;
+  p->addr = a;
+  p->len = l;
+  return 0;
+}
+
+static int peer_cmd(struct peer *p, char *reply, size_t rl, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(p->in, fmt, ap);
+  va_end(ap);
+  fputc('\n', p->in);
+  fflush(p->in);
+  if (!fgets(reply, (int)rl, p->out)) return -1;
+  reply[strcspn(reply, "\n")] = 0;
+  return 0;
+}
+
+static int peer_ok(struct peer *p, const char *fmt, unsigned long long a, unsigned long long b, unsigned c) {
+  char r[64];
+  return peer_cmd(p, r, sizeof(r), fmt, a, b, c) == 0 && !strcmp(r, "OK");
+}
+
+static void peer_stop(struct peer *p) {
+  if (p->in) {
+    fprintf(p->in, "QUIT\n");
+    fclose(p->in);
+  }
+  if (p->out) fclose(p->out);
+  int st;
+  for (int i = 0; i < 100 && waitpid(p->pid, &st, WNOHANG) == 0; i++) usleep(20000);
+  kill(p->pid, SIGKILL);
+  waitpid(p->pid, &st, 0);
+  memset(p, 0, sizeof(*p));
+}
+
+/* ------------------------------------------------------------ local side helpers */
+
+static transfer_engine_t local_engine(const char *conn, int force_tcp) {
+  static int seq;
+  char name[64];
+  /* under P2PHANDSHAKE the name's host is where peers reach us; elsewhere it is just a unique label */
+  if (!strcmp(conn, "P2PHANDSHAKE")) snprintf(name, sizeof(name), "127.0.0.1");
+  else snprintf(name, sizeof(name), "initiator-%d-%d:12001", (int)getpid(), ++seq);
+  if (force_tcp) setenv("MC_FORCE_TCP", "1", 1);
+  transfer_engine_t e = createTransferEngine(conn, name, NULL, 0, 1);
+  unsetenv("MC_FORCE_TCP");
+  return e;
+}
+
+/* Runs n requests in one batch and waits; returns the number of COMPLETED tasks. */
+static int run_batch(transfer_engine_t e, struct transfer_request *r, size_t n, int *failed) {
+  batch_id_t b = allocateBatchID(e, n);
+  if (b == INVALID_BATCH || submitTransfer(e, b, r, n)) return -1;
+  int done = 0;
+  *failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct transfer_status st;
+    long deadline = now_ms() + 60000;
+    do {
+      if (getTransferStatus(e, b, i, &st)) return -1;
+    } while (st.status == STATUS_WAITING && now_ms() < deadline && (sched_yield(), 1));
+    done += st.status == STATUS_COMPLETED;
+    *failed += st.status == STATUS_FAILED;
+  }
+  CHECK_EQ(freeBatchID(e, b), 0);
+  return done;
+}
+
+static int xfer(transfer_engine_t e, int op, void *local, segment_id_t seg, uint64_t remote, uint64_t len) {
+  struct transfer_request r = {op, local, seg, remote, len};
+  int failed;
+  return run_batch(e, &r, 1, &failed) == 1 ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ tests */
+
+static void roundtrip_sizes(int force_tcp, int shared, const char *want_path) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", 64 * MiB + 4096, shared) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
+  REQUIRE(e);
+  uint64_t n = 64 * MiB + 4096;
+  uint8_t *src = malloc(n), *dst = malloc(n);
+  REQUIRE(registerLocalMemory(e, src, n, "cpu:0", 1) == 0);
+  REQUIRE(registerLocalMemory(e, dst, n, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK_STR(mc_te_segment_path(e, seg), want_path);
+  static const uint64_t sizes[] = {1, 7, 4096, 65536 + 3, MiB, 4 * MiB + 1, 16 * MiB, 64 * MiB};
+  unsigned seed = 1;
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++, seed++) {
+    uint64_t len = sizes[i], off = (i * 4099) % 4096;
+    fill(src, len, off, seed);
+    CHECK_EQ(xfer(e, OPCODE_WRITE, src, seg, p.addr + off, len), 0);
+    CHECK(peer_ok(&p, "CHECK %llu %llu %u", off, len, seed));
+    memset(dst, 0, len);
+    CHECK_EQ(xfer(e, OPCODE_READ, dst, seg, p.addr + off, len), 0);
+    CHECK(verify(dst, len, off, seed));
+  }
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  destroyTransferEngine(e);
+  free(src);
+  free(dst);
+  peer_stop(&p);
+}
+
+static void test_roundtrip_tcp(void) { roundtrip_sizes(1, 0, "tcp"); }
+static void test_roundtrip_shm_memfd(void) { roundtrip_sizes(0, 1, "shm"); }
+static void test_roundtrip_shm_vm(void) { roundtrip_sizes(0, 0, "shm"); }
+
+struct worker_arg {
+  transfer_engine_t e;
+  segment_id_t seg;
+  uint64_t remote;
+  uint8_t *local;
+  int tid, ok;
+};
+
+static void *batch_worker(void *a) {
+  struct worker_arg *w = a;
+  static const size_t batch_sizes[] = {1, 2, 17, 64, 256};
+  const uint64_t blk = 4096;
+  w->ok = 1;
+  for (size_t k = 0; k < 5; k++) {
+    size_t n = batch_sizes[k];
+    struct transfer_request r[256];
+    unsigned seed = (unsigned)(w->tid * 10 + k);
+    for (size_t i = 0; i < n; i++) {
+      fill(w->local + i * blk, blk, i * blk, seed);
+      r[i] = (struct transfer_request){OPCODE_WRITE, w->local + i * blk, w->seg, w->remote + i * blk, blk};
+    }
+    int failed;
+    if (run_batch(w->e, r, n, &failed) != (int)n) w->ok = 0;
+    memset(w->local, 0, n * blk);
+    for (size_t i = 0; i < n; i++) r[i].opcode = OPCODE_READ;
+    if (run_batch(w->e, r, n, &failed) != (int)n) w->ok = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!verify(w->local + i * blk, blk, i * blk, seed)) w->ok = 0;
+  }
+  return NULL;
+}
+
+static void batches_threads(int force_tcp) {
+  struct peer p = {0};
+  const int threads = 4;
+  const uint64_t per = 256 * 4096;
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", per * threads, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
+  REQUIRE(e);
+  uint8_t *local = malloc(per * threads);
+  REQUIRE(registerLocalMemory(e, local, per * threads, "*", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  pthread_t th[4];
+  struct worker_arg wa[4];
+  for (int t = 0; t < threads; t++) {
+    wa[t] = (struct worker_arg){e, seg, p.addr + per * t, local + per * t, t, 0};
+    pthread_create(&th[t], NULL, batch_worker, &wa[t]);
+  }
+  for (int t = 0; t < threads; t++) {
+    pthread_join(th[t], NULL);
+    CHECK(wa[t].ok);
+  }
+  destroyTransferEngine(e);
+  free(local);
+  peer_stop(&p);
+}
+static void test_batches_threads_tcp(void) { batches_threads(1); }
+static void test_batches_threads_shm(void) { batches_threads(0); }
+
+static void out_of_bounds(int force_tcp) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
+  REQUIRE(e);
+  uint8_t *buf = malloc(4 * MiB);
+  memset(buf, 0x5A, 4 * MiB);
+  REQUIRE(registerLocalMemory(e, buf, 4 * MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  struct {
+    uint64_t addr, len;
+  } bad[] = {
+      {p.addr - 1, 16},            /* starts before */
+      {p.addr + p.len - 8, 16},    /* one past the end */
+      {p.addr + p.len, 1},         /* just outside */
+      {p.addr - GUARD, GUARD * 2}, /* covers the guard and the buffer */
+      {p.addr, p.len + 1},         /* whole buffer + 1 */
+      {UINT64_MAX - 8, 64},        /* wraps around */
+      {p.addr + 16, UINT64_MAX - 8},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    uint64_t len = bad[i].len > 4 * MiB ? 4 * MiB : bad[i].len;
+    if (bad[i].len > 4 * MiB && bad[i].addr != p.addr + 16) continue;
+    CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, bad[i].addr, len == bad[i].len ? len : 4 * MiB), -1);
+    CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, bad[i].addr, len), -1);
+  }
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  /* the connection stays usable: a valid transfer right after succeeds */
+  fill(buf, 4096, 0, 9);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 4096, 9));
+  /* exact fit and interior ranges pass */
+  fill(buf, MiB, 0, 3);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, MiB), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, MiB, 3));
+  /* an unregistered local source is refused at submit */
+  uint8_t stack[64];
+  batch_id_t b = allocateBatchID(e, 1);
+  struct transfer_request r = {OPCODE_WRITE, stack, seg, p.addr, sizeof(stack)};
+  CHECK_EQ(submitTransfer(e, b, &r, 1), MC_TE_STATUS_ADDRESS_NOT_REGISTERED);
+  CHECK_EQ(freeBatchID(e, b), 0);
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+static void test_out_of_bounds_tcp(void) { out_of_bounds(1); }
+static void test_out_of_bounds_shm(void) { out_of_bounds(0); }
+
+static void test_notify_once(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  uint8_t *buf = malloc(MiB);
+  REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  batch_id_t b = allocateBatchID(e, 4);
+  struct transfer_request r[4];
+  for (int i = 0; i < 4; i++) r[i] = (struct transfer_request){OPCODE_WRITE, buf + i * 1024, seg, p.addr + i * 1024, 1024};
+  notify_msg_t nm = {"sender", "batch-done"};
+  REQUIRE(submitTransferWithNotify(e, b, r, 4, nm) == 0);
+  /* no polling: the engine sends the notification itself when the batch completes (D3) */
+  CHECK_EQ(mc_te_wait_batch(e, b, 10000), STATUS_COMPLETED);
+  CHECK_EQ(freeBatchID(e, b), 0);
+  char reply[256] = "";
+  long deadline = now_ms() + 5000;
+  while (now_ms() < deadline) {
+    peer_cmd(&p, reply, sizeof(reply), "NOTIFS");
+    if (strcmp(reply, "0")) break;
+    usleep(20000);
+  }
+  CHECK_STR(reply, "1 sender=batch-done");
+  usleep(200000);
+  peer_cmd(&p, reply, sizeof(reply), "NOTIFS");
+  CHECK_STR(reply, "0"); /* exactly once */
+  nm.msg = "direct";
+  CHECK_EQ(genNotifyInEngine(e, (uint64_t)seg, nm), 0);
+  peer_cmd(&p, reply, sizeof(reply), "NOTIFS");
+  CHECK_STR(reply, "1 sender=direct");
+  CHECK_EQ(genNotifyInEngine(e, 999, nm), ERR_METADATA);
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+
+static int raw_send(const char *rpc, const void *data, size_t n) {
+  char host[256];
+  uint16_t port;
+  if (mc_split_host_port(rpc, host, sizeof(host), &port, 0)) return -1;
+  int fd = mc_sock_connect(host, port, 2000);
+  if (fd < 0) return -1;
+  mc_sock_write_full(fd, data, n);
+  char sink[256];
+  struct pollfd pf = {fd, POLLIN, 0};
+  int closed = 0;
+  long deadline = now_ms() + 7000;
+  while (now_ms() < deadline && poll(&pf, 1, 200) >= 0) /* the server must close on its own */
+    if ((pf.revents & (POLLIN | POLLHUP)) && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0) {
+      closed = 1;
+      break;
+    }
+  close(fd);
+  return closed ? 0 : -1;
+}
+
+static void test_control_port_junk(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  const char http[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  const uint8_t tls[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03};
+  const uint8_t zero[9] = {0};
+  uint8_t huge[9] = {0, 0, 0, 0, 0, 0, 0, 0x10, 1};
+  uint8_t truncated[9] = {100, 0, 0, 0, 0, 0, 0, 0, 1}; /* promises 100 bytes, sends none */
+  CHECK_EQ(raw_send(p.rpc, http, sizeof(http) - 1), 0);
+  CHECK_EQ(raw_send(p.rpc, tls, sizeof(tls)), 0);
+  CHECK_EQ(raw_send(p.rpc, zero, sizeof(zero)), 0);
+  CHECK_EQ(raw_send(p.rpc, huge, sizeof(huge)), 0);
+  CHECK_EQ(raw_send(p.rpc, truncated, sizeof(truncated)), 0);
+  /* and the peer still serves: a fresh engine can open it and write */
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  uint8_t *buf = malloc(4096);
+  fill(buf, 4096, 0, 4);
+  REQUIRE(registerLocalMemory(e, buf, 4096, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  CHECK(seg > 0);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 4096, 4));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+
+static void test_peer_killed_midtransfer(void) {
+  struct peer victim = {0}, other = {0};
+  REQUIRE(peer_start(&victim, "P2PHANDSHAKE", 64 * MiB, 0) == 0);
+  REQUIRE(peer_start(&other, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  uint64_t n = 64 * MiB;
+  uint8_t *buf = malloc(n);
+  memset(buf, 1, n);
+  REQUIRE(registerLocalMemory(e, buf, n, "cpu:0", 1) == 0);
+  segment_id_t sv = openSegment(e, victim.name), so = openSegment(e, other.name);
+  REQUIRE(sv > 0 && so > 0);
+  /* 32 x 64 MiB writes keep the victim busy for a while; kill it after the first lands. */
+  struct transfer_request r[32];
+  for (int i = 0; i < 32; i++) r[i] = (struct transfer_request){OPCODE_WRITE, buf, sv, victim.addr, n};
+  batch_id_t b = allocateBatchID(e, 32);
+  REQUIRE(submitTransfer(e, b, r, 32) == 0);
+  usleep(50000);
+  kill(victim.pid, SIGKILL);
+  long t0 = now_ms();
+  int st = mc_te_wait_batch(e, b, 15000);
+  long took = now_ms() - t0;
+  CHECK_EQ(st, STATUS_FAILED);
+  CHECK(took < 12000); /* within MC_TCP_IO_TIMEOUT_MS (10 s) plus slack */
+  CHECK_EQ(freeBatchID(e, b), 0);
+  /* the engine keeps working with the other peer */
+  fill(buf, MiB, 0, 11);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, so, other.addr, MiB), 0);
+  CHECK(peer_ok(&other, "CHECK %llu %llu %u", 0, MiB, 11));
+  /* and a new transfer to the dead peer fails fast instead of hanging */
+  t0 = now_ms();
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, sv, victim.addr, 4096), -1);
+  CHECK(now_ms() - t0 < 5000);
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&victim);
+  peer_stop(&other);
+}
+
+static void test_registration_rules(void) {
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 0);
+  REQUIRE(e);
+  uint8_t *m = malloc(1 << 20);
+  CHECK_EQ(registerLocalMemory(e, m, 0, "cpu:0", 1), ERR_INVALID_ARGUMENT);
+  CHECK_EQ(registerLocalMemory(e, m, 4096, "cpu:0", 1), 0);
+  CHECK_EQ(registerLocalMemory(e, m + 4096, 4096, "*", 1), 0); /* adjacent is fine */
+  CHECK_EQ(registerLocalMemory(e, m + 100, 10, "cpu:0", 1), ERR_ADDRESS_OVERLAPPED);
+  CHECK_EQ(registerLocalMemory(e, m + 8000, 4096, "cpu:0", 1), ERR_ADDRESS_OVERLAPPED);
+  CHECK_EQ(unregisterLocalMemory(e, m + 1), ERR_ADDRESS_NOT_REGISTERED);
+  buffer_entry_t ok[2] = {{m + 3 * 65536, 65536}, {m + 2 * 65536, 65536}};
+  CHECK_EQ(registerLocalMemoryBatch(e, ok, 2, "cpu:0"), 0);
+  buffer_entry_t dup[2] = {{m + 5 * 65536, 100}, {m + 5 * 65536 + 50, 100}};
+  CHECK_EQ(registerLocalMemoryBatch(e, dup, 2, "cpu:0"), ERR_ADDRESS_OVERLAPPED);
+  buffer_entry_t zero[1] = {{m + 7 * 65536, 0}};
+  CHECK_EQ(registerLocalMemoryBatch(e, zero, 1, "cpu:0"), ERR_INVALID_ARGUMENT);
+  void *addrs[3] = {m + 3 * 65536, m + 2 * 65536, m + 1};
+  CHECK_EQ(unregisterLocalMemoryBatch(e, addrs, 3), ERR_ADDRESS_NOT_REGISTERED);
+  CHECK_EQ(unregisterLocalMemory(e, m + 2 * 65536), ERR_ADDRESS_NOT_REGISTERED); /* already gone */
+  CHECK_EQ(unregisterLocalMemory(e, m), 0);
+  CHECK_EQ(unregisterLocalMemory(e, m + 4096), 0);
+  /* own segment and ids */
+  CHECK_EQ(openSegment(e, mc_te_local_segment_name(e)), LOCAL_SEGMENT);
+  CHECK_EQ(openSegment(e, ""), -1);
+  CHECK_EQ(openSegment(e, "127.0.0.1:1"), -1); /* nobody there */
+  /* batches: capacity, status range, busy */
+  CHECK_EQ(registerLocalMemory(e, m, 1 << 20, "cpu:0", 1), 0);
+  uint8_t *dst = mc_te_alloc_shared(e, 1 << 20, "cpu:0");
+  REQUIRE(dst);
+  batch_id_t b = allocateBatchID(e, 2);
+  struct transfer_request r[3];
+  for (int i = 0; i < 3; i++) r[i] = (struct transfer_request){OPCODE_WRITE, m, LOCAL_SEGMENT, (uint64_t)(uintptr_t)dst, 1024};
+  CHECK_EQ(submitTransfer(e, b, r, 3), MC_TE_STATUS_TOO_MANY_REQUESTS);
+  CHECK_EQ(submitTransfer(e, b, r, 2), 0);
+  CHECK_EQ(submitTransfer(e, b, r, 1), MC_TE_STATUS_TOO_MANY_REQUESTS);
+  struct transfer_status st;
+  CHECK_EQ(getTransferStatus(e, b, 2, &st), MC_TE_STATUS_INVALID_ARGUMENT);
+  CHECK_EQ(mc_te_wait_batch(e, b, 5000), STATUS_COMPLETED);
+  CHECK_EQ(freeBatchID(e, b), 0); /* terminal though never polled (D3) */
+  CHECK_EQ(freeBatchID(e, b), MC_TE_STATUS_INVALID_ARGUMENT);
+  r[0].target_id = 77;
+  b = allocateBatchID(e, 1);
+  CHECK_EQ(submitTransfer(e, b, r, 1), MC_TE_STATUS_INVALID_ARGUMENT);
+  CHECK_EQ(freeBatchID(e, b), 0);
+  CHECK_EQ(mc_te_free_shared(e, dst), 0);
+  CHECK_STR(mc_te_err_name(ERR_ADDRESS_OVERLAPPED), "ERR_ADDRESS_OVERLAPPED");
+  CHECK_STR(mc_te_status_name(8), "NotSupportedTransport");
+  destroyTransferEngine(e);
+  free(m);
+  /* NULL handles never crash */
+  CHECK_EQ(registerLocalMemory(NULL, &st, 1, "*", 1), ERR_INVALID_ARGUMENT);
+  CHECK(allocateBatchID(NULL, 1) == INVALID_BATCH);
+  CHECK(createTransferEngine("bogus://x", "127.0.0.1", NULL, 0, 1) == NULL);
+}
+
+static void test_http_metadata_discovery(void) {
+  struct mc_meta_server *ms = mc_meta_server_start("127.0.0.1", 0, NULL);
+  REQUIRE(ms);
+  char conn[128];
+  snprintf(conn, sizeof(conn), "http://127.0.0.1:%u/metadata", mc_meta_server_port(ms));
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, conn, MiB, 1) == 0);
+  CHECK_STR(p.name, "127.0.0.1"); /* the name stays as given outside P2P mode */
+  transfer_engine_t e = createTransferEngine(conn, "127.0.0.2:7777", NULL, 0, 1);
+  REQUIRE(e);
+  uint8_t *buf = malloc(MiB);
+  fill(buf, MiB, 0, 21);
+  REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK_STR(mc_te_segment_path(e, seg), "shm");
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, MiB), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, MiB, 21));
+  notify_msg_t nm = {"n", "m"};
+  CHECK_EQ(genNotifyInEngine(e, (uint64_t)seg, nm), 0);
+  char reply[64];
+  peer_cmd(&p, reply, sizeof(reply), "NOTIFS");
+  CHECK_STR(reply, "1 n=m");
+  CHECK_EQ(syncSegmentCache(e), 0);
+  CHECK_EQ(openSegmentNoCache(e, p.name), seg);
+  peer_stop(&p);
+  destroyTransferEngine(e);
+  free(buf);
+  mc_meta_server_stop(ms);
+}
+
+/* Discovery through a metadata backend: publish, open, transfer both paths, notify, and the keys
+ * disappear when the peer's engine is destroyed. */
+static void discovery_via(const char *conn) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, conn, MiB, 1) == 0);
+  struct mc_meta *m = NULL;
+  REQUIRE(mc_meta_open(conn, &m) == 0 && m);
+  char key[256], *v = NULL;
+  mc_meta_segment_key(key, sizeof(key), p.name);
+  CHECK_EQ(mc_meta_get(m, key, &v), 0);
+  CHECK(v && strstr(v, "\"tcp_proto_version\":2"));
+  free(v);
+  v = NULL;
+  mc_meta_rpc_key(key, sizeof(key), p.name);
+  CHECK_EQ(mc_meta_get(m, key, &v), 0);
+  CHECK(v && strstr(v, "rpc_port"));
+  free(v);
+  for (int force_tcp = 0; force_tcp <= 1; force_tcp++) {
+    transfer_engine_t e = local_engine(conn, force_tcp);
+    REQUIRE(e);
+    uint8_t *buf = malloc(MiB);
+    fill(buf, MiB, 0, 31 + force_tcp);
+    REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+    segment_id_t seg = openSegment(e, p.name);
+    CHECK(seg > 0);
+    CHECK_STR(mc_te_segment_path(e, seg), force_tcp ? "tcp" : "shm");
+    CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, MiB), 0);
+    CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, MiB, 31 + force_tcp));
+    notify_msg_t nm = {"via", "meta"};
+    CHECK_EQ(genNotifyInEngine(e, (uint64_t)seg, nm), 0);
+    char reply[64];
+    peer_cmd(&p, reply, sizeof(reply), "NOTIFS");
+    CHECK_STR(reply, "1 via=meta");
+    destroyTransferEngine(e);
+    free(buf);
+  }
+  peer_stop(&p); /* QUIT destroys the peer's engine, which deletes its keys */
+  v = NULL;
+  mc_meta_segment_key(key, sizeof(key), "127.0.0.1");
+  CHECK_EQ(mc_meta_get(m, key, &v), MC_META_NOT_FOUND);
+  mc_meta_rpc_key(key, sizeof(key), "127.0.0.1");
+  CHECK_EQ(mc_meta_get(m, key, &v), MC_META_NOT_FOUND);
+  mc_meta_close(m);
+}
+
+static void test_discovery_etcd(void) {
+  struct mc_tp_service s = {0};
+  REQUIRE(mc_tp_start_etcd(&s) == 0);
+  char conn[64];
+  snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", s.port);
+  discovery_via(conn);
+  snprintf(conn, sizeof(conn), "127.0.0.1:%d", s.port); /* bare host:port means etcd */
+  discovery_via(conn);
+  mc_tp_service_stop(&s);
+}
+
+static void test_discovery_redis(void) {
+  struct mc_tp_service s = {0};
+  REQUIRE(mc_tp_start_redis(&s, 0, NULL) == 0);
+  char conn[64];
+  snprintf(conn, sizeof(conn), "redis://127.0.0.1:%d", s.port);
+  discovery_via(conn);
+  mc_tp_service_stop(&s);
+}
+
+static void test_discovery_http(void) {
+  struct mc_meta_server *ms = mc_meta_server_start("127.0.0.1", 0, NULL);
+  REQUIRE(ms);
+  char conn[128];
+  snprintf(conn, sizeof(conn), "http://127.0.0.1:%u/metadata", mc_meta_server_port(ms));
+  discovery_via(conn);
+  mc_meta_server_stop(ms);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (argc == 5 && !strcmp(argv[1], "--serve")) return serve(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
+  static const struct mc_test_case cases[] = {
+      TEST_CASE(test_registration_rules),  TEST_CASE(test_roundtrip_tcp),
+      TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
+      TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
+      TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm),
+      TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
+      TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_http_metadata_discovery),
+      TEST_CASE(test_discovery_http), TEST_CASE(test_discovery_etcd), TEST_CASE(test_discovery_redis),
+  };
+  return mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
+}
