@@ -67,6 +67,7 @@ static int serve(const char *conn, uint64_t len, int shared) {
     unsigned long long off, n;
     unsigned seed;
     if (sscanf(line, "FILL %u", &seed) == 1) {
+      /* the buffer may already be unregistered; its memory stays mapped for the test */
       fill(buf, len, 0, seed);
       printf("OK\n");
     } else if (sscanf(line, "CHECK %llu %llu %u", &off, &n, &seed) == 3) {
@@ -82,6 +83,8 @@ static int serve(const char *conn, uint64_t len, int shared) {
       for (int i = 0; i < cnt; i++) printf(" %s=%s", m[i].name, m[i].msg);
       printf("\n");
       freeNotifsMsgBuf(m, cnt);
+    } else if (!strncmp(line, "UNREG", 5)) {
+      printf(unregisterLocalMemory(e, buf) == 0 ? "OK\n" : "BAD\n");
     } else if (!strncmp(line, "QUIT", 4)) {
       break;
     }
@@ -341,6 +344,29 @@ static void out_of_bounds(int force_tcp) {
 }
 static void test_out_of_bounds_tcp(void) { out_of_bounds(1); }
 static void test_out_of_bounds_shm(void) { out_of_bounds(0); }
+
+/* A peer that unregistered its buffer must not receive writes through a stale cached descriptor. */
+static void stale_descriptor(int force_tcp) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
+  REQUIRE(e);
+  uint8_t *buf = malloc(MiB);
+  REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK(peer_ok(&p, "FILL %u", 5, 0, 0));
+  CHECK(peer_ok(&p, "UNREG", 0, 0, 0));
+  fill(buf, MiB, 0, 6);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), -1);
+  CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, p.addr, 4096), -1);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, MiB, 5)); /* untouched */
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+static void test_stale_descriptor_shm(void) { stale_descriptor(0); }
+static void test_stale_descriptor_tcp(void) { stale_descriptor(1); }
 
 static void test_notify_once(void) {
   struct peer p = {0};
@@ -635,6 +661,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm),
+      TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
       TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_http_metadata_discovery),
       TEST_CASE(test_discovery_http), TEST_CASE(test_discovery_etcd), TEST_CASE(test_discovery_redis),

@@ -24,6 +24,7 @@ struct mc_outnote {
 };
 
 static void rpc_handler(void *ctx, int type, const char *req, size_t len, char **reply);
+static void mem_changed(struct mc_engine *e);
 static void *notifier_main(void *arg);
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -225,7 +226,11 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
   /* "tcp" is the network path with the same-host shortcut (decisions D3). */
   if (!strcmp(proto, "tcp") && !e->force_tcp && !install_one(e, "shm")) return NULL;
   struct mc_transport *t = install_one(e, proto);
-  if (t) mc_engine_publish(e);
+  if (!t) return NULL;
+  pthread_mutex_lock(&e->reg_mu); /* replay registrations into the new transport */
+  mem_changed(e);
+  pthread_mutex_unlock(&e->reg_mu);
+  mc_engine_publish(e);
   return t;
 }
 
@@ -295,6 +300,21 @@ static int overlaps(struct mc_engine *e, uint64_t a, uint64_t len) {
   return 0;
 }
 
+/* Tells the transports that the registrations changed. reg_mu held. */
+static void mem_changed(struct mc_engine *e) {
+  pthread_mutex_lock(&e->tp_mu);
+  for (int i = 0; i < e->ntps; i++)
+    if (e->tps[i]->ops->mem_changed) e->tps[i]->ops->mem_changed(e->tps[i], e->bufs, e->nbufs);
+  pthread_mutex_unlock(&e->tp_mu);
+}
+
+static void mem_quiesce(struct mc_engine *e) {
+  pthread_mutex_lock(&e->tp_mu);
+  for (int i = 0; i < e->ntps; i++)
+    if (e->tps[i]->ops->mem_quiesce) e->tps[i]->ops->mem_quiesce(e->tps[i]);
+  pthread_mutex_unlock(&e->tp_mu);
+}
+
 static void insert_buf(struct mc_engine *e, struct mc_buf *b) {
   if (e->nbufs == e->capbufs) {
     e->capbufs = e->capbufs ? e->capbufs * 2 : 16;
@@ -304,6 +324,7 @@ static void insert_buf(struct mc_engine *e, struct mc_buf *b) {
   memmove(&e->bufs[i + 1], &e->bufs[i], (e->nbufs - i) * sizeof(*e->bufs));
   e->bufs[i] = b;
   e->nbufs++;
+  mem_changed(e);
 }
 
 static struct mc_buf *new_buf(void *addr, size_t len, const char *location, int remote, int memfd) {
@@ -378,7 +399,9 @@ static int unregister_one(struct mc_engine *e, void *addr, struct mc_buf **out) 
   struct mc_buf *b = e->bufs[i];
   memmove(&e->bufs[i], &e->bufs[i + 1], (e->nbufs - i - 1) * sizeof(*e->bufs));
   e->nbufs--;
+  mem_changed(e);
   pthread_mutex_unlock(&e->reg_mu);
+  mem_quiesce(e);
   while (atomic_load(&b->pins) > 0) usleep(100);
   *out = b;
   return 0;

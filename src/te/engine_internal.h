@@ -43,8 +43,11 @@ struct mc_desc {
   struct mc_rbuf *bufs; /* sorted by addr */
   char *canon;          /* compact JSON without "timestamp", for change detection */
   /* same-host mappings of shm_fd buffers, created lazily by the shm transport */
+  int shm_registry_fd; /* the owner's registration registry (memfd number), -1 if none */
   pthread_mutex_t shm_mu;
-  void **shm_maps; /* per buffer: mapping base or NULL */
+  void **shm_maps;    /* per buffer: mapping base or NULL */
+  void *shm_registry; /* mapping of the owner's registry, or NULL */
+  size_t shm_registry_len;
 };
 
 enum mc_path { MC_PATH_NONE = 0, MC_PATH_TCP, MC_PATH_SHM };
@@ -104,6 +107,10 @@ struct mc_transport_ops {
   int (*reachable)(struct mc_transport *t, const struct mc_desc *d);
   /* Takes ownership of the slices; finishes each with mc_slice_done, possibly before returning. */
   void (*submit)(struct mc_transport *t, struct mc_slice **slices, size_t n);
+  /* Optional: the local registrations changed (reg_mu held; bufs sorted by addr). */
+  void (*mem_changed)(struct mc_transport *t, struct mc_buf *const *bufs, size_t n);
+  /* Optional: after a buffer was removed, wait until no peer can still be touching it. */
+  void (*mem_quiesce)(struct mc_transport *t);
 };
 
 struct mc_transport {

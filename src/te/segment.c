@@ -75,6 +75,7 @@ struct mc_desc *mc_desc_decode(const char *text) {
   if (!get_u64(root, "tcp_data_port", &v) && v <= 65535) d->tcp_data_port = (uint16_t)v;
   if (!get_u64(root, "rpc_port", &v) && v <= 65535) d->rpc_port = (uint16_t)v;
   if (!get_u64(root, "pid", &v) && v < (1u << 31)) d->pid = (int)v;
+  d->shm_registry_fd = !get_u64(root, "shm_registry_fd", &v) && v < (1u << 31) ? (int)v : -1;
   int bad = !d->name || !d->protocol || decode_buffers(d, json_object_get(root, "buffers"));
   if (!bad) d->canon = canonical(root);
   json_decref(root);
@@ -110,6 +111,7 @@ void mc_desc_unref(struct mc_desc *d) {
     mc_free(d->bufs[i].name);
   }
   mc_free(d->shm_maps);
+  if (d->shm_registry) munmap(d->shm_registry, d->shm_registry_len);
   mc_free(d->bufs);
   mc_free(d->name);
   mc_free(d->protocol);
