@@ -1,0 +1,123 @@
+/* The client <-> master protocol: opcodes and the encodings of the shared records. Carried by
+ * net/mrpc.c frames (versioned); bodies use net/codec.h. Every decoder is total (sticky error).
+ *
+ * Request and reply bodies (status travels in the frame header; replies below are for status 0 unless
+ * noted; "ids" = u64 hi, u64 lo; "str" = u32 length + bytes; lists = u32 count + elements):
+ *   SERVICE_READY      -> str version
+ *   PING               client id -> u64 view_version, u8 status (0 OK, 1 NEED_REMOUNT)
+ *   MOUNT_SEGMENT      segment, client id -> -
+ *   REMOUNT_SEGMENTS   list<segment>, client id -> -
+ *   UNMOUNT_SEGMENT    segment id, client id -> -
+ *   GRACEFUL_UNMOUNT   segment id, client id, u64 grace_ms -> -
+ *   PUT_START          client id, str key, u64 length, config -> list<replica>
+ *   PUT_END/REVOKE     client id, str key, u8 replica_type -> -
+ *   BATCH_PUT_START    client id, list<{str key, u64 length}>, config -> list<{i32 status, list<replica>}>
+ *   BATCH_PUT_END/REVOKE client id, list<str key>, u8 replica_type -> list<i32 status>
+ *   GET_REPLICA_LIST   str key -> u64 lease_ttl_ms, list<replica>
+ *   BATCH_GET_REPLICA_LIST list<str key> -> u64 lease_ttl_ms, list<{i32 status, list<replica>}>
+ *   EXIST_KEY          str key -> u8 exists
+ *   BATCH_EXIST_KEY    list<str key> -> list<i32 (1 exists, 0 absent, <0 error)>
+ *   GET_REPLICA_LIST_BY_REGEX str regex -> list<{str key, list<replica>}>
+ *   REMOVE             str key, u8 force -> -
+ *   BATCH_REMOVE       list<str key>, u8 force -> list<i32 status>
+ *   REMOVE_BY_REGEX    str regex, u8 force -> i64 count
+ *   REMOVE_ALL         u8 force -> i64 count
+ *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
+ *   PROBE_CLIENT       (master -> nothing; reserved)
+ * Segment records carry zone and host_id (decisions D6). */
+#ifndef MC_MASTER_PROTO_H
+#define MC_MASTER_PROTO_H
+#include <stdint.h>
+
+#include "net/codec.h"
+
+enum mc_master_op {
+  MC_OP_SERVICE_READY = 1,
+  MC_OP_PING = 2,
+  MC_OP_MOUNT_SEGMENT = 3,
+  MC_OP_REMOUNT_SEGMENTS = 4,
+  MC_OP_UNMOUNT_SEGMENT = 5,
+  MC_OP_GRACEFUL_UNMOUNT = 6,
+  MC_OP_PUT_START = 10,
+  MC_OP_PUT_END = 11,
+  MC_OP_PUT_REVOKE = 12,
+  MC_OP_BATCH_PUT_START = 13,
+  MC_OP_BATCH_PUT_END = 14,
+  MC_OP_BATCH_PUT_REVOKE = 15,
+  MC_OP_GET_REPLICA_LIST = 20,
+  MC_OP_BATCH_GET_REPLICA_LIST = 21,
+  MC_OP_EXIST_KEY = 22,
+  MC_OP_BATCH_EXIST_KEY = 23,
+  MC_OP_GET_REPLICA_LIST_BY_REGEX = 24,
+  MC_OP_REMOVE = 30,
+  MC_OP_BATCH_REMOVE = 31,
+  MC_OP_REMOVE_BY_REGEX = 32,
+  MC_OP_REMOVE_ALL = 33,
+  MC_OP_QUERY_SEGMENTS = 40,
+};
+
+#define MC_STORE_VERSION "mooncake-c 0.1.0"
+
+struct mc_uuid {
+  uint64_t hi, lo;
+};
+
+enum mc_seg_state { MC_SEG_OK = 1, MC_SEG_DRAINING, MC_SEG_DRAINED, MC_SEG_GRACEFULLY_UNMOUNTING, MC_SEG_UNMOUNTING };
+enum mc_replica_type { MC_REPLICA_MEMORY = 0, MC_REPLICA_DISK = 1, MC_REPLICA_LOCAL_DISK = 2, MC_REPLICA_ALL = 4 };
+enum mc_soft_pin_action { MC_SOFT_PIN_PRESERVE = 0, MC_SOFT_PIN_ENABLE = 1, MC_SOFT_PIN_DISABLE = 2 };
+enum mc_ping_status { MC_PING_OK = 0, MC_PING_NEED_REMOUNT = 1 };
+
+struct mc_segment_rec {
+  struct mc_uuid id;
+  char *name;        /* the owning client's local_hostname ("ip:port") */
+  uint64_t base;     /* remote virtual address of the first byte */
+  uint64_t size;
+  char *te_endpoint; /* transfer-engine segment name to openSegment() */
+  char *protocol;    /* "tcp" */
+  char *zone;        /* "" = no zone */
+  char *host_id;     /* kernel boot id of the owner's host */
+};
+
+#define MC_MAX_PREFERRED 64
+struct mc_put_config {
+  uint32_t replica_num;
+  uint8_t soft_pin_action;
+  int64_t soft_pin_ttl_ms; /* -1 = not given */
+  uint8_t with_hard_pin;
+  uint32_t n_preferred;
+  char *preferred[MC_MAX_PREFERRED];
+  char *writer_host_id; /* placement: the writer's host and zone (D6) */
+  char *writer_zone;
+};
+
+struct mc_replica_rec {
+  uint8_t status;    /* 3 = COMPLETE as seen by the master */
+  uint64_t size;
+  uint64_t address;  /* remote virtual address */
+  char *te_endpoint; /* segment to open */
+  char *segment_name;
+  char *protocol;
+  char *zone;
+  char *host_id;
+};
+
+void mc_put_uuid(struct mc_wbuf *w, struct mc_uuid u);
+struct mc_uuid mc_get_uuid(struct mc_rbuf_rd *r);
+void mc_put_segment(struct mc_wbuf *w, const struct mc_segment_rec *s);
+void mc_get_segment(struct mc_rbuf_rd *r, struct mc_segment_rec *s); /* strings malloc'ed */
+void mc_segment_rec_free(struct mc_segment_rec *s);
+void mc_put_config(struct mc_wbuf *w, const struct mc_put_config *c);
+void mc_get_config(struct mc_rbuf_rd *r, struct mc_put_config *c);
+void mc_put_config_free(struct mc_put_config *c);
+void mc_put_replica(struct mc_wbuf *w, const struct mc_replica_rec *rep);
+void mc_get_replica(struct mc_rbuf_rd *r, struct mc_replica_rec *rep);
+void mc_replica_rec_free(struct mc_replica_rec *rep);
+/* Decodes list<replica>; *out malloc'ed array (free each + array). */
+uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out);
+void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n);
+
+/* Random v4-style UUID; text form "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh" into buf (>= 37 bytes). */
+struct mc_uuid mc_uuid_random(void);
+void mc_uuid_str(struct mc_uuid u, char *buf);
+
+#endif

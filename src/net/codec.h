@@ -1,0 +1,107 @@
+/* Bounded binary codec for our own wire formats (master RPC). Writers grow a buffer; readers are total:
+ * every read is bounds-checked and a failed read sets a sticky error, after which reads return zeros.
+ * Integers are little-endian; strings and byte blobs are u32 length + bytes. */
+#ifndef MC_NET_CODEC_H
+#define MC_NET_CODEC_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+struct mc_wbuf {
+  uint8_t *p;
+  size_t len, cap;
+};
+
+struct mc_rbuf_rd {
+  const uint8_t *p;
+  size_t len, off;
+  int err;
+};
+
+static inline void mc_w_reserve(struct mc_wbuf *w, size_t n) {
+  if (w->len + n <= w->cap) return;
+  size_t c = w->cap ? w->cap : 256;
+  while (c < w->len + n) c *= 2;
+  w->p = mc_realloc(w->p, c);
+  w->cap = c;
+}
+static inline void mc_w_bytes_raw(struct mc_wbuf *w, const void *d, size_t n) {
+  mc_w_reserve(w, n);
+  if (n) memcpy(w->p + w->len, d, n);
+  w->len += n;
+}
+static inline void mc_w_u8(struct mc_wbuf *w, uint8_t v) { mc_w_bytes_raw(w, &v, 1); }
+static inline void mc_w_u32(struct mc_wbuf *w, uint32_t v) {
+  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+  mc_w_bytes_raw(w, b, 4);
+}
+static inline void mc_w_u64(struct mc_wbuf *w, uint64_t v) {
+  mc_w_u32(w, (uint32_t)v);
+  mc_w_u32(w, (uint32_t)(v >> 32));
+}
+static inline void mc_w_i32(struct mc_wbuf *w, int32_t v) { mc_w_u32(w, (uint32_t)v); }
+static inline void mc_w_i64(struct mc_wbuf *w, int64_t v) { mc_w_u64(w, (uint64_t)v); }
+static inline void mc_w_blob(struct mc_wbuf *w, const void *d, size_t n) {
+  mc_w_u32(w, (uint32_t)n);
+  mc_w_bytes_raw(w, d, n);
+}
+static inline void mc_w_str(struct mc_wbuf *w, const char *s) { mc_w_blob(w, s ? s : "", s ? strlen(s) : 0); }
+static inline void mc_w_free(struct mc_wbuf *w) {
+  mc_free(w->p);
+  w->p = NULL;
+  w->len = w->cap = 0;
+}
+
+static inline void mc_r_init(struct mc_rbuf_rd *r, const void *p, size_t len) {
+  r->p = p;
+  r->len = len;
+  r->off = 0;
+  r->err = 0;
+}
+static inline const uint8_t *mc_r_take(struct mc_rbuf_rd *r, size_t n) {
+  if (r->err || n > r->len - r->off) {
+    r->err = 1;
+    return NULL;
+  }
+  const uint8_t *p = r->p + r->off;
+  r->off += n;
+  return p;
+}
+static inline uint8_t mc_r_u8(struct mc_rbuf_rd *r) {
+  const uint8_t *p = mc_r_take(r, 1);
+  return p ? p[0] : 0;
+}
+static inline uint32_t mc_r_u32(struct mc_rbuf_rd *r) {
+  const uint8_t *p = mc_r_take(r, 4);
+  return p ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24 : 0;
+}
+static inline uint64_t mc_r_u64(struct mc_rbuf_rd *r) {
+  uint64_t lo = mc_r_u32(r);
+  return lo | (uint64_t)mc_r_u32(r) << 32;
+}
+static inline int32_t mc_r_i32(struct mc_rbuf_rd *r) { return (int32_t)mc_r_u32(r); }
+static inline int64_t mc_r_i64(struct mc_rbuf_rd *r) { return (int64_t)mc_r_u64(r); }
+/* A blob view into the buffer (not NUL-terminated); *n gets its length. */
+static inline const uint8_t *mc_r_blob(struct mc_rbuf_rd *r, uint32_t *n) {
+  *n = mc_r_u32(r);
+  const uint8_t *p = mc_r_take(r, *n);
+  if (!p) *n = 0;
+  return p;
+}
+/* A malloc'ed NUL-terminated copy of a string field ("" on error). Embedded NULs are an error. */
+static inline char *mc_r_str(struct mc_rbuf_rd *r) {
+  uint32_t n;
+  const uint8_t *p = mc_r_blob(r, &n);
+  if (p && memchr(p, 0, n)) r->err = 1;
+  return mc_strndup(p && !r->err ? (const char *)p : "", p && !r->err ? n : 0);
+}
+/* A count that must be plausible given the bytes left (each element needs at least min_elem bytes). */
+static inline uint32_t mc_r_count(struct mc_rbuf_rd *r, size_t min_elem) {
+  uint32_t n = mc_r_u32(r);
+  if (!r->err && min_elem && n > (r->len - r->off) / min_elem) r->err = 1;
+  return r->err ? 0 : n;
+}
+
+#endif

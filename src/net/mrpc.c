@@ -1,0 +1,301 @@
+/* Master RPC transport (see mrpc.h). Knows frames, not masters. */
+#include "net/mrpc.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "mooncake/store_errors.h"
+#include "net/sock.h"
+
+static void put_hdr(uint8_t *h, uint16_t op, uint64_t id, uint32_t len, int32_t status) {
+  struct mc_wbuf w = {0};
+  mc_w_u32(&w, MC_MRPC_MAGIC);
+  mc_w_u8(&w, MC_MRPC_VERSION & 0xff);
+  mc_w_u8(&w, MC_MRPC_VERSION >> 8);
+  mc_w_u8(&w, op & 0xff);
+  mc_w_u8(&w, op >> 8);
+  mc_w_u64(&w, id);
+  mc_w_u32(&w, len);
+  mc_w_i32(&w, status);
+  memcpy(h, w.p, MC_MRPC_HDR);
+  mc_w_free(&w);
+}
+
+struct hdr {
+  uint32_t magic, len;
+  uint16_t version, op;
+  uint64_t id;
+  int32_t status;
+};
+
+static void get_hdr(const uint8_t *b, struct hdr *h) {
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, b, MC_MRPC_HDR);
+  h->magic = mc_r_u32(&r);
+  h->version = (uint16_t)(mc_r_u8(&r) | mc_r_u8(&r) << 8);
+  h->op = (uint16_t)(mc_r_u8(&r) | mc_r_u8(&r) << 8);
+  h->id = mc_r_u64(&r);
+  h->len = mc_r_u32(&r);
+  h->status = mc_r_i32(&r);
+}
+
+static int send_frame(int fd, uint16_t op, uint64_t id, int32_t status, const uint8_t *body, size_t len, int tmo) {
+  uint8_t h[MC_MRPC_HDR];
+  put_hdr(h, op, id, (uint32_t)len, status);
+  int rc = mc_sock_write_deadline(fd, h, MC_MRPC_HDR, tmo);
+  if (!rc && len) rc = mc_sock_write_deadline(fd, body, len, tmo);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ server */
+
+struct srv_conn {
+  struct srv_conn *next;
+  struct mc_mrpc_server *s;
+  int fd, done;
+  pthread_t th;
+};
+
+struct mc_mrpc_server {
+  int fd;
+  atomic_int stop;
+  pthread_t acceptor;
+  mc_mrpc_handler handler;
+  mc_mrpc_on_close on_close;
+  void *ctx;
+  pthread_mutex_t mu;
+  struct srv_conn *conns;
+};
+
+/* Reads a frame header, waiting indefinitely between requests but checking for shutdown. */
+static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h) {
+  for (;;) {
+    if (atomic_load(&s->stop)) return -ECANCELED;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, 250);
+    if (n < 0 && errno != EINTR) return -errno;
+    if (n > 0) return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
+  }
+}
+
+static void *serve_conn(void *arg) {
+  struct srv_conn *c = arg;
+  struct mc_mrpc_server *s = c->s;
+  void *conn_ctx = NULL;
+  uint8_t hb[MC_MRPC_HDR];
+  while (read_hdr_idle(s, c->fd, hb) == 0) {
+    struct hdr h;
+    get_hdr(hb, &h);
+    if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
+      LOG_WARN("master RPC: dropping a connection that sent a malformed frame");
+      break;
+    }
+    uint8_t *body = mc_try_malloc(h.len);
+    if (!body || mc_sock_read_deadline(c->fd, body, h.len, 10000)) {
+      mc_free(body);
+      break;
+    }
+    struct mc_wbuf reply = {0};
+    int status = h.version != MC_MRPC_VERSION ? MC_INVALID_VERSION
+                                              : s->handler(s->ctx, &conn_ctx, h.op, body, h.len, &reply);
+    mc_free(body);
+    int rc = send_frame(c->fd, h.op, h.id, status, reply.p, reply.len, 10000);
+    mc_w_free(&reply);
+    if (rc || h.version != MC_MRPC_VERSION) break;
+  }
+  if (s->on_close) s->on_close(s->ctx, conn_ctx);
+  pthread_mutex_lock(&s->mu);
+  c->done = 1;
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void reap(struct mc_mrpc_server *s, int all) {
+  for (struct srv_conn **pp = &s->conns; *pp;) {
+    struct srv_conn *c = *pp;
+    if (!all && !c->done) {
+      pp = &c->next;
+      continue;
+    }
+    *pp = c->next;
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(c->th, NULL);
+    close(c->fd);
+    mc_free(c);
+    pthread_mutex_lock(&s->mu);
+  }
+}
+
+static void *acceptor_main(void *arg) {
+  struct mc_mrpc_server *s = arg;
+  while (!atomic_load(&s->stop)) {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0) continue;
+    int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct srv_conn *c = mc_calloc(1, sizeof(*c));
+    c->s = s;
+    c->fd = fd;
+    pthread_mutex_lock(&s->mu);
+    reap(s, 0);
+    if (pthread_create(&c->th, NULL, serve_conn, c)) {
+      close(fd);
+      mc_free(c);
+    } else {
+      c->next = s->conns;
+      s->conns = c;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  return NULL;
+}
+
+struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
+                                            mc_mrpc_on_close on_close, void *ctx, uint16_t *port_out) {
+  int fd = mc_sock_listen(bind_ip, port, 1024);
+  if (fd < 0) {
+    LOG_ERROR("master RPC: cannot listen on %s:%u: %s", bind_ip && *bind_ip ? bind_ip : "0.0.0.0", port,
+              strerror(-fd));
+    return NULL;
+  }
+  struct mc_mrpc_server *s = mc_calloc(1, sizeof(*s));
+  s->fd = fd;
+  s->handler = h;
+  s->on_close = on_close;
+  s->ctx = ctx;
+  pthread_mutex_init(&s->mu, NULL);
+  if (pthread_create(&s->acceptor, NULL, acceptor_main, s)) {
+    close(fd);
+    mc_free(s);
+    return NULL;
+  }
+  if (port_out) *port_out = mc_sock_local_port(fd);
+  return s;
+}
+
+void mc_mrpc_server_stop(struct mc_mrpc_server *s) {
+  if (!s) return;
+  atomic_store(&s->stop, 1);
+  pthread_join(s->acceptor, NULL);
+  close(s->fd);
+  pthread_mutex_lock(&s->mu);
+  for (struct srv_conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
+  reap(s, 1);
+  pthread_mutex_unlock(&s->mu);
+  mc_free(s);
+}
+
+/* ------------------------------------------------------------------ client */
+
+#define POOL_MAX 16
+
+struct mc_mrpc_client {
+  char host[256];
+  uint16_t port;
+  int connect_timeout_ms, timeout_ms;
+  pthread_mutex_t mu;
+  int idle[POOL_MAX];
+  int nidle;
+  atomic_uint_least64_t next_id;
+};
+
+struct mc_mrpc_client *mc_mrpc_client_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms) {
+  struct mc_mrpc_client *c = mc_calloc(1, sizeof(*c));
+  snprintf(c->host, sizeof(c->host), "%s", host);
+  c->port = port;
+  c->connect_timeout_ms = connect_timeout_ms;
+  c->timeout_ms = timeout_ms;
+  pthread_mutex_init(&c->mu, NULL);
+  atomic_init(&c->next_id, 1);
+  return c;
+}
+
+void mc_mrpc_client_reset(struct mc_mrpc_client *c) {
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->nidle; i++) close(c->idle[i]);
+  c->nidle = 0;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void mc_mrpc_client_free(struct mc_mrpc_client *c) {
+  if (!c) return;
+  mc_mrpc_client_reset(c);
+  pthread_mutex_destroy(&c->mu);
+  mc_free(c);
+}
+
+static int take_conn(struct mc_mrpc_client *c, int tmo) {
+  pthread_mutex_lock(&c->mu);
+  int fd = c->nidle ? c->idle[--c->nidle] : -1;
+  pthread_mutex_unlock(&c->mu);
+  if (fd >= 0) return fd;
+  return mc_sock_connect(c->host, c->port, MC_MIN(c->connect_timeout_ms, tmo));
+}
+
+static void give_conn(struct mc_mrpc_client *c, int fd) {
+  pthread_mutex_lock(&c->mu);
+  if (c->nidle < POOL_MAX) c->idle[c->nidle++] = fd;
+  else close(fd);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int map_err(int rc) { return rc == -ETIMEDOUT ? MC_RPC_TIMEOUT : MC_RPC_FAIL; }
+
+/* One exchange on fd. Returns the reply status or a negative errno-based code (< -100000). */
+static int exchange(struct mc_mrpc_client *c, int fd, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply,
+                    int tmo, int *io_err) {
+  uint64_t id = atomic_fetch_add(&c->next_id, 1);
+  *io_err = send_frame(fd, op, id, 0, req ? req->p : NULL, req ? req->len : 0, tmo);
+  if (*io_err) return 0;
+  uint8_t hb[MC_MRPC_HDR];
+  struct hdr h;
+  if ((*io_err = mc_sock_read_deadline(fd, hb, MC_MRPC_HDR, tmo))) return 0;
+  get_hdr(hb, &h);
+  if (h.magic != MC_MRPC_MAGIC || h.id != id || h.len > MC_MRPC_MAX_BODY) {
+    *io_err = -EPROTO;
+    return 0;
+  }
+  mc_w_reserve(reply, h.len);
+  if (h.len && (*io_err = mc_sock_read_deadline(fd, reply->p, h.len, tmo))) return 0;
+  reply->len = h.len;
+  return h.status;
+}
+
+int mc_mrpc_call_timeout(struct mc_mrpc_client *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply,
+                         int tmo) {
+  memset(reply, 0, sizeof(*reply));
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int pooled;
+    pthread_mutex_lock(&c->mu);
+    pooled = c->nidle > 0;
+    pthread_mutex_unlock(&c->mu);
+    int fd = take_conn(c, tmo);
+    if (fd < 0) return map_err(fd);
+    int io_err = 0, st = exchange(c, fd, op, req, reply, tmo, &io_err);
+    if (!io_err) {
+      give_conn(c, fd);
+      return st;
+    }
+    close(fd);
+    mc_w_free(reply);
+    /* A pooled connection may have been closed by the server while idle: retry once on a fresh one,
+     * but never after a timeout (the request may be running). */
+    if (!pooled || io_err == -ETIMEDOUT) return map_err(io_err);
+  }
+  return MC_RPC_FAIL;
+}
+
+int mc_mrpc_call(struct mc_mrpc_client *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply) {
+  return mc_mrpc_call_timeout(c, op, req, reply, c->timeout_ms);
+}

@@ -1,0 +1,43 @@
+/* Master RPC transport: versioned binary frames over TCP, many requests per connection.
+ * Frame = 24-byte header {u32 magic "MCRP", u16 version, u16 opcode, u64 request id, u32 body length,
+ * i32 status (replies)} + body (codec.h). The server serves each connection on its own thread, so a
+ * slow client never stalls the others; the client keeps a small pool of connections and bounds every
+ * call with a deadline. Errors use store ErrorCodes: RPC_FAIL (-900) and RPC_TIMEOUT (-901). */
+#ifndef MC_NET_MRPC_H
+#define MC_NET_MRPC_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/codec.h"
+
+#define MC_MRPC_MAGIC 0x5052434Du /* "MCRP" */
+#define MC_MRPC_VERSION 1
+#define MC_MRPC_HDR 24
+#define MC_MRPC_MAX_BODY (256u << 20)
+
+/* Handler: decode `body`, append the reply body to `reply`, return the status (0 or a negative
+ * ErrorCode) sent in the reply header. `conn_ctx` is per connection (see on_close). */
+typedef int (*mc_mrpc_handler)(void *ctx, void **conn_ctx, uint16_t opcode, const uint8_t *body, size_t len,
+                               struct mc_wbuf *reply);
+typedef void (*mc_mrpc_on_close)(void *ctx, void *conn_ctx);
+
+struct mc_mrpc_server;
+/* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind. */
+struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
+                                            mc_mrpc_on_close on_close, void *ctx, uint16_t *port_out);
+void mc_mrpc_server_stop(struct mc_mrpc_server *s);
+
+struct mc_mrpc_client;
+/* Does not connect yet. timeout_ms bounds every call (connect + send + reply). */
+struct mc_mrpc_client *mc_mrpc_client_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms);
+void mc_mrpc_client_free(struct mc_mrpc_client *c);
+/* One call. Returns the reply status (>= the server's status), and the reply body in *reply (caller
+ * frees with mc_w_free), or RPC_FAIL (-900) / RPC_TIMEOUT (-901) / INVALID_VERSION (-300). */
+int mc_mrpc_call(struct mc_mrpc_client *c, uint16_t opcode, const struct mc_wbuf *req, struct mc_wbuf *reply);
+/* Like mc_mrpc_call with a per-call timeout. */
+int mc_mrpc_call_timeout(struct mc_mrpc_client *c, uint16_t opcode, const struct mc_wbuf *req, struct mc_wbuf *reply,
+                         int timeout_ms);
+/* Drops pooled connections (next call reconnects). */
+void mc_mrpc_client_reset(struct mc_mrpc_client *c);
+
+#endif
