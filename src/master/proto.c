@@ -29,6 +29,7 @@ void mc_put_segment(struct mc_wbuf *w, const struct mc_segment_rec *s) {
   mc_w_str(w, s->protocol);
   mc_w_str(w, s->zone);
   mc_w_str(w, s->host_id);
+  mc_w_str(w, s->probe_addr);
 }
 
 void mc_get_segment(struct mc_rbuf_rd *r, struct mc_segment_rec *s) {
@@ -40,6 +41,7 @@ void mc_get_segment(struct mc_rbuf_rd *r, struct mc_segment_rec *s) {
   s->protocol = mc_r_str(r);
   s->zone = mc_r_str(r);
   s->host_id = mc_r_str(r);
+  s->probe_addr = mc_r_str(r);
 }
 
 void mc_segment_rec_free(struct mc_segment_rec *s) {
@@ -48,6 +50,7 @@ void mc_segment_rec_free(struct mc_segment_rec *s) {
   mc_free(s->protocol);
   mc_free(s->zone);
   mc_free(s->host_id);
+  mc_free(s->probe_addr);
 }
 
 void mc_put_config(struct mc_wbuf *w, const struct mc_put_config *c) {

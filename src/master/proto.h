@@ -24,7 +24,8 @@
  *   REMOVE_ALL         u8 force -> i64 count
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
- * Segment records carry zone and host_id (decisions D6). */
+ * Segment records carry zone and host_id (decisions D6) and the owner's control-RPC address, which the
+ * master probes when a client re-mounts under a name still held by an older incarnation (D4). */
 #ifndef MC_MASTER_PROTO_H
 #define MC_MASTER_PROTO_H
 #include <stdint.h>
@@ -76,6 +77,7 @@ struct mc_segment_rec {
   char *protocol;    /* "tcp" */
   char *zone;        /* "" = no zone */
   char *host_id;     /* kernel boot id of the owner's host */
+  char *probe_addr;  /* "ip:port" of the owner's transfer-engine control RPC (answers Probe) */
 };
 
 #define MC_MAX_PREFERRED 64
