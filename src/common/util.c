@@ -91,6 +91,11 @@ static char boot_id[64];
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
 static void read_boot_id(void) {
+  const char *env = getenv("MC_HOST_ID");
+  if (env && *env) {
+    snprintf(boot_id, sizeof(boot_id), "%s", env);
+    return;
+  }
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (!f) return;
   if (fgets(boot_id, sizeof(boot_id), f)) boot_id[strcspn(boot_id, "\n")] = 0;

@@ -22,7 +22,8 @@ long mc_env_long(const char *name, long def, long min, long max);
 /* Environment boolean: 1/true/yes/on, 0/false/no/off; unset or invalid -> def. */
 int mc_env_bool(const char *name, int def);
 
-/* The kernel boot id (same for all processes of one host boot); "" if unavailable. */
+/* The kernel boot id (same for all processes of one host boot); "" if unavailable. MC_HOST_ID overrides
+ * it: network-namespace test hosts share one kernel but must not take the same-host path. */
 const char *mc_host_id(void);
 
 #endif
