@@ -42,8 +42,10 @@ static void get_hdr(const uint8_t *b, struct hdr *h) {
   struct mc_rbuf_rd r;
   mc_r_init(&r, b, MC_MRPC_HDR);
   h->magic = mc_r_u32(&r);
-  h->version = (uint16_t)(mc_r_u8(&r) | mc_r_u8(&r) << 8);
-  h->op = (uint16_t)(mc_r_u8(&r) | mc_r_u8(&r) << 8);
+  uint16_t v0 = mc_r_u8(&r), v1 = mc_r_u8(&r); /* two statements: evaluation order matters */
+  h->version = (uint16_t)(v0 | v1 << 8);
+  uint16_t o0 = mc_r_u8(&r), o1 = mc_r_u8(&r);
+  h->op = (uint16_t)(o0 | o1 << 8);
   h->id = mc_r_u64(&r);
   h->len = mc_r_u32(&r);
   h->status = mc_r_i32(&r);
