@@ -115,6 +115,7 @@ static void *serve_conn(void *arg) {
     mc_w_free(&reply);
     if (rc || h.version != MC_MRPC_VERSION) break;
   }
+  shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   if (s->on_close) s->on_close(s->ctx, conn_ctx);
   pthread_mutex_lock(&s->mu);
   c->done = 1;
@@ -190,6 +191,7 @@ struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, 
 void mc_mrpc_server_stop(struct mc_mrpc_server *s) {
   if (!s) return;
   atomic_store(&s->stop, 1);
+  shutdown(s->fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
   pthread_join(s->acceptor, NULL);
   close(s->fd);
   pthread_mutex_lock(&s->mu);

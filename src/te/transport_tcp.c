@@ -1,6 +1,8 @@
 /* TCP transport: per peer up to MC_TCP_LANES_PER_PEER persistent connections ("lanes"). Each lane has a
- * sender thread that pipelines requests and a receiver thread that reads status frames in order, so a
- * WRITE is COMPLETED only after the target acknowledged that the bytes landed (v2 framing). The server
+ * sender thread that pipelines requests (queued requests go out in groups, headers and payloads in one
+ * sendmsg) and a receiver thread that reads status frames in order, so a WRITE is COMPLETED only after
+ * the target acknowledged that the bytes landed (v2 framing). The server coalesces the acknowledgements
+ * of back-to-back WRITEs. The server
  * side validates every request against the registered buffers and drains rejected payloads so the
  * connection stays usable. It must never write outside a registered, remotely accessible buffer. */
 #include <errno.h>
@@ -26,6 +28,8 @@
 #define STATUS_REJECTED 1
 #define POLL_SLICE_MS 500
 #define MAX_LANES 16
+#define GRP_MAX 32
+#define GRP_BYTES (1u << 20)
 
 struct tcp_tp;
 
@@ -35,11 +39,16 @@ struct lane {
   pthread_cond_t cv;
   struct mc_slice *q_head, *q_tail; /* to send */
   struct mc_slice *f_head, *f_tail; /* sent (or being sent), awaiting status, in wire order */
-  struct mc_slice *sending;         /* owned by the sender while its bytes go out */
   int fd, alive, stop, started;
   int recovering; /* the receiver is settling the slices of a lost connection: no reconnect yet */
   atomic_uint_least64_t progress_ns;
   pthread_t snd, rcv;
+  struct mc_slice *grp[GRP_MAX]; /* the group the sender is putting on the wire */
+  uint64_t grp_len[GRP_MAX];     /* payload bytes of each member */
+  int ngrp;
+  uint8_t hdrs[GRP_MAX][HDR_LEN];
+  uint8_t stbuf[8 * 64]; /* status frames of consecutive WRITEs read ahead by the receiver */
+  size_t st_have;
 };
 
 struct tcp_peer {
@@ -105,14 +114,15 @@ static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *pro
   return 0;
 }
 
-/* Sends iov fully in chunks, recording progress; *sent counts payload bytes put on the wire. */
+/* Sends iov fully, at most `chunk` bytes per sendmsg so that progress is recorded while a large payload
+ * goes out; *sent counts bytes put on the wire. iov is consumed. */
 static int send_progress(int fd, struct iovec *iov, int cnt, size_t chunk, atomic_uint_least64_t *progress,
                          uint64_t *sent) {
   while (cnt > 0) {
-    struct iovec part[2];
+    struct iovec part[2 * GRP_MAX];
     int pc = 0;
     size_t budget = chunk;
-    for (int i = 0; i < cnt && pc < 2 && budget; i++) {
+    for (int i = 0; i < cnt && pc < (int)MC_ARRAY_LEN(part) && budget; i++) {
       size_t l = MC_MIN(iov[i].iov_len, budget);
       part[pc].iov_base = iov[i].iov_base;
       part[pc++].iov_len = l;
@@ -138,15 +148,6 @@ static int send_progress(int fd, struct iovec *iov, int cnt, size_t chunk, atomi
 
 /* ---------------------------------------------------------------- server side */
 
-static int send_status(int fd, uint32_t code, struct iovec *data) {
-  uint8_t st[8];
-  put_u64(st, (STATUS_MAGIC << 32) | code);
-  struct iovec iov[2] = {{st, 8}, {0, 0}};
-  int cnt = 1;
-  if (data) iov[cnt++] = *data;
-  return mc_sock_writev_full(fd, iov, cnt, NULL);
-}
-
 static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeout_ms, atomic_int *stop) {
   char sink[65536];
   while (n) {
@@ -158,9 +159,30 @@ static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeou
   return 0;
 }
 
+/* WRITE status frames held back while more requests are already waiting: they go out together when
+ * the next read would block, or with the next READ reply (the client reads them in order). */
+struct pend {
+  uint8_t buf[8 * 256];
+  int n;
+};
+
+static int flush_pend(int fd, struct pend *pd) {
+  if (!pd->n) return 0;
+  int rc = mc_sock_write_full(fd, pd->buf, (size_t)pd->n * 8);
+  pd->n = 0;
+  return rc;
+}
 /* Serves one request; returns 0 to keep the connection, negative to drop it. */
-static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress) {
+static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress, struct pend *pd) {
   uint8_t h[HDR_LEN];
+  if (pd->n) {
+    char c;
+    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r <= 0 || pd->n == 256) {
+      int frc = flush_pend(fd, pd);
+      if (frc) return frc;
+    }
+  }
   int rc = recv_progress(fd, h, HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 1);
   if (rc) return rc;
   uint64_t size = get_u64(h), addr = get_u64(h + 8);
@@ -175,12 +197,13 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress)
   if (op == OPCODE_WRITE) {
     rc = b ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0)
            : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
-    if (!rc) rc = send_status(fd, b ? STATUS_OK : STATUS_REJECTED, NULL);
-  } else if (b) {
-    struct iovec data = {(void *)(uintptr_t)addr, size};
-    rc = send_status(fd, STATUS_OK, &data);
+    if (!rc) put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
   } else {
-    rc = send_status(fd, STATUS_REJECTED, NULL);
+    put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
+    /* never hand the kernel an unvalidated address, even with length 0 */
+    struct iovec iov[2] = {{pd->buf, (size_t)pd->n * 8}, {(void *)(uintptr_t)addr, size}};
+    rc = mc_sock_writev_full(fd, iov, b ? 2 : 1, NULL);
+    pd->n = 0;
   }
   if (b) mc_engine_unpin(b);
   return rc;
@@ -190,8 +213,10 @@ static void *conn_main(void *arg) {
   struct srv_conn *c = arg;
   atomic_uint_least64_t progress;
   atomic_init(&progress, mc_now_ns());
-  while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress) == 0) {
+  struct pend pd = {.n = 0};
+  while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress, &pd) == 0) {
   }
+  shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   pthread_mutex_lock(&c->tp->mu);
   c->done = 1;
   pthread_mutex_unlock(&c->tp->mu);
@@ -284,18 +309,6 @@ static void recover(struct lane *l, struct mc_slice *list) {
   pthread_mutex_unlock(&l->mu);
 }
 
-static int send_request(struct lane *l, int fd, struct mc_slice *s) {
-  uint8_t h[HDR_LEN] = {0};
-  put_u64(h, s->len);
-  put_u64(h + 8, s->remote);
-  h[16] = (uint8_t)(s->opcode | OP_V2);
-  struct iovec iov[2] = {{h, HDR_LEN}, {s->local, s->len}};
-  uint64_t sent = 0;
-  int rc = send_progress(fd, iov, s->opcode == OPCODE_WRITE ? 2 : 1, l->peer->tp->chunk, &l->progress_ns, &sent);
-  if (rc) s->sent = sent; /* the slice is still ours: the receiver waits for `sending` to clear */
-  return rc;
-}
-
 /* Fails every queued slice (the peer cannot be reached). l->mu held; released and re-taken. */
 static void fail_queue(struct lane *l) {
   struct mc_slice *list = l->q_head;
@@ -326,6 +339,42 @@ static int lane_connect(struct lane *l) {
   return 0;
 }
 
+static int in_flight(struct lane *l, struct mc_slice *s) {
+  for (struct mc_slice *x = l->f_head; x; x = x->next)
+    if (x == s) return 1;
+  return 0;
+}
+
+/* After a failed send: records how much of each group member went out (for the retry rule). Only
+ * slices still in flight are touched; the receiver may have completed and freed the others. mu held. */
+static void attribute_sent(struct lane *l, uint64_t sent) {
+  for (int i = 0; i < l->ngrp; i++) {
+    struct mc_slice *s = l->grp[i];
+    uint64_t want = HDR_LEN + l->grp_len[i], k = MC_MIN(sent, want);
+    if (in_flight(l, s)) s->sent = k;
+    sent -= k;
+  }
+}
+
+/* Sends the group's headers and payloads with as few sendmsg calls as the kernel allows. The slices are
+ * read only while the iovec is built: none can complete before its header is on the wire. */
+static int send_group(struct lane *l, int fd, uint64_t *sent) {
+  struct iovec iov[2 * GRP_MAX];
+  int n = 0;
+  for (int i = 0; i < l->ngrp; i++) {
+    struct mc_slice *s = l->grp[i];
+    uint8_t *h = l->hdrs[i];
+    memset(h, 0, HDR_LEN);
+    put_u64(h, s->len);
+    put_u64(h + 8, s->remote);
+    h[16] = (uint8_t)(s->opcode | OP_V2);
+    l->grp_len[i] = s->opcode == OPCODE_WRITE ? s->len : 0;
+    iov[n++] = (struct iovec){h, HDR_LEN};
+    if (s->opcode == OPCODE_WRITE) iov[n++] = (struct iovec){s->local, s->len};
+  }
+  return send_progress(fd, iov, n, l->peer->tp->chunk, &l->progress_ns, sent);
+}
+
 static void *sender_main(void *arg) {
   struct lane *l = arg;
   pthread_mutex_lock(&l->mu);
@@ -340,16 +389,23 @@ static void *sender_main(void *arg) {
       fail_queue(l);
       continue;
     }
-    struct mc_slice *s = q_pop(&l->q_head, &l->q_tail);
-    q_push(&l->f_head, &l->f_tail, s);
-    l->sending = s;
+    size_t bytes = 0;
+    l->ngrp = 0;
+    while (l->q_head && l->ngrp < GRP_MAX && (l->ngrp == 0 || bytes + l->q_head->len <= GRP_BYTES)) {
+      struct mc_slice *s = q_pop(&l->q_head, &l->q_tail);
+      if (s->opcode == OPCODE_WRITE) bytes += s->len;
+      q_push(&l->f_head, &l->f_tail, s);
+      l->grp[l->ngrp++] = s;
+    }
     int fd = l->fd;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    int rc = send_request(l, fd, s); /* s must not be touched after a successful send */
+    uint64_t sent = 0;
+    int rc = send_group(l, fd, &sent);
     if (rc) shutdown(fd, SHUT_RDWR);
     pthread_mutex_lock(&l->mu);
-    l->sending = NULL;
+    if (rc) attribute_sent(l, sent);
+    l->ngrp = 0;
     pthread_cond_broadcast(&l->cv);
     while (rc && l->alive && l->fd == fd && !l->stop) pthread_cond_wait(&l->cv, &l->mu);
   }
@@ -357,11 +413,42 @@ static void *sender_main(void *arg) {
   return NULL;
 }
 
+/* Status frames of consecutive WRITEs at the head of the in-flight queue can be read together. */
+static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st) {
+  struct tcp_tp *tp = l->peer->tp;
+  if (s->opcode != OPCODE_WRITE) return recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
+  if (l->st_have < 8) {
+    size_t k = 0;
+    pthread_mutex_lock(&l->mu);
+    for (struct mc_slice *x = l->f_head; x && x->opcode == OPCODE_WRITE && k < 64; x = x->next) k++;
+    pthread_mutex_unlock(&l->mu);
+    while (l->st_have < 8) {
+      ssize_t r = recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
+      if (r > 0) {
+        l->st_have += (size_t)r;
+        atomic_store(&l->progress_ns, mc_now_ns());
+        continue;
+      }
+      if (r == 0) return -EPIPE;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) return -errno;
+      if (mc_now_ns() - atomic_load(&l->progress_ns) > (uint64_t)tp->io_timeout_ms * 1000000ull) return -ETIMEDOUT;
+    }
+  }
+  memcpy(st, l->stbuf, 8);
+  l->st_have -= 8;
+  memmove(l->stbuf, l->stbuf + 8, l->st_have);
+  return 0;
+}
+
 static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok) {
   struct tcp_tp *tp = l->peer->tp;
   uint8_t st[8];
-  int rc = recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
-  if (rc) return rc;
+  int rc = recv_statuses(l, fd, s, st);
+  if (rc) {
+    l->st_have = 0;
+    return rc;
+  }
   uint64_t v = get_u64(st);
   if ((v >> 32) != STATUS_MAGIC) return -EPROTO;
   *ok = (uint32_t)v == STATUS_OK;
@@ -387,8 +474,9 @@ static void *receiver_main(void *arg) {
       pthread_mutex_lock(&l->mu);
       l->alive = 0;
       l->recovering = 1;
+      l->st_have = 0;
       pthread_cond_broadcast(&l->cv);
-      while (l->sending) pthread_cond_wait(&l->cv, &l->mu);
+      while (l->ngrp) pthread_cond_wait(&l->cv, &l->mu);
       struct mc_slice *list = l->f_head;
       l->f_head = l->f_tail = NULL;
       pthread_mutex_unlock(&l->mu);
@@ -403,8 +491,7 @@ static void *receiver_main(void *arg) {
                s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len,
                (unsigned long long)s->remote);
     pthread_mutex_lock(&l->mu);
-    while (l->sending == s) pthread_cond_wait(&l->cv, &l->mu);
-    q_pop(&l->f_head, &l->f_tail);
+    q_pop(&l->f_head, &l->f_tail); /* acknowledged, so all its bytes left: no wait for the group */
     pthread_mutex_unlock(&l->mu);
     mc_slice_done(s, ok, s->len);
     pthread_mutex_lock(&l->mu);
@@ -435,14 +522,18 @@ static struct tcp_peer *get_peer(struct tcp_tp *tp, const char *host, uint16_t p
   return p;
 }
 
-static void lane_enqueue(struct lane *l, struct mc_slice *s) {
+/* Appends a chain of slices with one lock and one wake-up. */
+static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t) {
   pthread_mutex_lock(&l->mu);
   if (!l->started) {
     l->started = 1;
     pthread_create(&l->snd, NULL, sender_main, l);
     pthread_create(&l->rcv, NULL, receiver_main, l);
   }
-  q_push(&l->q_head, &l->q_tail, s);
+  t->next = NULL;
+  if (l->q_tail) l->q_tail->next = h;
+  else l->q_head = h;
+  l->q_tail = t;
   pthread_cond_broadcast(&l->cv);
   pthread_mutex_unlock(&l->mu);
 }
@@ -450,12 +541,24 @@ static void lane_enqueue(struct lane *l, struct mc_slice *s) {
 static void tcp_submit(struct mc_transport *t, struct mc_slice **sl, size_t n) {
   struct tcp_tp *tp = (struct tcp_tp *)t;
   struct tcp_peer *p = NULL;
+  struct mc_slice *h[MAX_LANES] = {0}, *tl[MAX_LANES] = {0};
   for (size_t i = 0; i < n; i++) {
     struct mc_desc *d = sl[i]->desc;
-    if (!p || p->port != d->tcp_data_port || strcmp(p->host, d->ip)) p = get_peer(tp, d->ip, d->tcp_data_port);
+    if (!p || p->port != d->tcp_data_port || strcmp(p->host, d->ip)) {
+      if (p)
+        for (int k = 0; k < MAX_LANES; k++)
+          if (h[k]) {
+            lane_enqueue(&p->lanes[k], h[k], tl[k]);
+            h[k] = tl[k] = NULL;
+          }
+      p = get_peer(tp, d->ip, d->tcp_data_port);
+    }
     unsigned k = atomic_fetch_add(&p->rr, 1) % (unsigned)tp->nlanes;
-    lane_enqueue(&p->lanes[k], sl[i]);
+    q_push(&h[k], &tl[k], sl[i]);
   }
+  if (p)
+    for (int k = 0; k < MAX_LANES; k++)
+      if (h[k]) lane_enqueue(&p->lanes[k], h[k], tl[k]);
 }
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -516,6 +619,7 @@ static void stop_lane(struct lane *l) {
 static void tcp_fini(struct mc_transport *t) {
   struct tcp_tp *tp = (struct tcp_tp *)t;
   atomic_store(&tp->stop, 1);
+  shutdown(tp->listen_fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
   pthread_join(tp->acceptor, NULL);
   close(tp->listen_fd);
   pthread_mutex_lock(&tp->mu);
