@@ -193,6 +193,9 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
  * Free with mc_te_free_shared(), which unregisters it. */
 void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
 int mc_te_free_shared(transfer_engine_t engine, void *addr);
+/* Publishes this engine's rpc_meta key and segment descriptor again (e.g. after the metadata service
+ * restarted empty). No-op under P2PHANDSHAKE. Returns 0 or ERR_METADATA. */
+int mc_te_republish(transfer_engine_t engine);
 /* The segment name this engine publishes (rewritten to host:port under P2PHANDSHAKE). Valid for the
  * engine's lifetime. */
 const char *mc_te_local_segment_name(transfer_engine_t engine);

@@ -179,6 +179,7 @@ struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void 
 void mc_rpc_server_stop(struct mc_rpc_server *s) {
   if (!s) return;
   atomic_store(&s->stop, 1);
+  shutdown(s->fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
   pthread_join(s->acceptor, NULL);
   close(s->fd);
   /* Workers are bounded by their read deadlines; wait for them so the handler context stays valid. */

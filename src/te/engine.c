@@ -698,6 +698,15 @@ const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t id) {
   return d ? path_name(path) : NULL;
 }
 
+int mc_te_republish(transfer_engine_t engine) {
+  struct mc_engine *e = engine;
+  if (!e) return ERR_INVALID_ARGUMENT;
+  if (e->p2p) return 0;
+  int rc = publish_rpc_meta(e) ? ERR_METADATA : 0;
+  int rc2 = mc_engine_publish(e);
+  return rc ? rc : rc2;
+}
+
 const char *mc_te_local_segment_name(transfer_engine_t engine) {
   return engine ? ((struct mc_engine *)engine)->name : NULL;
 }
