@@ -1,0 +1,230 @@
+/* Eviction (master.md §2.11). One thread wakes every 10 ms; it runs when the used ratio passes the high
+ * watermark, or when a PutStart failed for space (need_eviction) and eviction_ratio > 0. A run scans
+ * the shards one lock at a time (optionally with eviction_thread_num scanners), collecting candidates
+ * (lease expired, not hard-pinned, complete on a mounted segment) and the base count, then evicts the
+ * oldest lease stamps first, relocking each object's shard and re-checking it. RPCs never wait for more
+ * than one shard's scan. The same thread frees discarded and abandoned puts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+
+#define EVICT_TICK_MS 10
+#define PARALLEL_SCAN_MIN_OBJECTS 65536
+
+struct cand {
+  uint64_t lease, seq, hash;
+  int soft;
+};
+
+struct scan {
+  struct mc_master *m;
+  uint32_t first, last; /* shard range [first, last) */
+  uint64_t now, base;
+  struct cand *c;
+  size_t n, cap;
+};
+
+static int soft_pinned(const struct object *o, uint64_t now) {
+  return o->soft_pin_ttl_ms && (!o->soft_pin_deadline_ns || now < o->soft_pin_deadline_ns);
+}
+
+/* Has a replica eviction may take: COMPLETE on a mounted segment, and nothing still being written. */
+static int evictable(const struct object *o) {
+  int any = 0;
+  for (uint32_t i = 0; i < o->nrep; i++) {
+    if (o->rep[i].status != REP_COMPLETE) return 0;
+    any |= seg_readable(o->rep[i].seg);
+  }
+  return any && !o->hard_pin;
+}
+
+static void add_cand(struct scan *s, const struct object *o) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 1024;
+    s->c = mc_realloc(s->c, sizeof(*s->c) * s->cap);
+  }
+  s->c[s->n++] = (struct cand){.lease = o->lease_ns, .seq = o->seq, .hash = o->hash, .soft = soft_pinned(o, s->now)};
+}
+
+static void scan_shard(struct scan *s, struct shard *sh) {
+  pthread_mutex_lock(&sh->mu);
+  mc_shard_release_stale(s->m, sh, s->now);
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b]; o; o = o->next) {
+      if (!evictable(o)) continue;
+      s->base++;
+      if (o->lease_ns <= s->now) add_cand(s, o);
+    }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static void *scan_range(void *arg) {
+  struct scan *s = arg;
+  for (uint32_t i = s->first; i < s->last; i++) scan_shard(s, &s->m->shards[i]);
+  return NULL;
+}
+
+/* Scans every shard with up to eviction_thread_num scanners; merges into out. */
+static void scan_all(struct mc_master *m, uint64_t now, struct scan *out) {
+  uint32_t nt = (uint32_t)m->cfg.eviction_thread_num;
+  if (nt < 1 || atomic_load(&m->nobjects) < PARALLEL_SCAN_MIN_OBJECTS) nt = 1;
+  struct scan *parts = mc_calloc(nt, sizeof(*parts));
+  pthread_t *th = mc_calloc(nt, sizeof(*th));
+  int *started = mc_calloc(nt, sizeof(*started));
+  for (uint32_t t = 0; t < nt; t++) {
+    parts[t] = (struct scan){.m = m, .now = now, .first = MC_NSHARDS * t / nt, .last = MC_NSHARDS * (t + 1) / nt};
+    started[t] = t > 0 && !pthread_create(&th[t], NULL, scan_range, &parts[t]);
+  }
+  for (uint32_t t = 0; t < nt; t++)
+    if (!started[t]) scan_range(&parts[t]);
+  *out = (struct scan){.m = m, .now = now};
+  for (uint32_t t = 0; t < nt; t++) {
+    if (started[t]) pthread_join(th[t], NULL);
+    out->base += parts[t].base;
+    for (size_t i = 0; i < parts[t].n; i++) {
+      if (out->n == out->cap) {
+        out->cap = out->cap ? 2 * out->cap : 1024;
+        out->c = mc_realloc(out->c, sizeof(*out->c) * out->cap);
+      }
+      out->c[out->n++] = parts[t].c[i];
+    }
+    mc_free(parts[t].c);
+  }
+  mc_free(parts);
+  mc_free(th);
+  mc_free(started);
+}
+
+static int by_age(const void *a, const void *b) {
+  const struct cand *x = a, *y = b;
+  if (x->lease != y->lease) return x->lease < y->lease ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Evicts the candidate if it still qualifies. 1 when evicted. */
+static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft) {
+  struct shard *sh = &m->shards[c->hash & (MC_NSHARDS - 1)];
+  int done = 0;
+  uint64_t now = mc_now_ns();
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = mc_obj_find_seq(sh, c->hash, c->seq);
+  if (o && evictable(o) && o->lease_ns <= now && (allow_soft || !soft_pinned(o, now))) {
+    MLOG_V(2, "key=%s, info=evicted", o->key);
+    for (uint32_t i = 0; i < o->nrep; i++) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+    o->nrep = 0;
+    mc_obj_erase(m, sh, o);
+    done = 1;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return done;
+}
+
+/* Evicts candidates of the given softness, oldest first, until *evicted reaches goal. */
+static void evict_pass(struct mc_master *m, struct scan *s, int soft, uint64_t goal, uint64_t *evicted, char *taken) {
+  for (size_t i = 0; i < s->n && *evicted < goal; i++) {
+    if (taken[i] || s->c[i].soft != soft) continue;
+    taken[i] = 1;
+    *evicted += (uint64_t)evict_one(m, &s->c[i], soft);
+  }
+}
+
+/* ceil(base * ratio), forgiving the binary rounding of ratios like 0.05 (400 * 0.05 = 20, not 21). */
+static uint64_t ceil_count(uint64_t base, double ratio) {
+  double x = (double)base * ratio, tol = 1e-9 * (x > 1 ? x : 1);
+  uint64_t k = (uint64_t)x;
+  return (double)k < x - tol ? k + 1 : k;
+}
+
+uint64_t mc_evict_run(struct mc_master *m, double ratio) {
+  double hw = m->cfg.eviction_high_watermark_ratio, r = m->cfg.eviction_ratio;
+  double target = MC_MAX(r, ratio - hw + r), lower = MC_MAX(target / 2, ratio - hw);
+  int need = atomic_load(&m->need_eviction);
+  MLOG_V(1, "[EVICT-TRIGGER] memory_ratio=%.4f high_watermark=%g need_mem_eviction=%d eviction_ratio=%g", ratio, hw,
+         need, r);
+  struct scan s;
+  scan_all(m, mc_now_ns(), &s);
+  if (s.n) qsort(s.c, s.n, sizeof(*s.c), by_age);
+  uint64_t evicted = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
+  char *taken = mc_calloc(s.n ? s.n : 1, 1);
+  evict_pass(m, &s, 0, goal1, &evicted, taken);
+  if (evicted < goal2) {
+    evict_pass(m, &s, 0, goal2, &evicted, taken);
+    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &s, 1, goal2, &evicted, taken);
+  }
+  mc_free(taken);
+  mc_free(s.c);
+  /* The run answered the failed put; a later failure sets the flag again. */
+  atomic_store(&m->need_eviction, 0);
+  atomic_fetch_add(&m->n_evicted, evicted);
+  double actual = s.base ? (double)evicted / (double)s.base : 0;
+  if (evicted) {
+    LOG_INFO("[EVICT-TRIGGER] memory_ratio=%.4f high_watermark=%g need_mem_eviction=%d eviction_ratio=%g", ratio, hw,
+             need, r);
+    LOG_INFO("[EVICT-RESULT] evicted_count=%llu, eviction_base=%llu, actual_evict_ratio=%.4f, target_evict_ratio=%.4f",
+             (unsigned long long)evicted, (unsigned long long)s.base, actual, target);
+    LOG_INFO("[EVICT-DONE] BatchEvict execution completed.");
+  } else {
+    MLOG_V(1, "[EVICT-RESULT] evicted_count=0, eviction_base=%llu, actual_evict_ratio=0, target_evict_ratio=%.4f",
+           (unsigned long long)s.base, target);
+  }
+  return evicted;
+}
+
+/* Frees discard-list entries whose release time has passed. */
+static void release_discards(struct mc_master *m, uint64_t now) {
+  pthread_mutex_lock(&m->discard_mu);
+  for (struct discard **pp = &m->discards; *pp;) {
+    struct discard *d = *pp;
+    if (d->release_ns > now) {
+      pp = &d->next;
+      continue;
+    }
+    *pp = d->next;
+    mc_rep_release(d->seg, d->blk);
+    mc_free(d);
+  }
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+static void release_stale_everywhere(struct mc_master *m, uint64_t now) {
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    struct shard *sh = &m->shards[i];
+    pthread_mutex_lock(&sh->mu);
+    mc_shard_release_stale(m, sh, now);
+    pthread_mutex_unlock(&sh->mu);
+  }
+}
+
+/* Idle period between abandoned-put scans: half the release timeout, within [1 s, 60 s]. */
+static uint64_t stale_period_ns(const struct mc_master *m) {
+  uint64_t p = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S / 2;
+  return MC_MIN(MC_MAX(p, MC_NS_PER_S), 60 * MC_NS_PER_S);
+}
+
+void *mc_evict_main(void *arg) {
+  struct mc_master *m = arg;
+  uint64_t next_stale = mc_now_ns() + stale_period_ns(m), not_before = 0, backoff_ms = EVICT_TICK_MS;
+  MLOG_V(1, "eviction thread started");
+  while (!mc_bg_wait(m, EVICT_TICK_MS)) {
+    uint64_t now = mc_now_ns(), used, cap;
+    release_discards(m, now);
+    mc_usage(m, &used, &cap);
+    double ratio = cap ? (double)used / (double)cap : 0;
+    int over = ratio > m->cfg.eviction_high_watermark_ratio;
+    int need = atomic_load(&m->need_eviction) && m->cfg.eviction_ratio > 0;
+    if (need || (over && now >= not_before)) {
+      /* Above the watermark with nothing evictable (all leased), back off up to 1 s between scans. */
+      uint64_t n = mc_evict_run(m, ratio);
+      backoff_ms = n ? EVICT_TICK_MS : MC_MIN(backoff_ms * 2, 1000);
+      not_before = now + backoff_ms * MC_NS_PER_MS;
+      next_stale = now + stale_period_ns(m);
+    } else if (now >= next_stale) {
+      release_stale_everywhere(m, now);
+      next_stale = now + stale_period_ns(m);
+    }
+  }
+  MLOG_V(1, "eviction thread stopped");
+  return NULL;
+}

@@ -1,0 +1,175 @@
+/* Client liveness (master.md §2.12, decisions D4): the housekeeping thread expires clients whose last
+ * ping is older than client_ttl, fires graceful-unmount timers, and logs the metrics summary. Expiry
+ * unmounts the client's segments, sweeps their replicas and deletes the client's TE metadata keys. The
+ * metadata calls and the probes of D4 are blocking I/O and run with no lock held. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+#include "net/ctrl_rpc.h"
+#include "net/sock.h"
+#include "te/metadata.h"
+#include "te/metadata_server.h"
+
+#define HOUSEKEEPING_TICK_MS 100
+#define SUMMARY_PERIOD_NS (10 * MC_NS_PER_S)
+#define PROBE_TIMEOUT_MS 1000
+
+int mc_probe_alive(const char *probe_addr) {
+  char host[256];
+  uint16_t port = 0;
+  if (!probe_addr || !*probe_addr || mc_split_host_port(probe_addr, host, sizeof(host), &port, 0) || !port) return 0;
+  char *reply = NULL;
+  int rc = mc_rpc_call(host, port, MC_RPC_PROBE, "{}", &reply, PROBE_TIMEOUT_MS);
+  mc_free(reply);
+  return rc == 0;
+}
+
+static int endpoint_in_use(struct mc_master *m, const char *ep) {
+  int used = 0;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t i = 0; i < m->nsegs && !used; i++) used = !strcmp(m->segs[i]->te_endpoint, ep);
+  pthread_rwlock_unlock(&m->seg_mu);
+  return used;
+}
+
+static void delete_key(struct mc_master *m, const char *key) {
+  int rc = m->meta_server ? mc_meta_server_delete(m->meta_server, key) : mc_meta_remove(m->meta, key);
+  if (rc < 0) LOG_WARN("cannot delete TE metadata key %s", key);
+  else LOG_INFO("deleted TE metadata key %s%s", key, rc == 1 ? " (was absent)" : "");
+}
+
+/* Deletes ram/<ep> and rpc_meta/<ep> unless a mounted segment still uses the endpoint. */
+static void cleanup_endpoint(struct mc_master *m, const char *ep, const char *keep) {
+  if (!m->cfg.enable_metadata_cleanup_on_timeout || (!m->meta_server && !m->meta)) return;
+  if ((keep && !strcmp(ep, keep)) || endpoint_in_use(m, ep)) return;
+  char key[1024];
+  mc_meta_segment_key(key, sizeof(key), ep);
+  delete_key(m, key);
+  mc_meta_rpc_key(key, sizeof(key), ep);
+  delete_key(m, key);
+}
+
+/* Detaches all of the client's segments (seg_mu held for writing); collects them and distinct endpoints. */
+static uint32_t detach_client_locked(struct mc_master *m, struct mc_uuid id, struct mseg ***segs, char ***eps,
+                                     uint32_t *neps) {
+  uint32_t n = 0;
+  *segs = mc_malloc(sizeof(**segs) * (m->nsegs ? m->nsegs : 1));
+  *eps = mc_malloc(sizeof(**eps) * (m->nsegs ? m->nsegs : 1));
+  *neps = 0;
+  char cid[37];
+  mc_uuid_str(id, cid);
+  for (uint32_t i = 0; i < m->nsegs;) {
+    struct mseg *s = m->segs[i];
+    if (!mc_uuid_eq(s->client, id)) {
+      i++;
+      continue;
+    }
+    LOG_INFO("client_id=%s, segment_name=%s, action=unmount_expired_mem_segment", cid, s->name);
+    int dup = 0;
+    for (uint32_t j = 0; j < *neps && !dup; j++) dup = !strcmp((*eps)[j], s->te_endpoint);
+    if (!dup) (*eps)[(*neps)++] = mc_strdup(s->te_endpoint);
+    mc_seg_detach_locked(m, s); /* removes m->segs[i]; do not advance */
+    (*segs)[n++] = s;
+  }
+  mc_client_remove_locked(m, id);
+  return n;
+}
+
+/* Expires id; when only_if_due, only if its deadline is still in the past (a ping may have raced). */
+static uint32_t expire(struct mc_master *m, struct mc_uuid id, const char *why, const char *keep, int only_if_due) {
+  struct mseg **segs;
+  char **eps;
+  uint32_t neps;
+  pthread_rwlock_wrlock(&m->seg_mu);
+  struct mclient *c = mc_client_find_locked(m, id);
+  if (only_if_due && (!c || c->deadline_ns > mc_now_ns())) {
+    pthread_rwlock_unlock(&m->seg_mu);
+    return 0;
+  }
+  char cid[37];
+  mc_uuid_str(id, cid);
+  LOG_INFO("client_id=%s, action=client_expired, reason=%s", cid, why);
+  uint32_t n = detach_client_locked(m, id, &segs, &eps, &neps);
+  pthread_rwlock_unlock(&m->seg_mu);
+  mc_sweep_and_free(m, segs, n);
+  for (uint32_t i = 0; i < neps; i++) {
+    cleanup_endpoint(m, eps[i], keep);
+    mc_free(eps[i]);
+  }
+  mc_free(eps);
+  mc_free(segs);
+  return n;
+}
+
+uint32_t mc_client_expire(struct mc_master *m, struct mc_uuid id, const char *why, const char *keep_endpoint) {
+  return expire(m, id, why, keep_endpoint, 0);
+}
+
+static void expire_due_clients(struct mc_master *m, uint64_t now) {
+  struct mc_uuid due[64];
+  uint32_t n = 0;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t i = 0; i < m->nclients && n < MC_ARRAY_LEN(due); i++)
+    if (m->clients[i].deadline_ns <= now) due[n++] = m->clients[i].id;
+  pthread_rwlock_unlock(&m->seg_mu);
+  for (uint32_t i = 0; i < n; i++) expire(m, due[i], "ttl", NULL, 1);
+}
+
+static void fire_grace_timers(struct mc_master *m, uint64_t now) {
+  struct mseg *done[64];
+  uint32_t n = 0;
+  pthread_rwlock_wrlock(&m->seg_mu);
+  for (uint32_t i = 0; i < m->nsegs && n < MC_ARRAY_LEN(done);) {
+    struct mseg *s = m->segs[i];
+    if (atomic_load(&s->state) == MC_SEG_GRACEFULLY_UNMOUNTING && s->grace_deadline_ns <= now) {
+      char cid[37];
+      mc_uuid_str(s->client, cid);
+      LOG_INFO("client_id=%s, action=unmount_segment, segment_name=%s, reason=grace_period_over", cid, s->name);
+      mc_seg_detach_locked(m, s);
+      done[n++] = s;
+    } else {
+      i++;
+    }
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  mc_sweep_and_free(m, done, n);
+}
+
+void mc_master_summary(struct mc_master *m, char *buf, size_t len) {
+  uint64_t used, cap, clients;
+  mc_usage(m, &used, &cap);
+  pthread_rwlock_rdlock(&m->seg_mu);
+  clients = m->nclients;
+  pthread_rwlock_unlock(&m->seg_mu);
+  snprintf(buf, len,
+           "Master Admin Metrics: role=leader, state=serving, service_ready=true, master={Mem Storage: %llu / %llu "
+           "(%.1f%%) | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Requests (total): PutStart=%llu/%llu, "
+           "Get=%llu, Exist=%llu, Del=%llu, Ping=%llu | Evicted: %llu}, ha={enabled=false}",
+           (unsigned long long)used, (unsigned long long)cap, cap ? 100.0 * (double)used / (double)cap : 0.0,
+           (unsigned long long)atomic_load(&m->nobjects), (unsigned long long)atomic_load(&m->n_soft_pinned),
+           (unsigned long long)clients, (unsigned long long)atomic_load(&m->n_put_start_ok),
+           (unsigned long long)atomic_load(&m->n_put_start), (unsigned long long)atomic_load(&m->n_get),
+           (unsigned long long)atomic_load(&m->n_exist), (unsigned long long)atomic_load(&m->n_remove),
+           (unsigned long long)atomic_load(&m->n_ping), (unsigned long long)atomic_load(&m->n_evicted));
+}
+
+void *mc_housekeeping_main(void *arg) {
+  struct mc_master *m = arg;
+  uint64_t next_summary = mc_now_ns() + SUMMARY_PERIOD_NS;
+  MLOG_V(1, "housekeeping thread started");
+  while (!mc_bg_wait(m, HOUSEKEEPING_TICK_MS)) {
+    uint64_t now = mc_now_ns();
+    fire_grace_timers(m, now);
+    expire_due_clients(m, now);
+    if (m->cfg.enable_metric_reporting && now >= next_summary) {
+      char line[1024];
+      mc_master_summary(m, line, sizeof(line));
+      LOG_INFO("%s", line);
+      next_summary = now + SUMMARY_PERIOD_NS;
+    }
+  }
+  MLOG_V(1, "housekeeping thread stopped");
+  return NULL;
+}

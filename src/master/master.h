@@ -1,0 +1,67 @@
+/* The master service: segment registry, per-segment allocators, the key -> replica map with leases and
+ * pins, eviction and client liveness (master.md §2). Metadata only: it never touches object bytes.
+ * Every operation is safe to call from many threads (the RPC server runs one thread per connection);
+ * locks are short and documented in master_int.h. Status results are 0 or a negative store ErrorCode;
+ * reply bodies are appended to a caller's buffer in the encodings of proto.h. */
+#ifndef MC_MASTER_MASTER_H
+#define MC_MASTER_MASTER_H
+#include <regex.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "master/mconfig.h"
+#include "master/proto.h"
+#include "net/codec.h"
+
+struct mc_master;
+
+/* Creates the service from a finalized configuration (copied; the caller keeps and later frees its
+ * strings, after mc_master_destroy). Starts the embedded HTTP metadata server when configured, and the
+ * eviction and housekeeping threads. 0, or INTERNAL_ERROR (-1) with the reason logged. */
+int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out);
+/* Starts the RPC server on cfg bind_ip:listen_port (*port_out gets the port). 0 or INTERNAL_ERROR. */
+int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out);
+/* Stops the RPC server and the threads, frees everything. NULL ignored. */
+void mc_master_destroy(struct mc_master *m);
+/* Port of the embedded HTTP metadata server, 0 when none. */
+uint16_t mc_master_meta_port(const struct mc_master *m);
+
+/* One RPC: decodes body (a total decoder: malformed input -> INVALID_PARAMS), runs it, appends the
+ * reply body. Unknown opcodes -> NOT_SUPPORTED. Exposed for the in-process fuzz test. */
+int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply);
+
+/* glog-style verbosity of per-request traces (0: none; 1: put allocations, misses, eviction
+ * diagnostics, thread start/stop; 2: per-object eviction and replica-loss lines). Process-wide. */
+void mc_master_set_verbosity(int v);
+
+/* The "Master Admin Metrics: ..." summary line. */
+void mc_master_summary(struct mc_master *m, char *buf, size_t len);
+
+/* ---- segments and clients (master.md §2.1, §2.12) ---- */
+int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client);
+int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client);
+int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client);
+int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms);
+/* *status: MC_PING_OK or MC_PING_NEED_REMOUNT. */
+int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status);
+/* Appends list<{segment, str client id text, u8 state, u64 used}>. */
+void mc_master_query_segments(struct mc_master *m, struct mc_wbuf *w);
+
+/* ---- objects (master.md §2.2-2.9); keys are byte strings of klen bytes ---- */
+/* On success appends list<replica> (PROCESSING). */
+int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                        const struct mc_put_config *pc, struct mc_wbuf *w);
+int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
+int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
+/* On success grants a lease and appends list<replica> (readable ones). */
+int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
+/* 1 readable (lease granted), 0 absent or not yet readable. */
+int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen);
+int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force);
+/* re NULL = every key. Returns the number of objects removed. */
+int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, int force);
+/* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease). */
+void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct mc_wbuf *w);
+uint64_t mc_master_lease_ttl_ms(const struct mc_master *m);
+
+#endif

@@ -1,0 +1,189 @@
+/* Internals of the master shared by its files: the segment registry (segments.c), the object table
+ * (objects.c), eviction (evict.c), liveness (liveness.c), the RPC dispatcher (rpc.c), lifecycle
+ * (service.c). Never included outside src/master.
+ *
+ * LOCKS, and what each guards
+ *   shard->mu        (mutex, one per object shard): the shard's hash table and every field of its
+ *                    objects, including their replica arrays. Never hold two shard locks at once.
+ *   m->seg_mu        (rwlock, writer-preferring): m->segs, m->clients, and each segment's identity,
+ *                    client, grace deadline and membership. Readers: placement, usage, queries.
+ *                    Writers: mount/unmount/ping/expiry. Never held across I/O (probes, metadata).
+ *   m->discard_mu    (mutex): the discard list of preempted puts.
+ *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
+ *   seg->state is atomic: written under seg_mu (write), read anywhere.
+ * ORDER (outer to inner): shard->mu -> m->seg_mu -> m->discard_mu -> seg->alloc_mu. Code holding seg_mu
+ * never takes a shard lock; unmount therefore detaches segments under seg_mu (state UNMOUNTING, out of
+ * m->segs) and sweeps shards afterwards, one shard at a time.
+ *
+ * SEGMENT LIFETIME: a replica points at its segment. A detached segment (UNMOUNTING) is freed only
+ * after its sweeper has visited every shard and the discard list, so any replica still reachable under
+ * a shard lock (or discard entry under discard_mu) points at a live segment whose allocator may still
+ * be used. Replicas on UNMOUNTING segments are never readable and never allocated on. */
+#ifndef MC_MASTER_INT_H
+#define MC_MASTER_INT_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "master/master.h"
+#include "master/proto.h"
+#include "master/tlsf.h"
+#include "net/codec.h"
+
+struct mc_meta_server;
+struct mc_meta;
+struct mc_mrpc_server;
+
+#define MC_NSHARDS 1024u
+#define MC_NS_PER_MS 1000000ull
+#define MC_NS_PER_S 1000000000ull
+
+enum { REP_PROCESSING = 2, REP_COMPLETE = 3 }; /* replica status numbers of master.md §2.2 */
+
+/* Per-request traces (--v=1 and above) at INFO; operational lines use LOG_INFO directly. */
+extern int mc_master_verbosity;
+#define MLOG_V(n, ...)                                                                           \
+  do {                                                                                           \
+    if (mc_master_verbosity >= (n) && MC_LOG_INFO >= mc_log_level_cur)                          \
+      mc_log_write(MC_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);                                \
+  } while (0)
+
+struct mseg {
+  struct mc_uuid id, client;
+  char *name, *te_endpoint, *protocol, *zone, *host_id, *probe_addr; /* immutable while mounted */
+  uint64_t base, size;
+  _Atomic int state;          /* enum mc_seg_state */
+  uint64_t grace_deadline_ns; /* seg_mu */
+  pthread_mutex_t alloc_mu;
+  struct mc_tlsf *tlsf;  /* alloc_mu */
+  _Atomic uint64_t used; /* written under alloc_mu */
+};
+
+struct mclient {
+  struct mc_uuid id;
+  uint64_t deadline_ns;
+  int ok; /* in the OK set: set by ReMountSegment only (master.md §2.12) */
+};
+
+struct replica {
+  struct mseg *seg;
+  struct mc_tlsf_block *blk;
+  uint64_t off;
+  uint8_t status;
+};
+
+struct object {
+  struct object *next; /* hash chain */
+  uint64_t hash, seq;  /* seq: unique, creation order (eviction tie-break and lookup by id) */
+  uint64_t size;
+  uint64_t put_start_ns;
+  uint64_t lease_ns; /* lease timeout; doubles as the LRU stamp (set to now at PutEnd) */
+  uint64_t soft_pin_ttl_ms, soft_pin_deadline_ns; /* deadline 0 = clock not started */
+  struct mc_uuid owner;
+  uint8_t hard_pin;
+  uint32_t nrep;
+  struct replica *rep;
+  uint32_t klen;
+  char key[]; /* klen bytes + NUL */
+};
+
+struct shard {
+  pthread_mutex_t mu;
+  struct object **buckets;
+  uint32_t nbuckets, count;
+} __attribute__((aligned(64)));
+
+struct discard {
+  struct discard *next;
+  struct mseg *seg;
+  struct mc_tlsf_block *blk;
+  uint64_t release_ns;
+};
+
+struct mc_master {
+  struct mc_master_cfg cfg;
+  uint64_t view_version;
+  struct shard shards[MC_NSHARDS];
+  _Atomic uint64_t nobjects, next_seq;
+
+  pthread_rwlock_t seg_mu;
+  struct mseg **segs;
+  uint32_t nsegs, capsegs;
+  struct mclient *clients;
+  uint32_t nclients, capclients;
+
+  pthread_mutex_t discard_mu;
+  struct discard *discards;
+
+  _Atomic int need_eviction;
+  /* background threads */
+  pthread_mutex_t bg_mu;
+  pthread_cond_t bg_cv;
+  int stopping;
+  pthread_t evict_th, house_th;
+  int threads_started;
+  /* TE metadata cleanup target: the embedded server, else a metadata client (either may be NULL) */
+  struct mc_meta_server *meta_server;
+  struct mc_meta *meta;
+  struct mc_mrpc_server *rpc;
+  /* counters for the summary line */
+  _Atomic uint64_t n_soft_pinned;
+  _Atomic uint64_t n_put_start, n_put_start_ok, n_evicted, n_get, n_exist, n_remove, n_ping;
+};
+
+/* ---- helpers (objects.c) ---- */
+uint64_t mc_key_hash(const void *key, size_t len);
+static inline int mc_uuid_eq(struct mc_uuid a, struct mc_uuid b) { return a.hi == b.hi && a.lo == b.lo; }
+static inline int seg_readable(const struct mseg *s) { return atomic_load(&s->state) != MC_SEG_UNMOUNTING; }
+void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const struct replica *r);
+/* Returns the replica's space to its segment's allocator (caller holds the object's shard lock, or
+ * discard_mu for discard entries). */
+void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk);
+/* Unlinks and frees o (its replicas must already be released or dropped). Caller holds the shard lock. */
+void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
+/* Finds the object with this hash and seq in sh (locked), or NULL. */
+struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
+/* Drops replicas on UNMOUNTING segments without freeing (their allocators are going away). */
+void mc_obj_drop_dead(struct object *o);
+void mc_objects_init(struct mc_master *m);
+void mc_objects_destroy(struct mc_master *m);
+/* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
+ * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
+uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);
+
+/* ---- segments (segments.c) ---- */
+/* Allocates up to `want` replicas of `size` bytes on distinct segment names, in placement order
+ * (preferred -> writer's host -> writer's zone -> rest). Caller holds a shard lock; takes seg_mu (read).
+ * Returns the number placed and a malloc'ed array in *out (NULL when none); *nsegs_ok = allocatable
+ * segments seen. */
+uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
+                  struct replica **out, uint32_t want, uint32_t *nsegs_ok);
+/* used/capacity over mounted segments. */
+void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap);
+/* Detaches (under seg_mu write) segments: state UNMOUNTING, out of m->segs. */
+void mc_seg_detach_locked(struct mc_master *m, struct mseg *s);
+/* Removes every replica and discard entry on UNMOUNTING segments, then frees the given segments. */
+void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n);
+struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id);
+struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, uint64_t now);
+void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id);
+void mc_segments_destroy(struct mc_master *m);
+
+/* ---- liveness (liveness.c) ---- */
+/* Expires a client now: drops it from the OK set and the table, unmounts its segments, sweeps, deletes
+ * its TE metadata keys (except keep_endpoint's). Takes seg_mu itself. Returns segments unmounted. */
+uint32_t mc_client_expire(struct mc_master *m, struct mc_uuid id, const char *why, const char *keep_endpoint);
+/* 1 when probe_addr ("host:port") answers a transfer-engine Probe within ~1 s. */
+int mc_probe_alive(const char *probe_addr);
+void *mc_housekeeping_main(void *arg);
+
+/* ---- eviction (evict.c) ---- */
+void *mc_evict_main(void *arg);
+/* One eviction run with used ratio `ratio` (tests call it through the thread only). */
+uint64_t mc_evict_run(struct mc_master *m, double ratio);
+
+/* Sleeps up to ms on bg_cv; returns 1 when the master is stopping. */
+int mc_bg_wait(struct mc_master *m, uint64_t ms);
+
+#endif

@@ -1,0 +1,487 @@
+/* The object table: key -> replicas, striped over MC_NSHARDS shards by key hash (master.md §2.2-2.9).
+ * Every function here takes exactly one shard lock at a time (see master_int.h for the lock order). */
+#include <regex.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+#include "mooncake/store_errors.h"
+
+/* ------------------------------------------------------------------ hash table */
+
+uint64_t mc_key_hash(const void *key, size_t len) {
+  /* MurmurHash64A-style mixing, 8 bytes at a time. */
+  const uint64_t mul = 0xc6a4a7935bd1e995ull;
+  const uint8_t *p = key;
+  uint64_t h = 0x9747b28c1234abcdull ^ (len * mul);
+  for (; len >= 8; len -= 8, p += 8) {
+    uint64_t k;
+    memcpy(&k, p, 8);
+    k *= mul;
+    k ^= k >> 47;
+    k *= mul;
+    h ^= k;
+    h *= mul;
+  }
+  uint64_t t = 0;
+  if (len) memcpy(&t, p, len);
+  h ^= t;
+  h *= mul;
+  h ^= h >> 47;
+  h *= mul;
+  h ^= h >> 47;
+  return h;
+}
+
+static struct shard *shard_of(struct mc_master *m, uint64_t h) { return &m->shards[h & (MC_NSHARDS - 1)]; }
+static uint32_t bucket_of(const struct shard *sh, uint64_t h) { return (uint32_t)(h >> 10) & (sh->nbuckets - 1); }
+
+static struct object *find(struct shard *sh, uint64_t h, const void *key, uint32_t klen) {
+  for (struct object *o = sh->buckets[bucket_of(sh, h)]; o; o = o->next)
+    if (o->hash == h && o->klen == klen && !memcmp(o->key, key, klen)) return o;
+  return NULL;
+}
+
+struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq) {
+  for (struct object *o = sh->buckets[bucket_of(sh, hash)]; o; o = o->next)
+    if (o->seq == seq) return o;
+  return NULL;
+}
+
+static void grow(struct shard *sh) {
+  uint32_t nb = sh->nbuckets * 2;
+  struct object **b = mc_calloc(nb, sizeof(*b));
+  for (uint32_t i = 0; i < sh->nbuckets; i++)
+    for (struct object *o = sh->buckets[i], *next; o; o = next) {
+      next = o->next;
+      uint32_t j = (uint32_t)(o->hash >> 10) & (nb - 1);
+      o->next = b[j];
+      b[j] = o;
+    }
+  mc_free(sh->buckets);
+  sh->buckets = b;
+  sh->nbuckets = nb;
+}
+
+static struct object *insert_new(struct mc_master *m, struct shard *sh, uint64_t h, const void *key, uint32_t klen) {
+  if (sh->count >= sh->nbuckets) grow(sh);
+  struct object *o = mc_calloc(1, sizeof(*o) + klen + 1);
+  o->hash = h;
+  o->klen = klen;
+  memcpy(o->key, key, klen);
+  uint32_t b = bucket_of(sh, h);
+  o->next = sh->buckets[b];
+  sh->buckets[b] = o;
+  sh->count++;
+  atomic_fetch_add(&m->nobjects, 1);
+  return o;
+}
+
+void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o) {
+  for (struct object **pp = &sh->buckets[bucket_of(sh, o->hash)]; *pp; pp = &(*pp)->next)
+    if (*pp == o) {
+      *pp = o->next;
+      break;
+    }
+  sh->count--;
+  atomic_fetch_sub(&m->nobjects, 1);
+  if (o->soft_pin_ttl_ms) atomic_fetch_sub(&m->n_soft_pinned, 1);
+  mc_free(o->rep);
+  mc_free(o);
+}
+
+void mc_objects_init(struct mc_master *m) {
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    pthread_mutex_init(&m->shards[i].mu, NULL);
+    m->shards[i].nbuckets = 16;
+    m->shards[i].buckets = mc_calloc(16, sizeof(struct object *));
+  }
+}
+
+/* Called with no other user left: segments are freed separately, so replicas are simply dropped. */
+void mc_objects_destroy(struct mc_master *m) {
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    struct shard *sh = &m->shards[i];
+    for (uint32_t b = 0; b < sh->nbuckets; b++)
+      for (struct object *o = sh->buckets[b], *next; o; o = next) {
+        next = o->next;
+        mc_free(o->rep);
+        mc_free(o);
+      }
+    mc_free(sh->buckets);
+    pthread_mutex_destroy(&sh->mu);
+  }
+}
+
+/* ------------------------------------------------------------------ replicas */
+
+void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk) {
+  pthread_mutex_lock(&seg->alloc_mu);
+  mc_tlsf_free(seg->tlsf, blk);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
+}
+
+void mc_obj_drop_dead(struct object *o) {
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (seg_readable(o->rep[i].seg)) o->rep[k++] = o->rep[i];
+  o->nrep = k;
+}
+
+static void release_all(struct object *o) {
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+  o->nrep = 0;
+}
+
+void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const struct replica *r) {
+  struct mseg *s = r->seg;
+  struct mc_replica_rec rec = {
+      .status = r->status,
+      .size = o->size,
+      .address = s->base + r->off,
+      .te_endpoint = s->te_endpoint,
+      .segment_name = s->name,
+      .protocol = s->protocol,
+      .zone = s->zone,
+      .host_id = s->host_id,
+  };
+  mc_put_replica(w, &rec);
+}
+
+static uint32_t count_status(const struct object *o, uint8_t status) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < o->nrep; i++) n += o->rep[i].status == status;
+  return n;
+}
+
+/* Readable = COMPLETE on a mounted segment (master.md §2.2). */
+static uint32_t count_readable(const struct object *o) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < o->nrep; i++) n += o->rep[i].status == REP_COMPLETE && seg_readable(o->rep[i].seg);
+  return n;
+}
+
+static void encode_readable(struct mc_wbuf *w, const struct object *o) {
+  mc_w_u32(w, count_readable(o));
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (o->rep[i].status == REP_COMPLETE && seg_readable(o->rep[i].seg)) mc_obj_encode_replica(w, o, &o->rep[i]);
+}
+
+static void grant_lease(struct mc_master *m, struct object *o, uint64_t now) {
+  uint64_t until = now + m->cfg.lease_ttl_ms * MC_NS_PER_MS;
+  if (until > o->lease_ns) o->lease_ns = until;
+}
+
+/* Looks key up with dead replicas dropped; an object left without replicas is erased (NULL). */
+static struct object *lookup_live(struct mc_master *m, struct shard *sh, uint64_t h, const void *key, uint32_t klen) {
+  struct object *o = find(sh, h, key, klen);
+  if (!o) return NULL;
+  mc_obj_drop_dead(o);
+  if (o->nrep) return o;
+  mc_obj_erase(m, sh, o);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ put */
+
+/* Soft pin rules of master.md §2.8. */
+static int soft_pin_ttl(const struct mc_master *m, const struct mc_put_config *pc, uint64_t *ttl_ms) {
+  int given = pc->soft_pin_ttl_ms != -1;
+  if (pc->soft_pin_ttl_ms < -1) return MC_INVALID_PARAMS;
+  *ttl_ms = 0;
+  if (pc->soft_pin_action == MC_SOFT_PIN_ENABLE) {
+    uint64_t ttl = given ? (uint64_t)pc->soft_pin_ttl_ms : MC_MIN(m->cfg.soft_pin_ttl_ms, m->cfg.max_soft_pin_ttl_ms);
+    if (ttl > m->cfg.max_soft_pin_ttl_ms) return MC_INVALID_PARAMS;
+    *ttl_ms = ttl;
+    return 0;
+  }
+  if (pc->soft_pin_action != MC_SOFT_PIN_PRESERVE && pc->soft_pin_action != MC_SOFT_PIN_DISABLE) return MC_INVALID_PARAMS;
+  return given ? MC_INVALID_PARAMS : 0;
+}
+
+static void discard_push(struct mc_master *m, const struct replica *r, uint64_t release_ns) {
+  struct discard *d = mc_malloc(sizeof(*d));
+  d->seg = r->seg;
+  d->blk = r->blk;
+  d->release_ns = release_ns;
+  pthread_mutex_lock(&m->discard_mu);
+  d->next = m->discards;
+  m->discards = d;
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+/* A stale put is preempted: its PROCESSING replicas keep their space until put_start + release timeout. */
+static void preempt(struct mc_master *m, struct object *o, uint64_t now) {
+  uint64_t release = o->put_start_ns + (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
+  for (uint32_t i = 0; i < o->nrep; i++) {
+    if (release <= now) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+    else discard_push(m, &o->rep[i], release);
+  }
+  char id[37];
+  mc_uuid_str(o->owner, id);
+  MLOG_V(1, "key=%s, info=preempt_stale_put, previous_owner=%s, replicas=%u", o->key, id, o->nrep);
+  o->nrep = 0;
+}
+
+/* An existing object blocks a new put unless it is a stale, incomplete put (which gets preempted). */
+static int may_replace(struct mc_master *m, struct object *o, uint64_t now) {
+  if (count_status(o, REP_COMPLETE)) return MC_OBJECT_ALREADY_EXISTS;
+  if (now - o->put_start_ns < (uint64_t)m->cfg.put_start_discard_timeout_sec * MC_NS_PER_S)
+    return MC_OBJECT_ALREADY_EXISTS;
+  preempt(m, o, now);
+  return 0;
+}
+
+static void log_allocated(const struct object *o, struct mc_uuid client) {
+  char id[37], line[1536];
+  mc_uuid_str(client, id);
+  int n = snprintf(line, sizeof(line), "ObjectAllocated key=%s size=%llu replicas=%u client_id=%s", o->key,
+                   (unsigned long long)o->size, o->nrep, id);
+  for (uint32_t i = 0; i < o->nrep && n < (int)sizeof(line); i++)
+    n += snprintf(line + n, sizeof(line) - n, " | Replica #%u: segment=%s, buffer_address=0x%llx, transport_endpoint=%s",
+                  i, o->rep[i].seg->name, (unsigned long long)(o->rep[i].seg->base + o->rep[i].off),
+                  o->rep[i].seg->te_endpoint);
+  MLOG_V(1, "%s", line);
+}
+
+static void set_new_put(struct mc_master *m, struct object *o, struct mc_uuid client, uint64_t len,
+                        const struct mc_put_config *pc, uint64_t soft_ttl, uint64_t now) {
+  if (o->soft_pin_ttl_ms) atomic_fetch_sub(&m->n_soft_pinned, 1);
+  if (soft_ttl) atomic_fetch_add(&m->n_soft_pinned, 1);
+  o->seq = atomic_fetch_add(&m->next_seq, 1);
+  o->owner = client;
+  o->size = len;
+  o->put_start_ns = now;
+  o->lease_ns = 0;
+  o->soft_pin_ttl_ms = soft_ttl;
+  o->soft_pin_deadline_ns = 0;
+  o->hard_pin = pc->with_hard_pin ? 1 : 0;
+}
+
+/* The new put takes over o (fresh or preempted): replicas, owner, clocks, pins; encodes the reply. */
+static void install_put(struct mc_master *m, struct object *o, struct replica *reps, uint32_t n, struct mc_uuid client,
+                        uint64_t len, const struct mc_put_config *pc, uint64_t soft_ttl, uint64_t now,
+                        struct mc_wbuf *w) {
+  mc_free(o->rep);
+  o->rep = reps;
+  o->nrep = n;
+  set_new_put(m, o, client, len, pc, soft_ttl, now);
+  mc_w_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) mc_obj_encode_replica(w, o, &o->rep[i]);
+  if (n < pc->replica_num) MLOG_V(1, "key=%s, info=partial_allocation, wanted=%u, got=%u", o->key, pc->replica_num, n);
+  log_allocated(o, client);
+}
+
+int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                        const struct mc_put_config *pc, struct mc_wbuf *w) {
+  uint64_t soft_ttl = 0;
+  atomic_fetch_add(&m->n_put_start, 1);
+  if (!klen || !len || !pc->replica_num || soft_pin_ttl(m, pc, &soft_ttl)) return MC_INVALID_PARAMS;
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = o ? may_replace(m, o, now) : 0;
+  if (rc) {
+    pthread_mutex_unlock(&sh->mu);
+    MLOG_V(1, "key=%.*s, info=object_already_exists", (int)klen, (const char *)key);
+    return rc;
+  }
+  struct replica *reps = NULL;
+  uint32_t nok = 0, n = mc_place(m, pc, len, h, &reps, pc->replica_num, &nok);
+  if (n) {
+    if (!o) o = insert_new(m, sh, h, key, klen);
+    install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
+  } else if (o) {
+    mc_obj_erase(m, sh, o); /* a preempted put whose replacement found no space */
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (n) {
+    atomic_fetch_add(&m->n_put_start_ok, 1);
+    return 0;
+  }
+  if (nok) atomic_store(&m->need_eviction, 1);
+  MLOG_V(1, "key=%.*s, info=no_available_handle, value_length=%llu", (int)klen, (const char *)key, (unsigned long long)len);
+  return MC_NO_AVAILABLE_HANDLE;
+}
+
+/* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */
+static int targets_memory(uint8_t type) { return type == MC_REPLICA_MEMORY || type == MC_REPLICA_ALL; }
+
+/* Finds key for an End/Revoke by `client`: OBJECT_NOT_FOUND or ILLEGAL_CLIENT, else 0 with *out. */
+static int owned(struct mc_master *m, struct shard *sh, uint64_t h, const void *key, uint32_t klen,
+                 struct mc_uuid client, struct object **out) {
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  if (!o) return MC_OBJECT_NOT_FOUND;
+  if (!mc_uuid_eq(o->owner, client)) return MC_ILLEGAL_CLIENT;
+  *out = o;
+  return 0;
+}
+
+static int do_put_end(struct mc_master *m, struct object *o, uint8_t type) {
+  if (!targets_memory(type)) return MC_INVALID_WRITE;
+  uint32_t processing = count_status(o, REP_PROCESSING);
+  if (!processing) return count_status(o, REP_COMPLETE) == o->nrep ? 0 : MC_INVALID_WRITE;
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (o->rep[i].status == REP_PROCESSING) o->rep[i].status = REP_COMPLETE;
+  uint64_t now = mc_now_ns();
+  o->lease_ns = now; /* not leased, but the LRU age starts here */
+  if (o->soft_pin_ttl_ms && !o->soft_pin_deadline_ns)
+    o->soft_pin_deadline_ns = now + o->soft_pin_ttl_ms * MC_NS_PER_MS;
+  return 0;
+}
+
+int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  struct object *o = NULL;
+  pthread_mutex_lock(&sh->mu);
+  int rc = owned(m, sh, h, key, klen, client, &o);
+  if (!rc) rc = do_put_end(m, o, type);
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
+}
+
+int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  struct object *o = NULL;
+  pthread_mutex_lock(&sh->mu);
+  int rc = owned(m, sh, h, key, klen, client, &o);
+  if (!rc && (!targets_memory(type) || count_status(o, REP_PROCESSING) != o->nrep)) rc = MC_INVALID_WRITE;
+  if (!rc) {
+    release_all(o);
+    mc_obj_erase(m, sh, o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ reads */
+
+int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  atomic_fetch_add(&m->n_get, 1);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = !o ? MC_OBJECT_NOT_FOUND : !count_readable(o) ? MC_REPLICA_IS_NOT_READY : 0;
+  if (!rc) {
+    grant_lease(m, o, mc_now_ns());
+    encode_readable(w, o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (rc == MC_OBJECT_NOT_FOUND) MLOG_V(1, "key=%.*s, info=object_not_found", (int)klen, (const char *)key);
+  return rc;
+}
+
+int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  atomic_fetch_add(&m->n_exist, 1);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = find(sh, h, key, klen);
+  int yes = o && count_readable(o) > 0;
+  if (yes) grant_lease(m, o, mc_now_ns());
+  pthread_mutex_unlock(&sh->mu);
+  return yes;
+}
+
+uint64_t mc_master_lease_ttl_ms(const struct mc_master *m) { return m->cfg.lease_ttl_ms; }
+
+/* ------------------------------------------------------------------ removal */
+
+int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force) {
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  atomic_fetch_add(&m->n_remove, 1);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = !o                                         ? MC_OBJECT_NOT_FOUND
+           : !force && o->lease_ns > now              ? MC_OBJECT_HAS_LEASE
+           : count_status(o, REP_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
+                                                      : 0;
+  if (!rc) {
+    release_all(o);
+    mc_obj_erase(m, sh, o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
+}
+
+static int key_matches(const regex_t *re, const struct object *o) { return !re || !regexec(re, o->key, 0, NULL, 0); }
+
+/* Removes the matching, complete, unleased (unless force) objects of one locked shard. */
+static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const regex_t *re, int force, uint64_t now) {
+  int64_t n = 0;
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b], *next; o; o = next) {
+      next = o->next;
+      mc_obj_drop_dead(o);
+      if (!o->nrep) {
+        mc_obj_erase(m, sh, o);
+        continue;
+      }
+      if (!key_matches(re, o) || (!force && o->lease_ns > now) || count_status(o, REP_COMPLETE) != o->nrep) continue;
+      release_all(o);
+      mc_obj_erase(m, sh, o);
+      n++;
+    }
+  return n;
+}
+
+int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, int force) {
+  int64_t n = 0;
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    struct shard *sh = &m->shards[i];
+    pthread_mutex_lock(&sh->mu);
+    n += remove_in_shard(m, sh, re, force, mc_now_ns());
+    pthread_mutex_unlock(&sh->mu);
+  }
+  return n;
+}
+
+void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct mc_wbuf *w) {
+  size_t count_at = w->len;
+  uint32_t count = 0;
+  mc_w_u32(w, 0);
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    struct shard *sh = &m->shards[i];
+    pthread_mutex_lock(&sh->mu);
+    for (uint32_t b = 0; b < sh->nbuckets; b++)
+      for (struct object *o = sh->buckets[b]; o; o = o->next) {
+        if (!count_readable(o) || !key_matches(re, o)) continue;
+        mc_w_blob(w, o->key, o->klen);
+        encode_readable(w, o);
+        count++;
+      }
+    pthread_mutex_unlock(&sh->mu);
+  }
+  uint8_t le[4] = {(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16), (uint8_t)(count >> 24)};
+  memcpy(w->p + count_at, le, 4);
+}
+
+/* ------------------------------------------------------------------ stale puts */
+
+uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now) {
+  uint64_t erased = 0, tmo = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b], *next; o; o = next) {
+      next = o->next;
+      if (!count_status(o, REP_PROCESSING) || now - o->put_start_ns < tmo) continue;
+      uint32_t k = 0;
+      for (uint32_t i = 0; i < o->nrep; i++) {
+        if (o->rep[i].status == REP_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+        else o->rep[k++] = o->rep[i];
+      }
+      o->nrep = k;
+      if (!k) {
+        MLOG_V(1, "key=%s, info=release_abandoned_put", o->key);
+        mc_obj_erase(m, sh, o);
+        erased++;
+      }
+    }
+  return erased;
+}

@@ -1,0 +1,331 @@
+/* The master's RPC dispatcher: decodes each request of proto.h completely (total, bounds-checked
+ * readers; any decode error -> INVALID_PARAMS before anything runs), calls the service, encodes the
+ * reply. Knows the wire layout, not the locking. Regexes are POSIX extended (regcomp REG_EXTENDED),
+ * matched as a substring search; ECMAScript-only syntax (\d, lookaheads, lazy quantifiers) is not
+ * supported and fails to compile (INVALID_PARAMS) or matches literally. */
+#include <regex.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+#include "mooncake/store_errors.h"
+
+#define SEGMENT_MIN_BYTES 56 /* uuid + 6 empty strings + base + size */
+
+struct key {
+  const uint8_t *p;
+  uint32_t n;
+};
+
+typedef int (*op_fn)(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
+
+static size_t slot_i32(struct mc_wbuf *w) {
+  size_t at = w->len;
+  mc_w_i32(w, 0);
+  return at;
+}
+
+static void patch_i32(struct mc_wbuf *w, size_t at, int32_t v) {
+  uint32_t u = (uint32_t)v;
+  uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+  memcpy(w->p + at, b, 4);
+}
+
+static struct key get_key(struct mc_rbuf_rd *r) {
+  struct key k;
+  k.p = mc_r_blob(r, &k.n);
+  return k;
+}
+
+/* Arrays sized by a request's counts use the non-aborting allocator: a huge batch fails, not the master.
+ * On failure the reader is marked bad (the request is answered INVALID_PARAMS) and *n is 0. */
+static void *request_array(struct mc_rbuf_rd *r, uint32_t *n, size_t elem) {
+  void *p = mc_try_malloc(elem * (*n ? *n : 1));
+  if (!p) {
+    r->err = 1;
+    *n = 0;
+  }
+  return p;
+}
+
+/* list<str key> as views into the request (caller frees the array). */
+static struct key *get_keys(struct mc_rbuf_rd *r, uint32_t *n) {
+  *n = mc_r_count(r, 4);
+  struct key *k = request_array(r, n, sizeof(*k));
+  for (uint32_t i = 0; i < *n; i++) k[i] = get_key(r);
+  return k;
+}
+
+/* ------------------------------------------------------------------ segments and clients */
+
+static int op_service_ready(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  mc_w_str(w, MC_STORE_VERSION);
+  return 0;
+}
+
+static int op_ping(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid id = mc_get_uuid(r);
+  uint8_t status;
+  if (r->err) return MC_INVALID_PARAMS;
+  int rc = mc_master_ping(m, id, &status);
+  mc_w_u64(w, m->view_version);
+  mc_w_u8(w, status);
+  return rc;
+}
+
+static int op_mount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_segment_rec s;
+  mc_get_segment(r, &s);
+  struct mc_uuid client = mc_get_uuid(r);
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_mount(m, &s, client);
+  mc_segment_rec_free(&s);
+  return rc;
+}
+
+static int op_remount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  uint32_t n = mc_r_count(r, SEGMENT_MIN_BYTES);
+  struct mc_segment_rec *s = request_array(r, &n, sizeof(*s));
+  for (uint32_t i = 0; i < n; i++) mc_get_segment(r, &s[i]);
+  struct mc_uuid client = mc_get_uuid(r);
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_remount(m, s, n, client);
+  for (uint32_t i = 0; i < n; i++) mc_segment_rec_free(&s[i]);
+  mc_free(s);
+  return rc;
+}
+
+static int op_unmount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid seg = mc_get_uuid(r), client = mc_get_uuid(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_unmount(m, seg, client);
+}
+
+static int op_graceful_unmount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid seg = mc_get_uuid(r), client = mc_get_uuid(r);
+  uint64_t grace = mc_r_u64(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_graceful_unmount(m, seg, client, grace);
+}
+
+static int op_query_segments(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  mc_master_query_segments(m, w);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ puts */
+
+static int op_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  struct key k = get_key(r);
+  uint64_t len = mc_r_u64(r);
+  struct mc_put_config pc = {0};
+  mc_get_config(r, &pc);
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_put_start(m, client, k.p, k.n, len, &pc, w);
+  mc_put_config_free(&pc);
+  return rc;
+}
+
+typedef int (*end_fn)(struct mc_master *, struct mc_uuid, const void *, uint32_t, uint8_t);
+
+static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
+  struct mc_uuid client = mc_get_uuid(r);
+  struct key k = get_key(r);
+  uint8_t type = mc_r_u8(r);
+  return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type);
+}
+
+static int op_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return single_end(m, r, mc_master_put_end);
+}
+
+static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return single_end(m, r, mc_master_put_revoke);
+}
+
+static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint32_t n = mc_r_count(r, 12), n2 = n;
+  struct key *k = request_array(r, &n, sizeof(*k));
+  uint64_t *len = request_array(r, &n2, sizeof(*len));
+  if (n2 != n) n = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    k[i] = get_key(r);
+    len[i] = mc_r_u64(r);
+  }
+  struct mc_put_config pc = {0};
+  mc_get_config(r, &pc);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+      size_t at = slot_i32(w);
+      int st = mc_master_put_start(m, client, k[i].p, k[i].n, len[i], &pc, w);
+      if (st) mc_w_u32(w, 0);
+      patch_i32(w, at, st);
+    }
+  }
+  mc_put_config_free(&pc);
+  mc_free(k);
+  mc_free(len);
+  return rc;
+}
+
+static int batch_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, end_fn fn) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint32_t n;
+  struct key *k = get_keys(r, &n);
+  uint8_t type = mc_r_u8(r);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, fn(m, client, k[i].p, k[i].n, type));
+  }
+  mc_free(k);
+  return rc;
+}
+
+static int op_batch_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_end(m, r, w, mc_master_put_end);
+}
+
+static int op_batch_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_end(m, r, w, mc_master_put_revoke);
+}
+
+/* ------------------------------------------------------------------ reads */
+
+static int op_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct key k = get_key(r);
+  if (r->err) return MC_INVALID_PARAMS;
+  mc_w_u64(w, mc_master_lease_ttl_ms(m));
+  return mc_master_get_replicas(m, k.p, k.n, w);
+}
+
+static int op_batch_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  uint32_t n;
+  struct key *k = get_keys(r, &n);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    mc_w_u64(w, mc_master_lease_ttl_ms(m));
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+      size_t at = slot_i32(w);
+      int st = mc_master_get_replicas(m, k[i].p, k[i].n, w);
+      if (st) mc_w_u32(w, 0);
+      patch_i32(w, at, st);
+    }
+  }
+  mc_free(k);
+  return rc;
+}
+
+static int op_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct key k = get_key(r);
+  if (r->err) return MC_INVALID_PARAMS;
+  mc_w_u8(w, (uint8_t)mc_master_exist(m, k.p, k.n));
+  return 0;
+}
+
+static int op_batch_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  uint32_t n;
+  struct key *k = get_keys(r, &n);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    mc_w_reserve(w, 4 + 4 * (size_t)n);
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, mc_master_exist(m, k[i].p, k[i].n));
+  }
+  mc_free(k);
+  return rc;
+}
+
+/* Compiles a POSIX extended regex (substring search). INVALID_PARAMS when it does not compile. */
+static int compile(struct mc_rbuf_rd *r, regex_t *re) {
+  char *pattern = mc_r_str(r);
+  int rc = r->err || regcomp(re, pattern, REG_EXTENDED | REG_NOSUB) ? MC_INVALID_PARAMS : 0;
+  mc_free(pattern);
+  return rc;
+}
+
+static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  regex_t re;
+  int rc = compile(r, &re);
+  if (rc) return rc;
+  mc_master_replicas_matching(m, &re, w);
+  regfree(&re);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ removal */
+
+static int op_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct key k = get_key(r);
+  uint8_t force = mc_r_u8(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_remove(m, k.p, k.n, force);
+}
+
+static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  uint32_t n;
+  struct key *k = get_keys(r, &n);
+  uint8_t force = mc_r_u8(r);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, mc_master_remove(m, k[i].p, k[i].n, force));
+  }
+  mc_free(k);
+  return rc;
+}
+
+static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  regex_t re;
+  int rc = compile(r, &re);
+  uint8_t force = mc_r_u8(r);
+  if (rc || r->err) {
+    if (!rc) regfree(&re);
+    return MC_INVALID_PARAMS;
+  }
+  mc_w_i64(w, mc_master_remove_matching(m, &re, force));
+  regfree(&re);
+  return 0;
+}
+
+static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  uint8_t force = mc_r_u8(r);
+  if (r->err) return MC_INVALID_PARAMS;
+  mc_w_i64(w, mc_master_remove_matching(m, NULL, force));
+  return 0;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+static const op_fn ops[] = {
+    [MC_OP_SERVICE_READY] = op_service_ready,
+    [MC_OP_PING] = op_ping,
+    [MC_OP_MOUNT_SEGMENT] = op_mount,
+    [MC_OP_REMOUNT_SEGMENTS] = op_remount,
+    [MC_OP_UNMOUNT_SEGMENT] = op_unmount,
+    [MC_OP_GRACEFUL_UNMOUNT] = op_graceful_unmount,
+    [MC_OP_PUT_START] = op_put_start,
+    [MC_OP_PUT_END] = op_put_end,
+    [MC_OP_PUT_REVOKE] = op_put_revoke,
+    [MC_OP_BATCH_PUT_START] = op_batch_put_start,
+    [MC_OP_BATCH_PUT_END] = op_batch_put_end,
+    [MC_OP_BATCH_PUT_REVOKE] = op_batch_put_revoke,
+    [MC_OP_GET_REPLICA_LIST] = op_get_replicas,
+    [MC_OP_BATCH_GET_REPLICA_LIST] = op_batch_get_replicas,
+    [MC_OP_EXIST_KEY] = op_exist,
+    [MC_OP_BATCH_EXIST_KEY] = op_batch_exist,
+    [MC_OP_GET_REPLICA_LIST_BY_REGEX] = op_replicas_by_regex,
+    [MC_OP_REMOVE] = op_remove,
+    [MC_OP_BATCH_REMOVE] = op_batch_remove,
+    [MC_OP_REMOVE_BY_REGEX] = op_remove_by_regex,
+    [MC_OP_REMOVE_ALL] = op_remove_all,
+    [MC_OP_QUERY_SEGMENTS] = op_query_segments,
+};
+
+int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
+  if (op >= MC_ARRAY_LEN(ops) || !ops[op]) return MC_NOT_SUPPORTED;
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, body, len);
+  int rc = ops[op](m, &r, reply);
+  if (rc) reply->len = 0; /* an error carries no body */
+  return rc;
+}

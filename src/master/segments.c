@@ -1,0 +1,455 @@
+/* Segment registry, client table and replica placement (master.md §2.1, §2.10, decisions D4/D6).
+ * seg_mu guards the registry; allocation on a segment takes its alloc_mu inside seg_mu (read). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+#include "mooncake/store_errors.h"
+
+/* ------------------------------------------------------------------ randomness */
+
+static uint64_t rnd(void) {
+  static __thread uint64_t s;
+  if (!s) s = mc_now_ns() ^ ((uint64_t)(uintptr_t)&s << 16) ^ 0x9e3779b97f4a7c15ull;
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+/* ------------------------------------------------------------------ placement */
+
+struct place {
+  struct mc_master *m;
+  const struct mc_put_config *pc;
+  uint64_t size, hash;
+  struct replica *reps;
+  uint32_t want, got;
+};
+
+enum tier { TIER_HOST, TIER_ZONE, TIER_REST };
+
+static int name_used(const struct place *p, const char *name) {
+  for (uint32_t i = 0; i < p->got; i++)
+    if (!strcmp(p->reps[i].seg->name, name)) return 1;
+  return 0;
+}
+
+static int same_host(const struct place *p, const struct mseg *s) {
+  const char *h = p->pc->writer_host_id;
+  return h && *h && !strcmp(s->host_id, h);
+}
+
+static int same_zone(const struct place *p, const struct mseg *s) {
+  const char *z = p->pc->writer_zone;
+  return z && *z && !strcmp(s->zone, z);
+}
+
+static int in_tier(const struct place *p, const struct mseg *s, int tier) {
+  if (tier == TIER_HOST) return same_host(p, s);
+  if (tier == TIER_ZONE) return !same_host(p, s) && same_zone(p, s);
+  return !same_host(p, s) && !same_zone(p, s);
+}
+
+static int allocatable(const struct place *p, const struct mseg *s) {
+  return atomic_load(&s->state) == MC_SEG_OK && !name_used(p, s->name);
+}
+
+/* One replica on s if it has room. */
+static int try_seg(struct place *p, struct mseg *s) {
+  uint64_t off = 0;
+  pthread_mutex_lock(&s->alloc_mu);
+  struct mc_tlsf_block *b = mc_tlsf_alloc(s->tlsf, p->size, &off);
+  if (b) atomic_store(&s->used, mc_tlsf_used(s->tlsf));
+  pthread_mutex_unlock(&s->alloc_mu);
+  if (!b) return 0;
+  p->reps[p->got++] = (struct replica){.seg = s, .blk = b, .off = off, .status = REP_PROCESSING};
+  return 1;
+}
+
+static void place_preferred(struct place *p) {
+  struct mc_master *m = p->m;
+  for (uint32_t i = 0; i < p->pc->n_preferred && p->got < p->want; i++) {
+    const char *name = p->pc->preferred[i];
+    for (uint32_t j = 0; j < m->nsegs; j++) {
+      struct mseg *s = m->segs[j];
+      if (!strcmp(s->name, name) && allocatable(p, s) && try_seg(p, s)) break;
+    }
+  }
+}
+
+/* random: from a random start, consecutive segments of the tier, at most 100 of them examined. */
+static void walk_random(struct place *p, int tier) {
+  struct mc_master *m = p->m;
+  uint32_t n = m->nsegs, start = (uint32_t)(rnd() % n), examined = 0;
+  for (uint32_t i = 0; i < n && examined < 100 && p->got < p->want; i++) {
+    struct mseg *s = m->segs[(start + i) % n];
+    if (!in_tier(p, s, tier)) continue;
+    examined++;
+    if (allocatable(p, s)) try_seg(p, s);
+  }
+}
+
+static double free_ratio(const struct mseg *s) {
+  return s->size ? 1.0 - (double)atomic_load(&s->used) / (double)s->size : 0;
+}
+
+static int by_free_ratio(const void *a, const void *b) {
+  double fa = free_ratio(*(struct mseg *const *)a), fb = free_ratio(*(struct mseg *const *)b);
+  return fa < fb ? 1 : fa > fb ? -1 : 0;
+}
+
+/* Collects up to max allocatable tier members, from a random start. */
+static uint32_t collect(struct place *p, int tier, struct mseg **out, uint32_t max) {
+  struct mc_master *m = p->m;
+  uint32_t n = m->nsegs, start = (uint32_t)(rnd() % n), k = 0;
+  for (uint32_t i = 0; i < n && k < max; i++) {
+    struct mseg *s = m->segs[(start + i) % n];
+    if (in_tier(p, s, tier) && allocatable(p, s)) out[k++] = s;
+  }
+  return k;
+}
+
+static void try_in_order(struct place *p, struct mseg **c, uint32_t k) {
+  for (uint32_t i = 0; i < k && p->got < p->want; i++)
+    if (allocatable(p, c[i])) try_seg(p, c[i]);
+}
+
+/* free_ratio_first: a sample of 6 x remaining candidates, emptiest first; then random. */
+static void walk_free_ratio(struct place *p, int tier) {
+  uint32_t max = MC_MIN(6 * (p->want - p->got), p->m->nsegs);
+  struct mseg **c = mc_malloc(sizeof(*c) * (max ? max : 1));
+  uint32_t k = collect(p, tier, c, max);
+  qsort(c, k, sizeof(*c), by_free_ratio);
+  try_in_order(p, c, k);
+  mc_free(c);
+  if (p->got < p->want) walk_random(p, tier);
+}
+
+static __thread const char *lf_host; /* qsort context of by_cyclic_host: the writer's host id */
+
+static int by_name(const void *a, const void *b) {
+  return strcmp((*(struct mseg *const *)a)->name, (*(struct mseg *const *)b)->name);
+}
+
+/* Cyclic lexicographic host order starting after the writer's host, then by name. */
+static int by_cyclic_host(const void *a, const void *b) {
+  const struct mseg *x = *(struct mseg *const *)a, *y = *(struct mseg *const *)b;
+  int ax = strcmp(x->host_id, lf_host) <= 0, ay = strcmp(y->host_id, lf_host) <= 0;
+  if (ax != ay) return ax - ay;
+  int c = strcmp(x->host_id, y->host_id);
+  return c ? c : strcmp(x->name, y->name);
+}
+
+/* local_first: the writer's host rotated by key hash; other hosts in cyclic host-id order. */
+static void walk_local_first(struct place *p, int tier) {
+  uint32_t n = p->m->nsegs;
+  struct mseg **c = mc_malloc(sizeof(*c) * n);
+  uint32_t k = collect(p, tier, c, n);
+  lf_host = p->pc->writer_host_id ? p->pc->writer_host_id : "";
+  qsort(c, k, sizeof(*c), tier == TIER_HOST ? by_name : by_cyclic_host);
+  uint32_t rot = tier == TIER_HOST && k ? (uint32_t)(p->hash % k) : 0;
+  for (uint32_t i = 0; i < k && p->got < p->want; i++)
+    if (allocatable(p, c[(rot + i) % k])) try_seg(p, c[(rot + i) % k]);
+  mc_free(c);
+}
+
+static void walk_tier(struct place *p, int tier) {
+  switch (p->m->cfg.strategy) {
+    case MC_STRATEGY_FREE_RATIO_FIRST: walk_free_ratio(p, tier); break;
+    case MC_STRATEGY_LOCAL_FIRST: walk_local_first(p, tier); break;
+    default: walk_random(p, tier);
+  }
+}
+
+static uint32_t count_ok(struct mc_master *m) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->nsegs; i++) n += atomic_load(&m->segs[i]->state) == MC_SEG_OK;
+  return n;
+}
+
+uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
+                  struct replica **out, uint32_t want, uint32_t *nsegs_ok) {
+  pthread_rwlock_rdlock(&m->seg_mu);
+  *nsegs_ok = count_ok(m);
+  struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash, .want = MC_MIN(want, *nsegs_ok)};
+  if (p.want) {
+    p.reps = mc_malloc(sizeof(*p.reps) * p.want);
+    place_preferred(&p);
+    for (int tier = TIER_HOST; tier <= TIER_REST && p.got < p.want; tier++) walk_tier(&p, tier);
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  if (!p.got) mc_free(p.reps);
+  *out = p.got ? p.reps : NULL;
+  return p.got;
+}
+
+void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
+  *used = *cap = 0;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t i = 0; i < m->nsegs; i++) {
+    *used += atomic_load(&m->segs[i]->used);
+    *cap += mc_tlsf_capacity(m->segs[i]->tlsf);
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+}
+
+/* ------------------------------------------------------------------ clients */
+
+struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id) {
+  for (uint32_t i = 0; i < m->nclients; i++)
+    if (mc_uuid_eq(m->clients[i].id, id)) return &m->clients[i];
+  return NULL;
+}
+
+struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, uint64_t now) {
+  struct mclient *c = mc_client_find_locked(m, id);
+  if (!c) {
+    if (m->nclients == m->capclients) {
+      m->capclients = m->capclients ? 2 * m->capclients : 16;
+      m->clients = mc_realloc(m->clients, sizeof(*m->clients) * m->capclients);
+    }
+    c = &m->clients[m->nclients++];
+    *c = (struct mclient){.id = id};
+  }
+  c->deadline_ns = now + (uint64_t)m->cfg.client_ttl * MC_NS_PER_S;
+  return c;
+}
+
+void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
+  struct mclient *c = mc_client_find_locked(m, id);
+  if (c) *c = m->clients[--m->nclients];
+}
+
+int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) {
+  atomic_fetch_add(&m->n_ping, 1);
+  pthread_rwlock_wrlock(&m->seg_mu);
+  struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
+  *status = c->ok ? MC_PING_OK : MC_PING_NEED_REMOUNT;
+  pthread_rwlock_unlock(&m->seg_mu);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ segments */
+
+static struct mseg *seg_find_locked(struct mc_master *m, struct mc_uuid id) {
+  for (uint32_t i = 0; i < m->nsegs; i++)
+    if (mc_uuid_eq(m->segs[i]->id, id)) return m->segs[i];
+  return NULL;
+}
+
+static struct mseg *seg_new(const struct mc_segment_rec *r, struct mc_uuid client) {
+  struct mseg *s = mc_calloc(1, sizeof(*s));
+  s->id = r->id;
+  s->client = client;
+  s->name = mc_strdup(r->name);
+  s->te_endpoint = mc_strdup(r->te_endpoint && *r->te_endpoint ? r->te_endpoint : r->name);
+  s->protocol = mc_strdup(r->protocol && *r->protocol ? r->protocol : "tcp");
+  s->zone = mc_strdup(r->zone ? r->zone : "");
+  s->host_id = mc_strdup(r->host_id ? r->host_id : "");
+  s->probe_addr = mc_strdup(r->probe_addr ? r->probe_addr : "");
+  s->base = r->base;
+  s->size = r->size;
+  s->tlsf = mc_tlsf_create(r->size);
+  atomic_init(&s->state, MC_SEG_OK);
+  pthread_mutex_init(&s->alloc_mu, NULL);
+  return s;
+}
+
+static void seg_free(struct mseg *s) {
+  mc_tlsf_destroy(s->tlsf);
+  pthread_mutex_destroy(&s->alloc_mu);
+  mc_free(s->name);
+  mc_free(s->te_endpoint);
+  mc_free(s->protocol);
+  mc_free(s->zone);
+  mc_free(s->host_id);
+  mc_free(s->probe_addr);
+  mc_free(s);
+}
+
+static void seg_add_locked(struct mc_master *m, struct mseg *s) {
+  if (m->nsegs == m->capsegs) {
+    m->capsegs = m->capsegs ? 2 * m->capsegs : 16;
+    m->segs = mc_realloc(m->segs, sizeof(*m->segs) * m->capsegs);
+  }
+  m->segs[m->nsegs++] = s;
+}
+
+void mc_seg_detach_locked(struct mc_master *m, struct mseg *s) {
+  atomic_store(&s->state, MC_SEG_UNMOUNTING);
+  for (uint32_t i = 0; i < m->nsegs; i++)
+    if (m->segs[i] == s) {
+      memmove(&m->segs[i], &m->segs[i + 1], sizeof(*m->segs) * (m->nsegs - i - 1));
+      m->nsegs--;
+      break;
+    }
+}
+
+static void sweep_shard(struct mc_master *m, struct shard *sh) {
+  pthread_mutex_lock(&sh->mu);
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b], *next; o; o = next) {
+      next = o->next;
+      uint32_t before = o->nrep;
+      mc_obj_drop_dead(o);
+      if (!o->nrep) {
+        MLOG_V(1, "key=%s, info=object_lost_with_segment", o->key);
+        mc_obj_erase(m, sh, o);
+      } else if (o->nrep != before) {
+        MLOG_V(2, "key=%s, info=replica_lost_with_segment", o->key);
+      }
+    }
+  pthread_mutex_unlock(&sh->mu);
+}
+
+static void sweep_discards(struct mc_master *m) {
+  pthread_mutex_lock(&m->discard_mu);
+  for (struct discard **pp = &m->discards; *pp;) {
+    struct discard *d = *pp;
+    if (seg_readable(d->seg)) {
+      pp = &d->next;
+      continue;
+    }
+    *pp = d->next;
+    mc_free(d);
+  }
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
+  if (!n) return;
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
+  sweep_discards(m);
+  for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
+}
+
+void mc_segments_destroy(struct mc_master *m) {
+  for (uint32_t i = 0; i < m->nsegs; i++) seg_free(m->segs[i]);
+  mc_free(m->segs);
+  mc_free(m->clients);
+  while (m->discards) {
+    struct discard *d = m->discards;
+    m->discards = d->next;
+    mc_free(d);
+  }
+}
+
+static void log_seg_action(struct mc_uuid client, const char *action, const char *name) {
+  char id[37];
+  mc_uuid_str(client, id);
+  LOG_INFO("client_id=%s, action=%s, segment_name=%s", id, action, name);
+}
+
+/* Mount under seg_mu (write). Returns 0, an error, or 1 when the name is held by another client whose
+ * probe address is copied into holder/probe (the caller probes it without the lock). */
+static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
+                        struct mc_uuid *holder, char **probe) {
+  struct mseg *s = seg_find_locked(m, r->id);
+  if (s) return atomic_load(&s->state) == MC_SEG_OK ? 0 : MC_UNAVAILABLE_IN_CURRENT_STATUS;
+  for (uint32_t i = 0; i < m->nsegs; i++) {
+    struct mseg *o = m->segs[i];
+    if (!strcmp(o->name, r->name) && !mc_uuid_eq(o->client, client)) {
+      *holder = o->client;
+      *probe = mc_strdup(o->probe_addr);
+      return 1;
+    }
+  }
+  seg_add_locked(m, seg_new(r, client));
+  log_seg_action(client, "mount_segment", r->name);
+  return 0;
+}
+
+static int mount_one(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client) {
+  if (!r->base || !r->size || r->size < MC_TLSF_ALIGN || !r->name || !*r->name) return MC_INVALID_PARAMS;
+  for (int attempt = 0; attempt < 3; attempt++) {
+    struct mc_uuid holder;
+    char *probe = NULL;
+    pthread_rwlock_wrlock(&m->seg_mu);
+    mc_client_touch_locked(m, client, mc_now_ns());
+    int rc = mount_locked(m, r, client, &holder, &probe);
+    pthread_rwlock_unlock(&m->seg_mu);
+    if (rc != 1) return rc;
+    /* D4: the name is held by another incarnation; it keeps it only if it still answers. */
+    int alive = mc_probe_alive(probe);
+    char old[37];
+    mc_uuid_str(holder, old);
+    LOG_WARN("segment_name=%s is held by client_id=%s (probe %s): %s", r->name, old, *probe ? probe : "none",
+             alive ? "it answers, mount refused" : "no answer, unmounting its segments");
+    mc_free(probe);
+    if (alive) return MC_SEGMENT_ALREADY_EXISTS;
+    mc_client_expire(m, holder, "replaced_by_new_incarnation", r->te_endpoint && *r->te_endpoint ? r->te_endpoint : r->name);
+  }
+  return MC_SEGMENT_ALREADY_EXISTS;
+}
+
+int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client) {
+  return mount_one(m, seg, client);
+}
+
+int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client) {
+  int first = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    int rc = mount_one(m, &segs[i], client);
+    if (rc && !first) first = rc;
+  }
+  pthread_rwlock_wrlock(&m->seg_mu);
+  struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
+  if (!first) c->ok = 1;
+  pthread_rwlock_unlock(&m->seg_mu);
+  char id[37];
+  mc_uuid_str(client, id);
+  LOG_INFO("client_id=%s, action=remount_segments, count=%u, result=%d", id, n, first);
+  return first;
+}
+
+/* Finds the segment and checks ownership: 0 found, 1 unknown (OK), or INVALID_PARAMS. */
+static int owned_seg_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, struct mseg **out) {
+  *out = seg_find_locked(m, id);
+  if (!*out) return 1;
+  return mc_uuid_eq((*out)->client, client) ? 0 : MC_INVALID_PARAMS;
+}
+
+int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client) {
+  struct mseg *s;
+  pthread_rwlock_wrlock(&m->seg_mu);
+  int rc = owned_seg_locked(m, seg_id, client, &s);
+  if (!rc) mc_seg_detach_locked(m, s);
+  pthread_rwlock_unlock(&m->seg_mu);
+  if (rc) return rc == 1 ? 0 : rc;
+  log_seg_action(client, "unmount_segment", s->name);
+  mc_sweep_and_free(m, &s, 1);
+  return 0;
+}
+
+int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms) {
+  struct mseg *s;
+  pthread_rwlock_wrlock(&m->seg_mu);
+  int rc = owned_seg_locked(m, seg_id, client, &s);
+  if (!rc && atomic_load(&s->state) != MC_SEG_GRACEFULLY_UNMOUNTING) {
+    atomic_store(&s->state, MC_SEG_GRACEFULLY_UNMOUNTING);
+    s->grace_deadline_ns = mc_now_ns() + grace_ms * MC_NS_PER_MS;
+    log_seg_action(client, "graceful_unmount_segment", s->name);
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  return rc == 1 ? 0 : rc;
+}
+
+void mc_master_query_segments(struct mc_master *m, struct mc_wbuf *w) {
+  pthread_rwlock_rdlock(&m->seg_mu);
+  mc_w_u32(w, m->nsegs);
+  for (uint32_t i = 0; i < m->nsegs; i++) {
+    struct mseg *s = m->segs[i];
+    struct mc_segment_rec r = {.id = s->id, .name = s->name, .base = s->base, .size = s->size,
+                               .te_endpoint = s->te_endpoint, .protocol = s->protocol, .zone = s->zone,
+                               .host_id = s->host_id, .probe_addr = s->probe_addr};
+    char id[37];
+    mc_uuid_str(s->client, id);
+    mc_put_segment(w, &r);
+    mc_w_str(w, id);
+    mc_w_u8(w, (uint8_t)atomic_load(&s->state));
+    mc_w_u64(w, atomic_load(&s->used));
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+}

@@ -1,0 +1,144 @@
+/* Master lifecycle: state, the background threads, the embedded metadata server and the cleanup
+ * target for dead clients' TE metadata keys. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/util.h"
+#include "master/master_int.h"
+#include "mooncake/store_errors.h"
+#include "net/mrpc.h"
+#include "te/metadata.h"
+#include "te/metadata_server.h"
+
+int mc_master_verbosity;
+
+void mc_master_set_verbosity(int v) { mc_master_verbosity = v; }
+
+int mc_bg_wait(struct mc_master *m, uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + ms * MC_NS_PER_MS;
+  ts.tv_sec += (time_t)(ns / MC_NS_PER_S);
+  ts.tv_nsec = (long)(ns % MC_NS_PER_S);
+  pthread_mutex_lock(&m->bg_mu);
+  if (!m->stopping) pthread_cond_timedwait(&m->bg_cv, &m->bg_mu, &ts);
+  int stop = m->stopping;
+  pthread_mutex_unlock(&m->bg_mu);
+  return stop;
+}
+
+/* The metadata service to clean up on when the server is not embedded: --metadata_server, else
+ * $MOONCAKE_TE_META_DATA_SERVER, else "metadata_server" of the JSON at $MOONCAKE_CONFIG_PATH. */
+static char *cleanup_target(const struct mc_master_cfg *c) {
+  if (c->metadata_server && *c->metadata_server) return mc_strdup(c->metadata_server);
+  const char *env = getenv("MOONCAKE_TE_META_DATA_SERVER");
+  if (env && *env) return mc_strdup(env);
+  const char *path = getenv("MOONCAKE_CONFIG_PATH");
+  json_t *root = path && *path ? json_load_file(path, 0, NULL) : NULL;
+  const char *v = json_string_value(json_object_get(root, "metadata_server"));
+  char *r = v && *v ? mc_strdup(v) : NULL;
+  json_decref(root);
+  return r;
+}
+
+static int open_metadata(struct mc_master *m) {
+  const struct mc_master_cfg *c = &m->cfg;
+  if (c->enable_http_metadata_server) {
+    m->meta_server = mc_meta_server_start(c->http_metadata_server_host, (uint16_t)c->http_metadata_server_port, NULL);
+    if (!m->meta_server) {
+      LOG_ERROR("cannot start the HTTP metadata server on %s:%lld", c->http_metadata_server_host,
+                (long long)c->http_metadata_server_port);
+      return -1;
+    }
+    LOG_INFO("HTTP metadata server listening on %s:%u", c->http_metadata_server_host,
+             (unsigned)mc_meta_server_port(m->meta_server));
+    return 0;
+  }
+  if (!c->enable_metadata_cleanup_on_timeout) return 0;
+  char *conn = cleanup_target(c);
+  if (conn && !mc_meta_is_p2p(conn) && mc_meta_open(conn, &m->meta))
+    LOG_WARN("metadata cleanup disabled: cannot open metadata service %s", conn);
+  else if (conn && m->meta)
+    LOG_INFO("dead clients' TE metadata keys will be deleted from %s", conn);
+  mc_free(conn);
+  return 0;
+}
+
+static int start_threads(struct mc_master *m) {
+  if (pthread_create(&m->evict_th, NULL, mc_evict_main, m)) return -1;
+  if (pthread_create(&m->house_th, NULL, mc_housekeeping_main, m)) {
+    pthread_mutex_lock(&m->bg_mu);
+    m->stopping = 1;
+    pthread_mutex_unlock(&m->bg_mu);
+    pthread_join(m->evict_th, NULL);
+    return -1;
+  }
+  m->threads_started = 1;
+  return 0;
+}
+
+static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
+  struct mc_master *m = mc_calloc(1, sizeof(*m));
+  m->cfg = *cfg;
+  m->view_version = (uint64_t)time(NULL) * 1000;
+  atomic_init(&m->next_seq, 1);
+  mc_objects_init(m);
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&m->seg_mu, &a);
+  pthread_rwlockattr_destroy(&a);
+  pthread_mutex_init(&m->discard_mu, NULL);
+  pthread_mutex_init(&m->bg_mu, NULL);
+  pthread_cond_init(&m->bg_cv, NULL);
+  return m;
+}
+
+int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
+  struct mc_master *m = alloc_master(cfg);
+  *out = NULL;
+  if (open_metadata(m) || start_threads(m)) {
+    mc_master_destroy(m);
+    return MC_INTERNAL_ERROR;
+  }
+  *out = m;
+  return 0;
+}
+
+uint16_t mc_master_meta_port(const struct mc_master *m) {
+  return m->meta_server ? mc_meta_server_port(m->meta_server) : 0;
+}
+
+static int rpc_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
+  (void)conn_ctx;
+  return mc_master_dispatch(ctx, op, body, len, reply);
+}
+
+int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out) {
+  m->rpc = mc_mrpc_server_start(m->cfg.bind_ip, m->cfg.listen_port, rpc_handler, NULL, m, port_out);
+  return m->rpc ? 0 : MC_INTERNAL_ERROR;
+}
+
+void mc_master_destroy(struct mc_master *m) {
+  if (!m) return;
+  mc_mrpc_server_stop(m->rpc); /* no RPC runs after this */
+  pthread_mutex_lock(&m->bg_mu);
+  m->stopping = 1;
+  pthread_cond_broadcast(&m->bg_cv);
+  pthread_mutex_unlock(&m->bg_mu);
+  if (m->threads_started) {
+    pthread_join(m->evict_th, NULL);
+    pthread_join(m->house_th, NULL);
+  }
+  mc_objects_destroy(m);
+  mc_segments_destroy(m);
+  mc_meta_server_stop(m->meta_server);
+  if (m->meta) mc_meta_close(m->meta);
+  pthread_rwlock_destroy(&m->seg_mu);
+  pthread_mutex_destroy(&m->discard_mu);
+  pthread_mutex_destroy(&m->bg_mu);
+  pthread_cond_destroy(&m->bg_cv);
+  mc_free(m);
+}

@@ -1,0 +1,251 @@
+/* TLSF over segment offsets (see tlsf.h). Sizes are handled in units of MC_TLSF_ALIGN bytes.
+ * Class of a size u (units): u < 32 -> (0, u); else fl = msb(u) - 4, sl = the 5 bits below the msb.
+ * Lists hold free blocks of their class; a search rounds the request up to the next class so that any
+ * block found fits, after first looking at the head of the request's own class (exact-size holes are
+ * what uniform workloads leave behind, and taking them keeps utilisation near 100%). */
+#include "master/tlsf.h"
+
+#include <stddef.h>
+
+#include "common/alloc.h"
+
+#define SL_LOG2 5
+#define SL_COUNT (1u << SL_LOG2)
+#define FL_COUNT 60
+#define NODES_PER_CHUNK 256
+#define OWN_CLASS_PROBES 4
+
+struct mc_tlsf_block {
+  uint64_t off, size; /* units */
+  struct mc_tlsf_block *prev_phys, *next_phys;
+  struct mc_tlsf_block *prev_free, *next_free; /* free blocks: class list; spare nodes: pool list */
+  int free;
+};
+
+struct node_chunk {
+  struct node_chunk *next;
+  struct mc_tlsf_block nodes[NODES_PER_CHUNK];
+};
+
+struct mc_tlsf {
+  uint64_t units, used_units;
+  uint64_t fl_map;
+  uint32_t sl_map[FL_COUNT];
+  struct mc_tlsf_block *heads[FL_COUNT][SL_COUNT];
+  struct mc_tlsf_block *first; /* offset 0: merges keep the lower block, so this node lives forever */
+  struct mc_tlsf_block *spare;   /* pool of unused nodes */
+  struct node_chunk *chunks;
+};
+
+static int msb64(uint64_t x) { return 63 - __builtin_clzll(x); }
+
+static void mapping(uint64_t u, int *fl, int *sl) {
+  if (u < SL_COUNT) {
+    *fl = 0;
+    *sl = (int)u;
+    return;
+  }
+  int m = msb64(u);
+  *fl = m - (SL_LOG2 - 1);
+  *sl = (int)((u >> (m - SL_LOG2)) ^ SL_COUNT);
+}
+
+/* The class whose every block is >= u: u rounded up to the next class boundary. */
+static void mapping_search(uint64_t u, int *fl, int *sl) {
+  if (u >= SL_COUNT) u += (1ull << (msb64(u) - SL_LOG2)) - 1;
+  mapping(u, fl, sl);
+}
+
+static struct mc_tlsf_block *node_get(struct mc_tlsf *t) {
+  if (!t->spare) {
+    struct node_chunk *c = mc_malloc(sizeof(*c));
+    c->next = t->chunks;
+    t->chunks = c;
+    for (int i = 0; i < NODES_PER_CHUNK; i++) {
+      c->nodes[i].next_free = t->spare;
+      t->spare = &c->nodes[i];
+    }
+  }
+  struct mc_tlsf_block *b = t->spare;
+  t->spare = b->next_free;
+  *b = (struct mc_tlsf_block){0};
+  return b;
+}
+
+static void node_put(struct mc_tlsf *t, struct mc_tlsf_block *b) {
+  b->next_free = t->spare;
+  t->spare = b;
+}
+
+static void list_insert(struct mc_tlsf *t, struct mc_tlsf_block *b) {
+  int fl, sl;
+  mapping(b->size, &fl, &sl);
+  b->free = 1;
+  b->prev_free = NULL;
+  b->next_free = t->heads[fl][sl];
+  if (b->next_free) b->next_free->prev_free = b;
+  t->heads[fl][sl] = b;
+  t->fl_map |= 1ull << fl;
+  t->sl_map[fl] |= 1u << sl;
+}
+
+static void list_remove(struct mc_tlsf *t, struct mc_tlsf_block *b) {
+  int fl, sl;
+  mapping(b->size, &fl, &sl);
+  if (b->prev_free) b->prev_free->next_free = b->next_free;
+  else t->heads[fl][sl] = b->next_free;
+  if (b->next_free) b->next_free->prev_free = b->prev_free;
+  if (!t->heads[fl][sl]) {
+    t->sl_map[fl] &= ~(1u << sl);
+    if (!t->sl_map[fl]) t->fl_map &= ~(1ull << fl);
+  }
+  b->free = 0;
+  b->prev_free = b->next_free = NULL;
+}
+
+struct mc_tlsf *mc_tlsf_create(uint64_t size) {
+  uint64_t units = size / MC_TLSF_ALIGN;
+  if (!units) return NULL;
+  struct mc_tlsf *t = mc_calloc(1, sizeof(*t));
+  t->units = units;
+  struct mc_tlsf_block *b = node_get(t);
+  b->size = units;
+  t->first = b;
+  list_insert(t, b);
+  return t;
+}
+
+void mc_tlsf_destroy(struct mc_tlsf *t) {
+  if (!t) return;
+  while (t->chunks) {
+    struct node_chunk *c = t->chunks;
+    t->chunks = c->next;
+    mc_free(c);
+  }
+  mc_free(t);
+}
+
+/* A few blocks of the request's own class may fit (the class spans sizes around u). */
+static struct mc_tlsf_block *probe_own_class(struct mc_tlsf *t, uint64_t u) {
+  int fl, sl;
+  mapping(u, &fl, &sl);
+  struct mc_tlsf_block *b = t->heads[fl][sl];
+  for (int i = 0; b && i < OWN_CLASS_PROBES; i++, b = b->next_free)
+    if (b->size >= u) return b;
+  return NULL;
+}
+
+static struct mc_tlsf_block *find_fit(struct mc_tlsf *t, uint64_t u) {
+  struct mc_tlsf_block *b = probe_own_class(t, u);
+  if (b) return b;
+  int fl, sl;
+  mapping_search(u, &fl, &sl);
+  if (fl >= FL_COUNT) return NULL;
+  uint32_t sm = t->sl_map[fl] & (~0u << sl);
+  if (!sm) {
+    uint64_t fm = fl + 1 < 64 ? t->fl_map & (~0ull << (fl + 1)) : 0;
+    if (!fm) return NULL;
+    fl = __builtin_ctzll(fm);
+    sm = t->sl_map[fl];
+  }
+  return t->heads[fl][__builtin_ctz(sm)];
+}
+
+/* Cuts the tail of b beyond u units into a new free block. */
+static void split(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t u) {
+  if (b->size == u) return;
+  struct mc_tlsf_block *rest = node_get(t);
+  rest->off = b->off + u;
+  rest->size = b->size - u;
+  rest->prev_phys = b;
+  rest->next_phys = b->next_phys;
+  if (rest->next_phys) rest->next_phys->prev_phys = rest;
+  b->next_phys = rest;
+  b->size = u;
+  list_insert(t, rest);
+}
+
+struct mc_tlsf_block *mc_tlsf_alloc(struct mc_tlsf *t, uint64_t size, uint64_t *off) {
+  if (!size || size > t->units * (uint64_t)MC_TLSF_ALIGN) return NULL;
+  uint64_t u = (size + MC_TLSF_ALIGN - 1) / MC_TLSF_ALIGN;
+  struct mc_tlsf_block *b = find_fit(t, u);
+  if (!b) return NULL;
+  list_remove(t, b);
+  split(t, b, u);
+  t->used_units += b->size;
+  *off = b->off * MC_TLSF_ALIGN;
+  return b;
+}
+
+/* Absorbs b's free physical successor into b (both out of their lists). */
+static void absorb_next(struct mc_tlsf *t, struct mc_tlsf_block *b) {
+  struct mc_tlsf_block *n = b->next_phys;
+  list_remove(t, n);
+  b->size += n->size;
+  b->next_phys = n->next_phys;
+  if (b->next_phys) b->next_phys->prev_phys = b;
+  node_put(t, n);
+}
+
+void mc_tlsf_free(struct mc_tlsf *t, struct mc_tlsf_block *b) {
+  if (!b || b->free) return;
+  t->used_units -= b->size;
+  if (b->next_phys && b->next_phys->free) absorb_next(t, b);
+  if (b->prev_phys && b->prev_phys->free) {
+    struct mc_tlsf_block *p = b->prev_phys;
+    list_remove(t, p);
+    p->size += b->size;
+    p->next_phys = b->next_phys;
+    if (p->next_phys) p->next_phys->prev_phys = p;
+    node_put(t, b);
+    b = p;
+  }
+  list_insert(t, b);
+}
+
+uint64_t mc_tlsf_used(const struct mc_tlsf *t) { return t->used_units * MC_TLSF_ALIGN; }
+uint64_t mc_tlsf_capacity(const struct mc_tlsf *t) { return t->units * MC_TLSF_ALIGN; }
+
+uint64_t mc_tlsf_largest_free(const struct mc_tlsf *t) {
+  if (!t->fl_map) return 0;
+  int fl = msb64(t->fl_map);
+  int sl = 31 - __builtin_clz(t->sl_map[fl]);
+  uint64_t best = 0;
+  for (const struct mc_tlsf_block *b = t->heads[fl][sl]; b; b = b->next_free)
+    if (b->size > best) best = b->size;
+  return best * MC_TLSF_ALIGN;
+}
+
+/* Every free block must be on exactly the list of its class; counts both ways must agree. */
+static int check_lists(const struct mc_tlsf *t, uint64_t nfree) {
+  uint64_t listed = 0;
+  for (int fl = 0; fl < FL_COUNT; fl++) {
+    if (!!(t->fl_map & (1ull << fl)) != !!t->sl_map[fl]) return -5;
+    for (int sl = 0; sl < (int)SL_COUNT; sl++) {
+      if (!!(t->sl_map[fl] & (1u << sl)) != !!t->heads[fl][sl]) return -6;
+      for (const struct mc_tlsf_block *b = t->heads[fl][sl]; b; b = b->next_free) {
+        int f, s;
+        mapping(b->size, &f, &s);
+        if (!b->free || f != fl || s != sl) return -7;
+        if (b->next_free && b->next_free->prev_free != b) return -8;
+        listed++;
+      }
+    }
+  }
+  return listed == nfree ? 0 : -9;
+}
+
+int mc_tlsf_check(const struct mc_tlsf *t) {
+  if (t->first->prev_phys) return -1;
+  uint64_t off = 0, used = 0, nfree = 0;
+  for (const struct mc_tlsf_block *b = t->first; b; b = b->next_phys) {
+    if (b->off != off || !b->size) return -2;
+    if (b->free && b->next_phys && b->next_phys->free) return -3; /* not coalesced */
+    if (b->next_phys && b->next_phys->prev_phys != b) return -4;
+    off += b->size;
+    if (b->free) nfree++;
+    else used += b->size;
+  }
+  if (off != t->units || used != t->used_units) return -10;
+  return check_lists(t, nfree);
+}

@@ -1,0 +1,194 @@
+/* Black-box eviction tests (master.md §2.11): counts by objects, oldest lease first, the ratio formulas,
+ * soft-pinned objects only in pass 2 (and only when allowed), hard pins and leases never, watermark- and
+ * failure-triggered runs, and the operator log lines. */
+#include "lib/master_client.h"
+#include "lib/test.h"
+
+#define BASE 0x7f0000000000ull
+#define MIB (1ull << 20)
+
+struct env {
+  struct mt_master mm;
+  struct mc_mrpc_client *c;
+};
+
+static int env_start(struct env *e, const char *const extra[]) {
+  if (mt_master_start(&e->mm, extra)) return -1;
+  e->c = mt_connect(e->mm.port);
+  struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
+  return mt_mount(e->c, mt_id(1), &s);
+}
+
+static void env_stop(struct env *e) {
+  mc_mrpc_client_free(e->c);
+  CHECK_EQ(mt_master_stop(&e->mm), 0);
+}
+
+static void key_of(char *buf, size_t len, const char *prefix, int i) { snprintf(buf, len, "%s%04d", prefix, i); }
+
+/* Puts n objects "<prefix>NNNN" one after the other (so their LRU stamps are ordered). */
+static int put_n(struct env *e, const char *prefix, int n, uint64_t size, const struct mc_put_config *cfg) {
+  for (int i = 0; i < n; i++) {
+    char key[64];
+    key_of(key, sizeof(key), prefix, i);
+    if (mt_put_start(e->c, mt_id(1), key, size, cfg, NULL, NULL) || mt_put_end(e->c, mt_id(1), key)) return -1;
+  }
+  return 0;
+}
+
+/* Which of "<prefix>0000".."<prefix>(n-1)" still exist (batch exist). Returns how many. */
+static int present(struct env *e, const char *prefix, int n, int32_t *out) {
+  char (*names)[64] = malloc(sizeof(*names) * n);
+  const char **keys = malloc(sizeof(*keys) * n);
+  for (int i = 0; i < n; i++) {
+    key_of(names[i], 64, prefix, i);
+    keys[i] = names[i];
+  }
+  int count = 0;
+  if (mt_batch_exist(e->c, keys, (uint32_t)n, out) == 0)
+    for (int i = 0; i < n; i++) count += out[i] == 1;
+  free(keys);
+  free(names);
+  return count;
+}
+
+/* A put that cannot fit: -200 and the need-eviction flag; then waits for the run's result line. */
+static int trigger_and_wait(struct env *e, const char *result_line) {
+  int rc = mt_put(e->c, mt_id(1), "too-big", MIB - 1024, 1);
+  return rc == MC_NO_AVAILABLE_HANDLE && mt_wait_log(&e->mm, result_line, 3000);
+}
+
+static void test_exactly_the_oldest_5_percent(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0); /* eviction_ratio 0.05 (default) */
+  struct mc_put_config cfg = mt_cfg(1);
+  REQUIRE(put_n(&e, "o", 400, 1024, &cfg) == 0);
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-"), 0); /* 39% used: below the watermark */
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=20, eviction_base=400"));
+  mc_tp_sleep_ms(100); /* a second run would show here */
+  int32_t st[400];
+  CHECK_EQ(present(&e, "o", 400, st), 380);
+  for (int i = 0; i < 400; i++) CHECK_EQ(st[i], i >= 20); /* exactly the 20 oldest went */
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-TRIGGER] memory_ratio="), 1);
+  CHECK_EQ(mt_log_count(&e.mm, "need_mem_eviction=1 eviction_ratio=0.05"), 1);
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-DONE] BatchEvict execution completed."), 1);
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-RESULT]"), 1);
+  env_stop(&e);
+}
+
+/* 19 soft-pinned + 1 plain, ratio 0.5: pass 1 takes the plain one (goal 10); fewer than the lower
+ * bound ceil(20 * 0.25) = 5 went, so pass 2 takes the 4 oldest soft-pinned objects. */
+static void test_soft_pin_second_pass(void) {
+  const char *args[] = {"--eviction_ratio=0.5", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_put_config soft = mt_cfg(1), plain = mt_cfg(1);
+  soft.soft_pin_action = MC_SOFT_PIN_ENABLE;
+  REQUIRE(put_n(&e, "s", 19, 1024, &soft) == 0);
+  REQUIRE(put_n(&e, "p", 1, 1024, &plain) == 0);
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=5, eviction_base=20"));
+  int32_t st[19];
+  CHECK_EQ(present(&e, "p", 1, st), 0);
+  CHECK_EQ(present(&e, "s", 19, st), 15);
+  for (int i = 0; i < 19; i++) CHECK_EQ(st[i], i >= 4);
+  env_stop(&e);
+
+  const char *no_soft[] = {"--eviction_ratio=0.5", "--allow_evict_soft_pinned_objects=false", NULL};
+  REQUIRE(env_start(&e, no_soft) == 0);
+  REQUIRE(put_n(&e, "s", 19, 1024, &soft) == 0);
+  REQUIRE(put_n(&e, "p", 1, 1024, &plain) == 0);
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=1, eviction_base=20"));
+  CHECK_EQ(present(&e, "s", 19, st), 19);
+  CHECK_EQ(present(&e, "p", 1, st), 0);
+  env_stop(&e);
+}
+
+/* A soft pin whose TTL ran out makes an ordinary object (pass 1 candidate). */
+static void test_soft_pin_expiry(void) {
+  const char *args[] = {"--eviction_ratio=0.5", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_put_config soft = mt_cfg(1);
+  soft.soft_pin_action = MC_SOFT_PIN_ENABLE;
+  soft.soft_pin_ttl_ms = 300;
+  REQUIRE(put_n(&e, "x", 10, 1024, &soft) == 0);
+  mc_tp_sleep_ms(400);
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=5, eviction_base=10"));
+  int32_t st[10];
+  CHECK_EQ(present(&e, "x", 10, st), 5);
+  for (int i = 0; i < 10; i++) CHECK_EQ(st[i], i >= 5);
+  env_stop(&e);
+}
+
+/* Hard-pinned objects are never evicted and not counted; leased objects are skipped. */
+static void test_hard_pin_and_leases_never(void) {
+  const char *args[] = {"--eviction_ratio=1.0", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_put_config hard = mt_cfg(1), plain = mt_cfg(1);
+  hard.with_hard_pin = 1;
+  REQUIRE(put_n(&e, "h", 10, 1024, &hard) == 0);
+  REQUIRE(put_n(&e, "p", 10, 1024, &plain) == 0);
+  REQUIRE(put_n(&e, "l", 5, 1024, &plain) == 0);
+  int32_t st[10];
+  CHECK_EQ(present(&e, "l", 5, st), 5); /* leases granted (10 s) */
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=10, eviction_base=15"));
+  CHECK_EQ(present(&e, "p", 10, st), 0);
+  CHECK_EQ(present(&e, "h", 10, st), 10);
+  CHECK_EQ(mt_put(e.c, mt_id(1), "too-big", MIB - 1024, 1), MC_NO_AVAILABLE_HANDLE); /* again */
+  CHECK(mt_wait_log(&e.mm, "evicted_count=0, eviction_base=5", 0) == 0); /* quiet at --v=0 */
+  mc_tp_sleep_ms(200);
+  CHECK_EQ(present(&e, "h", 10, st), 10);
+  CHECK_EQ(present(&e, "l", 5, st), 5);
+  CHECK_EQ(mt_remove(e.c, "h0000", 1), 0); /* hard pin does not block Remove (force: present() leased it) */
+  env_stop(&e);
+}
+
+/* Above the watermark without any failed put: target = used - hw + r. 50 x 1 KiB plus a hard-pinned
+ * 470 KiB ballast = 0.5078 of 1 MiB; hw 0.5, r 0.2 -> ceil(50 * 0.2078) = 11 oldest go, after which
+ * usage (0.497) is below the watermark and eviction stops. */
+static void test_watermark_trigger(void) {
+  const char *args[] = {"--eviction_high_watermark_ratio=0.5", "--eviction_ratio=0.2", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_put_config plain = mt_cfg(1), hard = mt_cfg(1);
+  hard.with_hard_pin = 1;
+  REQUIRE(put_n(&e, "w", 50, 1024, &plain) == 0);
+  mc_tp_sleep_ms(50);
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-"), 0);
+  CHECK_EQ(mt_put_start(e.c, mt_id(1), "ballast", 470 * 1024, &hard, NULL, NULL), 0);
+  CHECK_EQ(mt_put_end(e.c, mt_id(1), "ballast"), 0);
+  CHECK(mt_wait_log(&e.mm, "[EVICT-RESULT] evicted_count=11, eviction_base=50", 3000));
+  CHECK_EQ(mt_log_count(&e.mm, "need_mem_eviction=0"), 1);
+  mc_tp_sleep_ms(200);
+  CHECK_EQ(mt_log_count(&e.mm, "[EVICT-RESULT]"), 1);
+  int32_t st[50];
+  CHECK_EQ(present(&e, "w", 50, st), 39);
+  for (int i = 0; i < 50; i++) CHECK_EQ(st[i], i >= 11);
+  CHECK_EQ(mt_exist(e.c, "ballast"), 1);
+  env_stop(&e);
+}
+
+/* Eviction makes room: after the run, the retried put succeeds. Objects count, not bytes: one big and
+ * many small objects, ratio 0.5 -> half of the objects (the oldest) go whatever their size. */
+static void test_counts_objects_not_bytes(void) {
+  const char *args[] = {"--eviction_ratio=0.5", "--eviction_high_watermark_ratio=1.0", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_put_config cfg = mt_cfg(1);
+  REQUIRE(put_n(&e, "a", 3, 1024, &cfg) == 0);
+  REQUIRE(put_n(&e, "big", 1, 600 * 1024, &cfg) == 0);
+  REQUIRE(put_n(&e, "b", 4, 1024, &cfg) == 0);
+  CHECK_EQ(mt_put(e.c, mt_id(1), "need", 500 * 1024, 1), MC_NO_AVAILABLE_HANDLE);
+  CHECK(mt_wait_log(&e.mm, "[EVICT-RESULT] evicted_count=4, eviction_base=8", 3000));
+  int32_t st[4];
+  CHECK_EQ(present(&e, "a", 3, st), 0);
+  CHECK_EQ(present(&e, "big", 1, st), 0);
+  CHECK_EQ(present(&e, "b", 4, st), 4);
+  CHECK_EQ(mt_put(e.c, mt_id(1), "need", 500 * 1024, 1), 0);
+  env_stop(&e);
+}
+
+TEST_MAIN(TEST_CASE(test_exactly_the_oldest_5_percent), TEST_CASE(test_soft_pin_second_pass),
+          TEST_CASE(test_soft_pin_expiry), TEST_CASE(test_hard_pin_and_leases_never), TEST_CASE(test_watermark_trigger),
+          TEST_CASE(test_counts_objects_not_bytes))
