@@ -1,0 +1,204 @@
+/* Mooncake Store client: the public C API (libmooncake_store).
+ *
+ * A client contributes part of its memory to a cluster-wide KV cache (its "global segment"), and
+ * puts/gets objects through the master (metadata) and the Transfer Engine (bytes). Objects are
+ * immutable once written.
+ *
+ * Two layers, one header:
+ *   mooncake_store_*   the upstream API (c-api.md §1): names, parameter order, return conventions are
+ *                      binding. -1 = "bad call" (NULL handle, NULL required pointer); otherwise 0 or a
+ *                      negative store ErrorCode (store_errors.h, mooncake_store_strerror()).
+ *   mc_store_*         native additions (copy-out get, copying batch put, batch remove, a setup that
+ *                      takes a zone). Same conventions.
+ *
+ * Ownership and lifetime: every `const char *` argument and every key is copied before the call
+ * returns (the caller may free it at once). Value buffers are only read/written during the call.
+ * A handle is thread-safe: any number of threads may call into it at once; setup and destroy wait
+ * for calls in flight. Before a successful setup (and after a teardown) every call returns its
+ * "not initialized" value: -600 (per key -600 in batches), health_check 1, get_hostname "".
+ *
+ * Process exit (atexit) tears down every live handle as destroy would. In a process without an
+ * embedded Python interpreter the library also handles SIGINT/SIGTERM/SIGHUP (only where the
+ * application left the default disposition): a dedicated thread tears down all handles, then the
+ * signal is re-raised with its default action. */
+#ifndef MOONCAKE_STORE_H
+#define MOONCAKE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/store_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opaque client handle: one real client (own segment, staging buffer, master connection). */
+typedef void *mooncake_store_t;
+
+/* Per-put placement policy. NULL config = replica_num 1, no pins, no preferences.
+ * replica_num is taken verbatim (0 fails the put with -600); with_soft_pin != 0 soft-pins the object
+ * with the master's default TTL; with_hard_pin != 0 hard-pins it; preferred_segments[0..count) are
+ * segment names (get_hostname() values) tried first, in order, NULL entries skipped. */
+struct mooncake_replicate_config {
+  size_t replica_num;
+  int with_soft_pin;
+  int with_hard_pin;
+  const char **preferred_segments;
+  size_t preferred_segments_count;
+};
+typedef struct mooncake_replicate_config mooncake_replicate_config_t;
+
+/* ------------------------------------------------------------------ lifecycle */
+
+/* An un-setup client, or NULL on allocation failure. Free with mooncake_store_destroy(). */
+mooncake_store_t mooncake_store_create(void);
+
+/* Full teardown (ping thread stopped, segments unmounted so objects stored only here are gone
+ * cluster-wide, engine destroyed, held port released), then frees the handle. NULL is ignored.
+ * The handle must not be used afterwards; calls still in flight on other threads finish first. */
+void mooncake_store_destroy(mooncake_store_t store);
+
+/* Connects the client. Arguments as Python's positional setup (python-api.md §4.1):
+ *   local_hostname      "host" (a free port in [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT] =
+ *                       12300-14300 is picked and held bound for the client's lifetime), "host:port" or
+ *                       "[v6]:port" (used verbatim as the segment name). NULL/"" -> -600.
+ *   metadata_server     transfer-engine metadata: "http://h:p/metadata", "etcd://h:p", "redis://h:p",
+ *                       bare "h:p" (etcd) or "P2PHANDSHAKE". NULL -> "".
+ *   global_segment_size bytes contributed to the pool (0 = pure client: mounts nothing, never pings).
+ *                       More than the host can back (MemAvailable + free swap, cgroup limit) -> -600.
+ *   local_buffer_size   staging buffer for the copying calls (put, mc_store_get, ...); 0 disables them.
+ *   protocol            "tcp" (network path with the same-host shared-memory shortcut); "rdma" falls
+ *                       back to TCP (logged). NULL -> "tcp".
+ *   device_name         NIC list, ignored for TCP. NULL -> "".
+ *   master_server_addr  "host[:port]" (port 50051 by default). NULL -> "127.0.0.1:50051".
+ * Zone (decisions D6) comes from the environment variable MC_ZONE.
+ * Returns 0, or: -600 bad arguments / local allocation failure; -900 master unreachable; -901 master
+ * accepts but does not answer; -1000 metadata service unreachable; -300 master version mismatch;
+ * -1 auto-port attempts exhausted; the master's code for a refused mount. Bounded: at most ~10 s.
+ * A handle already set up is torn down first. A failed setup leaves the handle un-setup. */
+int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server,
+                         uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
+                         const char *device_name, const char *master_server_addr);
+
+/* Legacy: setup("localhost:12345", "127.0.0.1:2379" (etcd), mount_segment_size, 1 GiB staging,
+ * protocol (NULL -> "tcp"), device_name, "127.0.0.1:50051"). Already set up -> -600. */
+int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name,
+                            uint64_t mount_segment_size);
+
+/* 0 healthy, 1 not set up or torn down, 2 master unreachable; -1 for a NULL handle. */
+int mooncake_store_health_check(mooncake_store_t store);
+
+/* Copies this client's segment name ("host:port") with its NUL into buf_out. -1 (nothing written) for
+ * NULL buf_out, buf_len 0, or a name that does not fit (strlen >= buf_len). Before setup writes "". */
+int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len);
+
+/* ------------------------------------------------------------------ writes */
+
+/* Copying put through the staging buffer (value is copied before the call returns).
+ * -1: key NULL, or value NULL with size > 0. -600: empty key, size 0, size larger than the free
+ * staging space (local_buffer_size), replica_num 0. -200: no space in the pool / no segment mounted.
+ * -800: a replica could not be written (the put is revoked; nothing partial remains).
+ * An existing key returns 0 and keeps its value. */
+int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
+                       const mooncake_replicate_config_t *config);
+
+/* Zero-copy put from the caller's memory (best registered with register_buffer; unregistered memory
+ * is bounced through the staging buffer). No size limit. size == 0 -> 0, nothing stored.
+ * Otherwise as mooncake_store_put. `buffer` is only read during the call. */
+int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                            const mooncake_replicate_config_t *config);
+
+/* Batch zero-copy put. Returns -1 without touching results_out when keys, buffers, sizes or
+ * results_out is NULL, a keys[i] is NULL, or a buffers[i] is NULL with sizes[i] > 0; else 0 with one
+ * code per key in results_out[0..count): 0 stored (or already present), negative otherwise
+ * (sizes[i] == 0 -> -600). A key repeated in the batch: the first occurrence's bytes are stored and
+ * every occurrence gets its result. Master lookups and transfers are batched. */
+int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                  size_t count, const mooncake_replicate_config_t *config, int *results_out);
+
+/* ------------------------------------------------------------------ reads */
+
+/* Reads the whole object into buffer. Returns its size (may be smaller than `size`), or: -600 buffer
+ * smaller than the object; -704 missing; -703 still being written; -707 the read lease ran out
+ * before the transfer finished (data discarded); -800 every replica failed. Replicas are tried in the
+ * order: this client's memory, same host, same zone, any (decisions D6); a failed replica falls over
+ * to the next. The call grants a read lease on the object. */
+int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size);
+
+/* Batch get_into; the -1/no-touch rules of batch_put_from apply (with int64_t results). Per key bytes
+ * read or a negative code as get_into. One master lookup and one transfer batch for all keys. */
+int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                  size_t count, int64_t *results_out);
+
+/* 1 present (a complete replica on a live segment; grants a lease), 0 absent or still being written,
+ * negative on error (-900 master unreachable). */
+int mooncake_store_is_exist(mooncake_store_t store, const char *key);
+
+/* Per key 1/0/negative. -1 without touching results_out for NULL keys/results_out or a NULL keys[i]. */
+int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count, int *results_out);
+
+/* Object size in bytes, or negative (-704 missing, -703 being written). Grants a lease. */
+int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
+
+/* ------------------------------------------------------------------ removal */
+
+/* 0 or: -704 missing; -706 leased (force != 0 bypasses only the lease); -703 being written; -708
+ * replication task. */
+int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
+
+/* Removes every key matching the ECMAScript regex (search semantics). Count removed, or negative
+ * (-600 bad pattern). Leased keys are skipped unless force; keys being written are always skipped. */
+int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);
+
+/* Removes every object; count removed or negative. Skips as remove_by_regex. */
+int64_t mooncake_store_remove_all(mooncake_store_t store, int force);
+
+/* ------------------------------------------------------------------ registered memory */
+
+/* Registers [buffer, buffer+size) for zero-copy transfers (it stays owned by the caller and must stay
+ * valid until unregister_buffer or destroy). -1 for NULL buffer or size 0; -600 overlap with any
+ * registered range (the same range twice included) or transport failure. Adjacent ranges are fine. */
+int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size);
+
+/* buffer must be the start of a registered range, else -600. No transfer may be using it. */
+int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer);
+
+/* ------------------------------------------------------------------ native additions */
+
+/* Setup with every parameter named. Zero the struct, set what you need (NULL strings get the
+ * defaults of mooncake_store_setup). Fields may be appended in later versions, never reordered. */
+struct mc_store_config {
+  const char *local_hostname;
+  const char *metadata_server;
+  uint64_t global_segment_size;
+  uint64_t local_buffer_size;
+  const char *protocol;
+  const char *device_name;
+  const char *master_server_addr;
+  const char *zone; /* NULL = $MC_ZONE (or none); "" = no zone */
+};
+typedef struct mc_store_config mc_store_config_t;
+
+/* As mooncake_store_setup. */
+int mc_store_setup(mooncake_store_t store, const mc_store_config_t *config);
+
+/* Copy-out get through the staging buffer. On success returns the size (> 0) and stores a malloc'ed
+ * copy of the value in *value_out; the caller frees it with free(). Objects larger than
+ * local_buffer_size -> -600 (as Python get). On failure *value_out is NULL. Codes as get_into. */
+int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out);
+
+/* Copying batch put: each value is copied through the staging buffer (in waves when they do not all
+ * fit; a single value larger than local_buffer_size -> -600 for that key). Rules and results as
+ * mooncake_store_batch_put_from. */
+int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                       size_t count, const mooncake_replicate_config_t *config, int *results_out);
+
+/* Per key remove results (0 or negative as mooncake_store_remove); a key repeated in one batch: the
+ * first occurrence is removed, the rest get -704. -1/no-touch rules as batch_is_exist. */
+int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

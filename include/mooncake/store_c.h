@@ -1,0 +1,5 @@
+/* Compatibility header: upstream Mooncake's name for the store client C API (decisions D2). */
+#ifndef MOONCAKE_STORE_C_H
+#define MOONCAKE_STORE_C_H
+#include "mooncake/store.h"
+#endif

@@ -1,0 +1,344 @@
+/* The public entry points (include/mooncake/store.h): the "-1 = bad call" checks, the batch
+ * no-touch rules, the not-initialized values, and the life lock around every call. The work itself is
+ * in put.c, get.c and setup.c. */
+#include <string.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/mrpc.h"
+
+#define BAD_CALL (-1)
+#define HEALTH_TIMEOUT_MS 2000
+#define EXIST_CHUNK 65536
+
+/* Takes the life lock for a call; 1 with the lock held when the client is set up, else 0 (unlocked). */
+static int enter(struct mc_store *s) {
+  pthread_rwlock_rdlock(&s->life);
+  if (s->ready) return 1;
+  pthread_rwlock_unlock(&s->life);
+  return 0;
+}
+
+static void leave(struct mc_store *s) { pthread_rwlock_unlock(&s->life); }
+
+/* ------------------------------------------------------------------ lifecycle */
+
+mooncake_store_t mooncake_store_create(void) {
+  struct mc_store *s = mc_store_alloc();
+  if (s) mc_live_add(s);
+  return s;
+}
+
+void mooncake_store_destroy(mooncake_store_t store) {
+  struct mc_store *s = store;
+  if (!s) return;
+  mc_live_remove(s);
+  pthread_rwlock_wrlock(&s->life);
+  if (s->ready) mc_store_do_teardown(s);
+  pthread_rwlock_unlock(&s->life);
+  pthread_rwlock_destroy(&s->life);
+  pthread_rwlock_destroy(&s->reg_mu);
+  pthread_mutex_destroy(&s->ping_mu);
+  pthread_cond_destroy(&s->ping_cv);
+  mc_free(s);
+}
+
+int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
+  struct mc_store *s = store;
+  if (!s || !cfg) return BAD_CALL;
+  pthread_rwlock_wrlock(&s->life);
+  if (s->ready) mc_store_do_teardown(s);
+  int rc = mc_store_do_setup(s, cfg);
+  pthread_rwlock_unlock(&s->life);
+  return rc;
+}
+
+int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server,
+                         uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
+                         const char *device_name, const char *master_server_addr) {
+  mc_store_config_t c = {local_hostname, metadata_server, global_segment_size, local_buffer_size,
+                         protocol,       device_name,     master_server_addr,  NULL};
+  return mc_store_setup(store, &c);
+}
+
+int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name,
+                            uint64_t mount_segment_size) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  mc_store_config_t c = {"localhost:12345", "127.0.0.1:2379", mount_segment_size, 1ull << 30,
+                         protocol,          device_name,      "127.0.0.1:50051", NULL};
+  pthread_rwlock_wrlock(&s->life);
+  int rc = s->ready ? MC_INVALID_PARAMS : mc_store_do_setup(s, &c);
+  pthread_rwlock_unlock(&s->life);
+  return rc;
+}
+
+int mooncake_store_health_check(mooncake_store_t store) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  if (!enter(s)) return 1;
+  char *version = NULL;
+  int rc = mcli_service_ready(s->master, HEALTH_TIMEOUT_MS, &version);
+  mc_free(version);
+  leave(s);
+  return rc ? 2 : 0;
+}
+
+int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len) {
+  struct mc_store *s = store;
+  if (!s || !buf_out || !buf_len) return BAD_CALL;
+  if (!enter(s)) {
+    buf_out[0] = 0;
+    return 0;
+  }
+  size_t n = strlen(s->name);
+  int rc = n < buf_len ? 0 : BAD_CALL;
+  if (!rc) memcpy(buf_out, s->name, n + 1);
+  leave(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ writes */
+
+static int put_common(struct mc_store *s, const char *key, const void *value, size_t size,
+                      const mooncake_replicate_config_t *config, int copy) {
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  struct mc_put_config cfg = {0};
+  int rc = !*key ? MC_INVALID_PARAMS : mc_put_config_from(s, config, &cfg);
+  if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
+  else if (!rc) rc = copy ? mc_put_copy(s, key, value, size, &cfg) : mc_put_from(s, key, (void *)value, size, &cfg);
+  mc_put_config_free(&cfg);
+  leave(s);
+  return rc;
+}
+
+int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
+                       const mooncake_replicate_config_t *config) {
+  if (!store || !key || (!value && size)) return BAD_CALL;
+  return put_common(store, key, value, size, config, 1);
+}
+
+int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                            const mooncake_replicate_config_t *config) {
+  if (!store || !key || (!buffer && size)) return BAD_CALL;
+  return put_common(store, key, buffer, size, config, 0);
+}
+
+/* The batch no-touch rules (c-api.md §1.2). */
+static int batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
+                         const void *results) {
+  if (!keys || !bufs || !sizes || !results) return 0;
+  for (size_t i = 0; i < count; i++)
+    if (!keys[i] || (!bufs[i] && sizes[i] > 0)) return 0;
+  return 1;
+}
+
+static void fill_int(int *r, size_t n, int v) {
+  for (size_t i = 0; i < n; i++) r[i] = v;
+}
+
+static int batch_put_common(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
+                            size_t count, const mooncake_replicate_config_t *config, int *results, int copy) {
+  struct mc_store *s = store;
+  if (!s || !batch_args_ok(keys, bufs, sizes, count, results)) return BAD_CALL;
+  if (!count) return 0;
+  if (!enter(s)) {
+    fill_int(results, count, MC_INVALID_PARAMS);
+    return 0;
+  }
+  struct mc_put_config cfg;
+  int rc = mc_put_config_from(s, config, &cfg);
+  if (rc) fill_int(results, count, rc);
+  else if (copy) mc_put_batch_copy(s, keys, bufs, sizes, count, &cfg, results);
+  else mc_put_batch(s, keys, (void *const *)bufs, sizes, count, &cfg, results);
+  mc_put_config_free(&cfg);
+  leave(s);
+  return 0;
+}
+
+int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                  size_t count, const mooncake_replicate_config_t *config, int *results_out) {
+  return batch_put_common(store, keys, (const void *const *)buffers, sizes, count, config, results_out, 0);
+}
+
+int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                       size_t count, const mooncake_replicate_config_t *config, int *results_out) {
+  return batch_put_common(store, keys, values, sizes, count, config, results_out, 1);
+}
+
+/* ------------------------------------------------------------------ reads */
+
+int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size) {
+  struct mc_store *s = store;
+  if (!s || !key || (!buffer && size)) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int64_t rc = *key ? mc_get_into(s, key, buffer, size) : MC_INVALID_PARAMS;
+  leave(s);
+  return rc;
+}
+
+int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                  size_t count, int64_t *results_out) {
+  struct mc_store *s = store;
+  if (!s || !batch_args_ok(keys, (const void *const *)buffers, sizes, count, results_out)) return BAD_CALL;
+  if (!count) return 0;
+  if (!enter(s)) {
+    for (size_t i = 0; i < count; i++) results_out[i] = MC_INVALID_PARAMS;
+    return 0;
+  }
+  mc_get_batch(s, keys, buffers, sizes, count, results_out);
+  leave(s);
+  return 0;
+}
+
+int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out) {
+  struct mc_store *s = store;
+  if (!s || !key || !value_out) return BAD_CALL;
+  *value_out = NULL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int64_t rc = *key ? mc_get_copy(s, key, value_out) : MC_INVALID_PARAMS;
+  leave(s);
+  return rc;
+}
+
+int64_t mooncake_store_get_size(mooncake_store_t store, const char *key) {
+  struct mc_store *s = store;
+  if (!s || !key) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int64_t rc = *key ? mc_get_size(s, key) : MC_INVALID_PARAMS;
+  leave(s);
+  return rc;
+}
+
+int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
+  struct mc_store *s = store;
+  if (!s || !key) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int rc = *key ? mcli_exist(s->master, key) : MC_INVALID_PARAMS;
+  leave(s);
+  return rc;
+}
+
+/* Runs a per-key master batch call over the non-empty keys, in chunks; empty keys get -600. */
+typedef int (*keys_call)(struct mc_mrpc_client *c, const char *const *keys, size_t n, int arg, int *results);
+
+static void keyed_batch(struct mc_store *s, const char **keys, size_t count, int arg, int *results, keys_call fn) {
+  const char **k = mc_calloc(count, sizeof(char *));
+  size_t *pos = mc_calloc(count, sizeof(size_t)), m = 0;
+  int *r = mc_calloc(count, sizeof(int));
+  for (size_t i = 0; i < count; i++) {
+    if (!*keys[i]) results[i] = MC_INVALID_PARAMS;
+    else k[m] = keys[i], pos[m++] = i;
+  }
+  for (size_t off = 0; off < m; off += EXIST_CHUNK) {
+    size_t n = MC_MIN(EXIST_CHUNK, m - off);
+    int rc = fn(s->master, k + off, n, arg, r + off);
+    if (rc) fill_int(r + off, n, rc);
+  }
+  for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
+  mc_free(r);
+  mc_free(pos);
+  mc_free(k);
+}
+
+static int exist_call(struct mc_mrpc_client *c, const char *const *keys, size_t n, int arg, int *results) {
+  return mcli_batch_exist(c, keys, n, results);
+}
+
+int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count, int *results_out) {
+  struct mc_store *s = store;
+  if (!s || !keys || !results_out) return BAD_CALL;
+  for (size_t i = 0; i < count; i++)
+    if (!keys[i]) return BAD_CALL;
+  if (!count) return 0;
+  if (!enter(s)) {
+    fill_int(results_out, count, MC_INVALID_PARAMS);
+    return 0;
+  }
+  keyed_batch(s, keys, count, 0, results_out, exist_call);
+  leave(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ removal */
+
+int mooncake_store_remove(mooncake_store_t store, const char *key, int force) {
+  struct mc_store *s = store;
+  if (!s || !key) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int rc = *key ? mcli_remove(s->master, key, force) : MC_INVALID_PARAMS;
+  leave(s);
+  return rc;
+}
+
+static int remove_call(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results) {
+  return mcli_batch_remove(c, keys, n, force, results);
+}
+
+int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out) {
+  struct mc_store *s = store;
+  if (!s || !keys || !results_out) return BAD_CALL;
+  for (size_t i = 0; i < count; i++)
+    if (!keys[i]) return BAD_CALL;
+  if (!count) return 0;
+  if (!enter(s)) {
+    fill_int(results_out, count, MC_INVALID_PARAMS);
+    return 0;
+  }
+  keyed_batch(s, keys, count, force, results_out, remove_call);
+  leave(s);
+  return 0;
+}
+
+int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force) {
+  struct mc_store *s = store;
+  if (!s || !pattern) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int64_t rc = mcli_remove_by_regex(s->master, pattern, force);
+  leave(s);
+  return rc;
+}
+
+int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int64_t rc = mcli_remove_all(s->master, force);
+  leave(s);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ registered memory */
+
+int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size) {
+  struct mc_store *s = store;
+  if (!s || !buffer || !size) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  int rc = registerLocalMemory(s->te, buffer, size, "cpu:0", 1);
+  if (rc) LOG_WARN("register_buffer %p+%zu failed: %s", buffer, size, mc_te_err_name(rc));
+  else mc_regs_add(s, (uint64_t)(uintptr_t)buffer, size);
+  leave(s);
+  return rc ? MC_INVALID_PARAMS : 0;
+}
+
+int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer) {
+  struct mc_store *s = store;
+  if (!s || !buffer) return BAD_CALL;
+  if (!enter(s)) return MC_INVALID_PARAMS;
+  uint64_t a = (uint64_t)(uintptr_t)buffer, len = 0;
+  int rc = MC_INVALID_PARAMS;
+  /* our own segment and staging buffer are not the caller's to unregister */
+  if (buffer != s->segment && buffer != s->stage_base && !mc_regs_remove(s, a, &len)) {
+    int te = unregisterLocalMemory(s->te, buffer);
+    if (te) {
+      LOG_WARN("unregister_buffer %p failed: %s", buffer, mc_te_err_name(te));
+      mc_regs_add(s, a, len);
+    } else {
+      rc = 0;
+    }
+  }
+  leave(s);
+  return rc;
+}

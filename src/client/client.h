@@ -1,0 +1,151 @@
+/* Internals of the store client (libmooncake_store). Not a public header.
+ *
+ * Layers: capi.c (argument rules, not-initialized values) -> put.c / get.c (the put contract and the
+ * read path) -> mcli.c (master RPC encodings, no transfers) and xfer.c (moving bytes: own-segment
+ * memcpy, Transfer Engine batches, staging bounce). setup.c builds and tears down a client; live.c
+ * keeps the process-wide list of live handles (atexit, signals). stage.c allocates staging space.
+ *
+ * Locking: store->life is a writer-preferring rwlock; every API call holds it for reading for its
+ * whole duration, setup/teardown hold it for writing, so the fields under "valid while ready" never
+ * change under a call. reg_mu (rwlock) guards the registered-range table; it nests inside life.
+ * The ping thread never takes life (teardown joins it while holding life for writing). */
+#ifndef MC_CLIENT_CLIENT_H
+#define MC_CLIENT_CLIENT_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "master/proto.h"
+#include "mooncake/store.h"
+#include "mooncake/transfer_engine.h"
+
+struct mc_mrpc_client;
+struct mc_stage;
+
+struct mc_region {
+  uint64_t addr, len;
+};
+
+struct mc_store {
+  pthread_rwlock_t life;
+  int ready; /* guarded by life */
+  struct mc_store *live_next; /* live.c's list, guarded by its mutex */
+
+  /* ---- valid while ready ---- */
+  char name[300];    /* segment name "host:port" (get_hostname) */
+  char te_name[300]; /* the engine's segment name (te_endpoint of our replicas) */
+  char zone[128];
+  char protocol[16];
+  transfer_engine_t te;
+  struct mc_mrpc_client *master;
+  struct mc_uuid client_id;
+  int port_fd; /* the held auto port, or -1 */
+  char *segment;
+  uint64_t segment_size;
+  struct mc_segment_rec seg_rec; /* what we mounted (strings owned) */
+  int mounted;
+  struct mc_stage *stage; /* NULL when local_buffer_size == 0 */
+  char *stage_base;
+  uint64_t stage_size;
+
+  pthread_rwlock_t reg_mu;
+  struct mc_region *regs; /* sorted by addr: staging, segment, user buffers */
+  size_t nregs, capregs;
+
+  /* ping thread (clients with a segment) */
+  pthread_t ping_th;
+  int ping_running;
+  pthread_mutex_t ping_mu;
+  pthread_cond_t ping_cv;
+  int ping_stop; /* guarded by ping_mu */
+};
+
+/* ---- setup.c ---- */
+struct mc_store *mc_store_alloc(void);
+/* Full setup (life held for writing by the caller). 0 or a negative ErrorCode. */
+int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
+/* Teardown (life held for writing); idempotent. */
+void mc_store_do_teardown(struct mc_store *s);
+
+/* ---- registered ranges (xfer.c) ---- */
+int mc_regs_add(struct mc_store *s, uint64_t addr, uint64_t len);
+int mc_regs_remove(struct mc_store *s, uint64_t addr, uint64_t *len_out);
+/* 1 when [p, p+len) lies inside one registered range. */
+int mc_regs_covers(struct mc_store *s, const void *p, uint64_t len);
+
+/* ---- live.c ---- */
+void mc_live_add(struct mc_store *s);
+void mc_live_remove(struct mc_store *s);
+
+/* ---- stage.c: first-fit allocator over the staging buffer, thread-safe ---- */
+struct mc_stage *mc_stage_new(char *base, uint64_t size);
+void mc_stage_free(struct mc_stage *st);
+/* Space for n bytes (64-byte aligned), waiting up to wait_ms for others to release (0 = try once).
+ * NULL when n is 0, larger than the buffer, or the wait ran out. */
+char *mc_stage_alloc(struct mc_stage *st, uint64_t n, int wait_ms);
+void mc_stage_release(struct mc_stage *st, char *p, uint64_t n);
+uint64_t mc_stage_capacity(const struct mc_stage *st);
+
+/* ---- xfer.c ---- */
+struct mc_xfer {
+  int opcode;           /* OPCODE_READ (remote -> local) or OPCODE_WRITE (local -> remote) */
+  void *local;          /* any memory; unregistered memory is bounced through staging */
+  const char *endpoint; /* transfer-engine segment name of the remote side */
+  uint64_t remote, len; /* absolute address in the remote process, byte count */
+  /* out */
+  int rc;               /* 0, TRANSFER_FAIL, or INVALID_PARAMS (unregistered and no staging) */
+  const char *path;     /* "local", "shm", "tcp" (static strings) */
+  uint64_t dur_us;
+};
+/* Performs every item: own-segment ones by memcpy (bounds-checked), the rest in one TE batch.
+ * Items fail independently. refresh != 0 re-reads the descriptors of the remote segments first. */
+void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh);
+
+/* ---- mcli.c: master RPCs (status in the frame; the codes below are store ErrorCodes) ---- */
+struct mcli_reps {
+  int status;
+  uint32_t n;
+  struct mc_replica_rec *reps;
+};
+void mcli_reps_free(struct mcli_reps *r, size_t n);
+int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version);
+int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status);
+int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
+int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
+                 int tmo);
+int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo);
+int mcli_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, uint64_t len,
+                   const struct mc_put_config *cfg, struct mcli_reps *out);
+int mcli_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, int revoke);
+/* Per key status + replicas in out[0..n). Returns 0 or the RPC-level error (out untouched then). */
+int mcli_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, const uint64_t *lens,
+                         size_t n, const struct mc_put_config *cfg, struct mcli_reps *out);
+int mcli_batch_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n, int revoke,
+                       int *results);
+int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out);
+int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
+                            struct mcli_reps *out);
+int mcli_exist(struct mc_mrpc_client *c, const char *key);
+int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results);
+int mcli_remove(struct mc_mrpc_client *c, const char *key, int force);
+int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results);
+int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force);
+int64_t mcli_remove_all(struct mc_mrpc_client *c, int force);
+
+/* ---- put.c / get.c (life held for reading, ready checked) ---- */
+/* A master-protocol config from the C config; -600 for replica_num 0. Free with mc_put_config_free. */
+int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in, struct mc_put_config *out);
+int mc_put_copy(struct mc_store *s, const char *key, const void *value, size_t size, const struct mc_put_config *cfg);
+int mc_put_from(struct mc_store *s, const char *key, void *buf, size_t size, const struct mc_put_config *cfg);
+/* Batch zero-copy put; results per key. */
+void mc_put_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
+                  const struct mc_put_config *cfg, int *results);
+void mc_put_batch_copy(struct mc_store *s, const char *const *keys, const void *const *vals, const size_t *sizes,
+                       size_t n, const struct mc_put_config *cfg, int *results);
+int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
+void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
+                  int64_t *results);
+int64_t mc_get_copy(struct mc_store *s, const char *key, void **out);
+int64_t mc_get_size(struct mc_store *s, const char *key);
+
+#endif

@@ -1,0 +1,194 @@
+/* The read path: look replicas up (one master RPC per batch), order them (decisions D6: this client's
+ * memory, same host, same zone, any), read the first choice of every key in one transfer batch, fall
+ * over to the next replica for the keys that failed (D4), and finally enforce the read lease: data that
+ * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define REPLICA_COMPLETE 3
+#define LOOKUP_CHUNK 8192 /* keys per master lookup and transfer batch */
+
+static int replica_rank(const struct mc_store *s, const struct mc_replica_rec *r) {
+  const char *host = mc_host_id();
+  if (!strcmp(r->te_endpoint, s->te_name)) return 0;
+  if (*host && !strcmp(r->host_id, host)) return 1;
+  if (s->zone[0] && !strcmp(r->zone, s->zone)) return 2;
+  return 3;
+}
+
+/* Indexes of the readable replicas, best first (stable within a rank: the master's order). */
+static uint32_t order_replicas(const struct mc_store *s, const struct mcli_reps *l, uint32_t *idx) {
+  uint32_t k = 0;
+  for (int rank = 0; rank <= 3; rank++)
+    for (uint32_t i = 0; i < l->n; i++)
+      if (l->reps[i].status == REPLICA_COMPLETE && replica_rank(s, &l->reps[i]) == rank) idx[k++] = i;
+  return k;
+}
+
+struct rkey {
+  uint32_t *order, norder, cur;
+  uint64_t size;
+  int done;
+  int64_t res;
+};
+
+/* Reads n looked-up keys into bufs; results per key. t0_ms: when the lookup was sent. */
+static void read_many(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                      struct mcli_reps *l, size_t n, uint64_t t0_ms, uint64_t lease_ms, int64_t *results) {
+  struct rkey *k = mc_calloc(n ? n : 1, sizeof(*k));
+  struct mc_xfer *x = mc_calloc(n ? n : 1, sizeof(*x));
+  size_t *who = mc_calloc(n ? n : 1, sizeof(*who));
+  for (size_t i = 0; i < n; i++) {
+    k[i].res = l[i].status;
+    k[i].done = l[i].status != 0;
+    if (k[i].done) continue;
+    k[i].order = mc_calloc(l[i].n ? l[i].n : 1, sizeof(uint32_t));
+    k[i].norder = order_replicas(s, &l[i], k[i].order);
+    k[i].done = 1;
+    if (!k[i].norder) k[i].res = MC_INVALID_REPLICA;
+    else if ((k[i].size = l[i].reps[k[i].order[0]].size) > sizes[i]) k[i].res = MC_INVALID_PARAMS;
+    else k[i].done = 0, k[i].res = MC_TRANSFER_FAIL;
+  }
+  /* pass 0 with cached descriptors; pass 1 re-reads the descriptors of segments that failed */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int round = 0;; round++) {
+      size_t m = 0;
+      for (size_t i = 0; i < n; i++) {
+        if (k[i].done || k[i].cur >= k[i].norder) continue;
+        const struct mc_replica_rec *r = &l[i].reps[k[i].order[k[i].cur]];
+        x[m] = (struct mc_xfer){OPCODE_READ, bufs[i], r->te_endpoint, r->address, k[i].size};
+        who[m++] = i;
+      }
+      if (!m) break;
+      mc_xfer_run(s, x, m, pass == 1 && round == 0);
+      for (size_t j = 0; j < m; j++) {
+        struct rkey *q = &k[who[j]];
+        if (x[j].rc) {
+          q->res = x[j].rc;
+          q->cur = x[j].rc == MC_TRANSFER_FAIL ? q->cur + 1 : q->norder; /* -600: no replica can help */
+          continue;
+        }
+        q->done = 1;
+        q->res = (int64_t)q->size;
+        if (strcmp(x[j].path, "local"))
+          LOG_INFO("TransferRequest key=%s bytes=%llu peer=%s protocol=%s duration_us=%llu", keys[who[j]],
+                   (unsigned long long)q->size, x[j].endpoint, x[j].path, (unsigned long long)x[j].dur_us);
+      }
+    }
+    int retry = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!k[i].done && k[i].res == MC_TRANSFER_FAIL) k[i].cur = 0, retry = 1;
+    if (!retry) break;
+  }
+  uint64_t now = mc_now_ms();
+  for (size_t i = 0; i < n; i++) {
+    results[i] = k[i].res;
+    if (results[i] > 0 && lease_ms && now > t0_ms + lease_ms) {
+      LOG_WARN("lease_expired_before_data_transfer_completed key=%s", keys[i]);
+      results[i] = MC_LEASE_EXPIRED;
+    }
+    mc_free(k[i].order);
+  }
+  mc_free(who);
+  mc_free(x);
+  mc_free(k);
+}
+
+int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size) {
+  struct mcli_reps l;
+  uint64_t lease = 0, t0 = mc_now_ms();
+  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  if (rc) return rc;
+  int64_t res;
+  read_many(s, &key, &buf, &size, &l, 1, t0, lease, &res);
+  mcli_reps_free(&l, 1);
+  return res;
+}
+
+static void get_chunk(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
+                      int64_t *results) {
+  struct mcli_reps *l = mc_calloc(n, sizeof(*l));
+  uint64_t lease = 0, t0 = mc_now_ms();
+  int rc = mcli_batch_get_replicas(s->master, keys, n, &lease, l);
+  if (rc) {
+    for (size_t i = 0; i < n; i++) results[i] = rc;
+  } else {
+    read_many(s, keys, bufs, sizes, l, n, t0, lease, results);
+    mcli_reps_free(l, n);
+  }
+  mc_free(l);
+}
+
+void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
+                  int64_t *results) {
+  /* empty keys are answered here; the rest go to the master in chunks */
+  const char **k = mc_calloc(n ? n : 1, sizeof(*k));
+  void **b = mc_calloc(n ? n : 1, sizeof(*b));
+  size_t *z = mc_calloc(n ? n : 1, sizeof(*z)), *pos = mc_calloc(n ? n : 1, sizeof(*pos));
+  int64_t *r = mc_calloc(n ? n : 1, sizeof(*r));
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!*keys[i]) {
+      results[i] = MC_INVALID_PARAMS;
+      continue;
+    }
+    k[m] = keys[i], b[m] = bufs[i], z[m] = sizes[i], pos[m++] = i;
+  }
+  for (size_t off = 0; off < m; off += LOOKUP_CHUNK)
+    get_chunk(s, k + off, b + off, z + off, MC_MIN(LOOKUP_CHUNK, m - off), r + off);
+  for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
+  mc_free(r);
+  mc_free(pos);
+  mc_free(z);
+  mc_free(b);
+  mc_free(k);
+}
+
+/* Size of the best readable replica of a looked-up key, or a negative code. */
+static int64_t object_size(const struct mc_store *s, const struct mcli_reps *l) {
+  uint32_t *idx = mc_calloc(l->n ? l->n : 1, sizeof(uint32_t));
+  int64_t res = order_replicas(s, l, idx) ? (int64_t)l->reps[idx[0]].size : MC_INVALID_REPLICA;
+  mc_free(idx);
+  return res;
+}
+
+int64_t mc_get_size(struct mc_store *s, const char *key) {
+  struct mcli_reps l;
+  uint64_t lease;
+  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  if (rc) return rc;
+  int64_t res = object_size(s, &l);
+  mcli_reps_free(&l, 1);
+  return res;
+}
+
+int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
+  *out = NULL;
+  struct mcli_reps l;
+  uint64_t lease = 0, t0 = mc_now_ms();
+  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  if (rc) return rc;
+  int64_t res = object_size(s, &l);
+  char *p = NULL;
+  if (res > 0 && (!s->stage || (uint64_t)res > s->stage_size)) {
+    LOG_WARN("get key=%s: object of %lld bytes does not fit the staging buffer (local_buffer_size=%llu)", key,
+             (long long)res, (unsigned long long)s->stage_size);
+    res = MC_INVALID_PARAMS;
+  } else if (res > 0 && !(p = mc_stage_alloc(s->stage, (uint64_t)res, 10000))) {
+    res = MC_INVALID_PARAMS;
+  }
+  if (p) {
+    size_t cap = (size_t)res;
+    read_many(s, &key, (void *const *)&p, &cap, &l, 1, t0, lease, &res);
+    if (res > 0 && !(*out = malloc((size_t)res))) res = MC_INTERNAL_ERROR;
+    if (res > 0) memcpy(*out, p, (size_t)res);
+    mc_stage_release(s->stage, p, cap);
+  }
+  mcli_reps_free(&l, 1);
+  return res;
+}

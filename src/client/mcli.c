@@ -1,0 +1,294 @@
+/* The client side of the master protocol (master/proto.h): one function per RPC, encoding the request
+ * and decoding the reply with total readers. Knows nothing of transfers or handles. A reply that does
+ * not decode is reported as RPC_FAIL (and logged). */
+#include <stdio.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/log.h"
+#include "net/mrpc.h"
+
+static int malformed(int op) {
+  LOG_WARN("master reply to opcode %d is malformed", op);
+  return MC_RPC_FAIL;
+}
+#define MALFORMED(op) malformed(op)
+
+static int call(struct mc_mrpc_client *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo) {
+  return tmo > 0 ? mc_mrpc_call_timeout(c, op, req, reply, tmo) : mc_mrpc_call(c, op, req, reply);
+}
+
+/* A call whose reply body is empty on success. */
+static int call_void(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req, int tmo) {
+  struct mc_wbuf rep;
+  int rc = call(c, op, req, &rep, tmo);
+  mc_w_free(req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+void mcli_reps_free(struct mcli_reps *r, size_t n) {
+  for (size_t i = 0; r && i < n; i++) {
+    mc_replicas_free(r[i].reps, r[i].n);
+    r[i].reps = NULL;
+    r[i].n = 0;
+  }
+}
+
+int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version) {
+  struct mc_wbuf req = {0}, rep;
+  int rc = call(c, MC_OP_SERVICE_READY, &req, &rep, tmo);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    *version = mc_r_str(&r);
+    if (r.err) {
+      mc_free(*version);
+      *version = NULL;
+      rc = MALFORMED(MC_OP_SERVICE_READY);
+    }
+  }
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  int rc = call(c, MC_OP_PING, &req, &rep, tmo);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    (void)mc_r_u64(&r); /* view_version: HA is not followed yet */
+    *status = mc_r_u8(&r);
+    if (r.err) rc = MALFORMED(MC_OP_PING);
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_segment(&req, seg);
+  mc_put_uuid(&req, id);
+  return call_void(c, MC_OP_MOUNT_SEGMENT, &req, tmo);
+}
+
+int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
+                 int tmo) {
+  struct mc_wbuf req = {0};
+  mc_w_u32(&req, n);
+  for (uint32_t i = 0; i < n; i++) mc_put_segment(&req, &segs[i]);
+  mc_put_uuid(&req, id);
+  return call_void(c, MC_OP_REMOUNT_SEGMENTS, &req, tmo);
+}
+
+int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, seg);
+  mc_put_uuid(&req, id);
+  return call_void(c, MC_OP_UNMOUNT_SEGMENT, &req, tmo);
+}
+
+int mcli_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, uint64_t len,
+                   const struct mc_put_config *cfg, struct mcli_reps *out) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  mc_w_str(&req, key);
+  mc_w_u64(&req, len);
+  mc_put_config(&req, cfg);
+  memset(out, 0, sizeof(*out));
+  int rc = call(c, MC_OP_PUT_START, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    out->n = mc_get_replicas(&r, &out->reps);
+    if (r.err) {
+      mcli_reps_free(out, 1);
+      rc = MALFORMED(MC_OP_PUT_START);
+    }
+  }
+  out->status = rc;
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, int revoke) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_str(&req, key);
+  mc_w_u8(&req, MC_REPLICA_ALL);
+  return call_void(c, revoke ? MC_OP_PUT_REVOKE : MC_OP_PUT_END, &req, 0);
+}
+
+/* Decodes list<{i32 status, list<replica>}> of exactly n entries into out. */
+static int get_status_reps(struct mc_rbuf_rd *r, size_t n, struct mcli_reps *out) {
+  uint32_t cnt = mc_r_count(r, 8);
+  if (r->err || cnt != n) return -1;
+  for (size_t i = 0; i < n && !r->err; i++) {
+    out[i].status = mc_r_i32(r);
+    out[i].n = mc_get_replicas(r, &out[i].reps);
+  }
+  if (!r->err) return 0;
+  mcli_reps_free(out, n);
+  return -1;
+}
+
+int mcli_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, const uint64_t *lens,
+                         size_t n, const struct mc_put_config *cfg, struct mcli_reps *out) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  mc_w_u32(&req, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    mc_w_str(&req, keys[i]);
+    mc_w_u64(&req, lens[i]);
+  }
+  mc_put_config(&req, cfg);
+  memset(out, 0, n * sizeof(*out));
+  int rc = call(c, MC_OP_BATCH_PUT_START, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    if (get_status_reps(&r, n, out)) rc = MALFORMED(MC_OP_BATCH_PUT_START);
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+/* Decodes list<i32> of exactly n entries. */
+static int get_i32_list(struct mc_rbuf_rd *r, size_t n, int *out) {
+  uint32_t cnt = mc_r_count(r, 4);
+  if (r->err || cnt != n) return -1;
+  for (size_t i = 0; i < n; i++) out[i] = mc_r_i32(r);
+  return r->err ? -1 : 0;
+}
+
+static int call_i32_list(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
+  struct mc_wbuf rep;
+  int rc = call(c, op, req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    if (get_i32_list(&r, n, results)) rc = MALFORMED(op);
+  }
+  mc_w_free(req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+static void put_keys(struct mc_wbuf *w, const char *const *keys, size_t n) {
+  mc_w_u32(w, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) mc_w_str(w, keys[i]);
+}
+
+int mcli_batch_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n, int revoke,
+                       int *results) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  put_keys(&req, keys, n);
+  mc_w_u8(&req, MC_REPLICA_ALL);
+  return call_i32_list(c, revoke ? MC_OP_BATCH_PUT_REVOKE : MC_OP_BATCH_PUT_END, &req, n, results);
+}
+
+int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
+  struct mc_wbuf req = {0}, rep;
+  mc_w_str(&req, key);
+  memset(out, 0, sizeof(*out));
+  int rc = call(c, MC_OP_GET_REPLICA_LIST, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    *lease_ttl_ms = mc_r_u64(&r);
+    out->n = mc_get_replicas(&r, &out->reps);
+    if (r.err) {
+      mcli_reps_free(out, 1);
+      rc = MALFORMED(MC_OP_GET_REPLICA_LIST);
+    }
+  }
+  out->status = rc;
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
+                            struct mcli_reps *out) {
+  struct mc_wbuf req = {0}, rep;
+  put_keys(&req, keys, n);
+  memset(out, 0, n * sizeof(*out));
+  int rc = call(c, MC_OP_BATCH_GET_REPLICA_LIST, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    *lease_ttl_ms = mc_r_u64(&r);
+    if (r.err || get_status_reps(&r, n, out)) rc = MALFORMED(MC_OP_BATCH_GET_REPLICA_LIST);
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_exist(struct mc_mrpc_client *c, const char *key) {
+  struct mc_wbuf req = {0}, rep;
+  mc_w_str(&req, key);
+  int rc = call(c, MC_OP_EXIST_KEY, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    rc = mc_r_u8(&r) ? 1 : 0;
+    if (r.err) rc = MALFORMED(MC_OP_EXIST_KEY);
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results) {
+  struct mc_wbuf req = {0};
+  put_keys(&req, keys, n);
+  return call_i32_list(c, MC_OP_BATCH_EXIST_KEY, &req, n, results);
+}
+
+int mcli_remove(struct mc_mrpc_client *c, const char *key, int force) {
+  struct mc_wbuf req = {0};
+  mc_w_str(&req, key);
+  mc_w_u8(&req, force ? 1 : 0);
+  return call_void(c, MC_OP_REMOVE, &req, 0);
+}
+
+int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results) {
+  struct mc_wbuf req = {0};
+  put_keys(&req, keys, n);
+  mc_w_u8(&req, force ? 1 : 0);
+  return call_i32_list(c, MC_OP_BATCH_REMOVE, &req, n, results);
+}
+
+static int64_t call_count(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req) {
+  struct mc_wbuf rep;
+  int64_t rc = call(c, op, req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    rc = mc_r_i64(&r);
+    if (r.err || rc < 0) rc = MALFORMED(op);
+  }
+  mc_w_free(req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force) {
+  struct mc_wbuf req = {0};
+  mc_w_str(&req, re);
+  mc_w_u8(&req, force ? 1 : 0);
+  return call_count(c, MC_OP_REMOVE_BY_REGEX, &req);
+}
+
+int64_t mcli_remove_all(struct mc_mrpc_client *c, int force) {
+  struct mc_wbuf req = {0};
+  mc_w_u8(&req, force ? 1 : 0);
+  return call_count(c, MC_OP_REMOVE_ALL, &req);
+}

@@ -1,0 +1,380 @@
+/* Building and tearing down a client: argument checks, the memory check of decisions D5, the held
+ * auto port, the master connection, the metadata probe, the transfer engine, the segment and staging
+ * buffer, the mount, and the ping thread that keeps the client alive at the master. Every dependency
+ * is bounded so setup answers within ~10 s, and the log line names the dependency that failed. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/mrpc.h"
+#include "net/sock.h"
+
+#include "te/metadata.h"
+
+#define SETUP_BUDGET_MS 10000
+#define MASTER_CHECK_MS 4000 /* connect + SERVICE_READY */
+#define PING_INTERVAL_MS 1000
+#define PING_TIMEOUT_MS 2000
+#define PING_FAILURES 3
+#define TEARDOWN_RPC_MS 3000
+#define DEFAULT_MASTER_PORT 50051
+
+struct mc_store *mc_store_alloc(void) {
+  struct mc_store *s = mc_try_calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  pthread_rwlockattr_t a;
+  pthread_rwlockattr_init(&a);
+  pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&s->life, &a);
+  pthread_rwlockattr_destroy(&a);
+  pthread_rwlock_init(&s->reg_mu, NULL);
+  pthread_mutex_init(&s->ping_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->ping_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  s->port_fd = -1;
+  return s;
+}
+
+static int remaining_ms(uint64_t deadline) {
+  uint64_t now = mc_now_ms();
+  return now >= deadline ? 1 : (int)(deadline - now);
+}
+
+/* ------------------------------------------------------------------ memory check (D5) */
+
+/* A field of /proc/meminfo in bytes, 0 if absent. */
+static uint64_t meminfo(const char *field) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  uint64_t v = 0;
+  size_t fl = strlen(field);
+  while (f && fgets(line, sizeof(line), f))
+    if (!strncmp(line, field, fl) && line[fl] == ':') {
+      v = strtoull(line + fl + 1, NULL, 10) * 1024;
+      break;
+    }
+  if (f) fclose(f);
+  return v;
+}
+
+/* A number from a one-line file; 0 when absent or "max". */
+static uint64_t file_u64(const char *path) {
+  FILE *f = fopen(path, "r");
+  char buf[64] = "";
+  if (f && !fgets(buf, sizeof(buf), f)) buf[0] = 0;
+  if (f) fclose(f);
+  return (buf[0] >= '0' && buf[0] <= '9') ? strtoull(buf, NULL, 10) : 0;
+}
+
+/* What this process can still back: MemAvailable + SwapFree, capped by the cgroup's headroom. */
+static uint64_t backable_bytes(char *why, size_t wl) {
+  uint64_t avail = meminfo("MemAvailable"), swap = meminfo("SwapFree"), total = avail + swap;
+  int n = snprintf(why, wl, "MemAvailable %llu + free swap %llu", (unsigned long long)avail,
+                   (unsigned long long)swap);
+  uint64_t limit = file_u64("/sys/fs/cgroup/memory.max"), used = file_u64("/sys/fs/cgroup/memory.current");
+  if (!limit) { /* cgroup v1: "no limit" reads as a huge number */
+    limit = file_u64("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    used = file_u64("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+    if (limit >= (1ull << 60)) limit = 0;
+  }
+  if (limit) {
+    uint64_t room = limit > used ? limit - used : 0;
+    if (room < total) total = room;
+    if (n > 0 && (size_t)n < wl)
+      snprintf(why + n, wl - (size_t)n, ", cgroup limit %llu with %llu in use", (unsigned long long)limit,
+               (unsigned long long)used);
+  }
+  return total;
+}
+
+static int check_memory(uint64_t gss, uint64_t lbs) {
+  char why[256];
+  uint64_t want = gss + lbs, can = backable_bytes(why, sizeof(why));
+  if (want >= gss && want <= can) return 0;
+  LOG_ERROR("setup: global_segment_size %llu + local_buffer_size %llu bytes exceed the memory this host can back: "
+            "%llu bytes (%s)",
+            (unsigned long long)gss, (unsigned long long)lbs, (unsigned long long)can, why);
+  return MC_INVALID_PARAMS;
+}
+
+/* ------------------------------------------------------------------ auto port */
+
+static void client_port_range(int *lo, int *hi) {
+  long a = mc_env_long("MC_STORE_CLIENT_MIN_PORT", 12300, 1, 65535);
+  long b = mc_env_long("MC_STORE_CLIENT_MAX_PORT", 14300, 1, 65535);
+  if (a < 1024 || b < a || (a <= 60999 && b >= 32768)) {
+    LOG_WARN("store client port range %ld-%ld is unusable; using 12300-14300", a, b);
+    a = 12300, b = 14300;
+  }
+  *lo = (int)a;
+  *hi = (int)b;
+}
+
+/* Binds (and keeps bound, not listening) a random free port of the range. fd, or -1. */
+static int hold_port(uint16_t *port_out) {
+  int lo, hi;
+  client_port_range(&lo, &hi);
+  long tries = mc_env_long("MC_STORE_CLIENT_SETUP_RETRIES", 20, 1, 10000);
+  uint64_t x = mc_now_ns() ^ ((uint64_t)getpid() << 20);
+  for (long t = 0; t < tries; t++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    int port = lo + (int)(x % (uint64_t)(hi - lo + 1));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+      *port_out = (uint16_t)port;
+      return fd;
+    }
+    if (fd >= 0) close(fd);
+  }
+  LOG_ERROR("setup: no free client port in %d-%d after %ld attempts", lo, hi, tries);
+  return -1;
+}
+
+/* ------------------------------------------------------------------ dependencies */
+
+static int connect_master(struct mc_store *s, const char *addr, uint64_t deadline) {
+  char host[256];
+  uint16_t port;
+  if (strstr(addr, "://")) {
+    LOG_ERROR("setup: master address %s: HA master discovery (etcd://, redis://, k8s://) is not supported yet", addr);
+    return MC_INVALID_PARAMS;
+  }
+  if (mc_split_host_port(addr, host, sizeof(host), &port, DEFAULT_MASTER_PORT)) {
+    LOG_ERROR("setup: invalid master address '%s'", addr);
+    return MC_INVALID_PARAMS;
+  }
+  int tmo = (int)mc_env_long("MC_RPC_TIMEOUT_MS", 30000, -(1L << 30), 1L << 30);
+  int ctmo = (int)mc_env_long("MC_RPC_CONNECT_TIMEOUT_MS", 30000, 1, 1L << 30);
+  s->master = mc_mrpc_client_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
+  char *version = NULL;
+  int rc = mcli_service_ready(s->master, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), &version);
+  if (rc == MC_RPC_FAIL) LOG_ERROR("setup: master %s is unreachable (RPC_FAIL)", addr);
+  else if (rc == MC_RPC_TIMEOUT) LOG_ERROR("setup: master %s accepted the connection but did not answer (RPC_TIMEOUT)", addr);
+  else if (rc) LOG_ERROR("setup: master %s refused ServiceReady: %s", addr, mooncake_store_err_name(rc));
+  else if (strcmp(version, MC_STORE_VERSION)) {
+    LOG_ERROR("setup: master %s runs version '%s', this client '%s'", addr, version, MC_STORE_VERSION);
+    rc = MC_INVALID_VERSION;
+  }
+  mc_free(version);
+  return rc;
+}
+
+/* Whether the metadata service answers (a GET of our own key; "not found" is an answer). */
+static int probe_metadata(const char *conn, const char *name) {
+  if (mc_meta_is_p2p(conn)) return 0;
+  struct mc_meta *m = NULL;
+  if (mc_meta_open(conn, &m)) {
+    LOG_ERROR("setup: invalid metadata connection string '%s'", conn);
+    return MC_INVALID_PARAMS;
+  }
+  char key[512], *v = NULL;
+  mc_meta_rpc_key(key, sizeof(key), name);
+  int rc = mc_meta_get(m, key, &v);
+  mc_free(v);
+  mc_meta_close(m);
+  if (rc == 0 || rc == MC_META_NOT_FOUND) return 0;
+  LOG_ERROR("setup: metadata service %s is unreachable (ETCD_OPERATION_ERROR)", conn);
+  return MC_ETCD_OPERATION_ERROR;
+}
+
+static int start_engine(struct mc_store *s, const char *meta, const char *protocol) {
+  s->te = createTransferEngine(meta, s->name, NULL, 0, 0);
+  if (!s->te) {
+    int rc = probe_metadata(meta, s->name);
+    LOG_ERROR("setup: cannot create the transfer engine for %s (metadata %s)", s->name, meta);
+    return rc ? rc : MC_INTERNAL_ERROR;
+  }
+  const char *p = protocol;
+  if (!strcmp(p, "rdma")) {
+    LOG_WARN("setup: protocol rdma is not available in this build; falling back to tcp");
+    p = "tcp";
+  }
+  if (!installTransport(s->te, p, NULL)) {
+    LOG_ERROR("setup: cannot install transport '%s'", p);
+    return MC_INVALID_PARAMS;
+  }
+  snprintf(s->protocol, sizeof(s->protocol), "%s", p);
+  snprintf(s->te_name, sizeof(s->te_name), "%s", mc_te_local_segment_name(s->te));
+  return 0;
+}
+
+static uint64_t round64(uint64_t n) { return (n + 63) & ~63ull; }
+
+static int alloc_memory(struct mc_store *s, uint64_t gss, uint64_t lbs) {
+  if (gss) {
+    s->segment = mc_te_alloc_shared(s->te, gss, "cpu:0");
+    if (!s->segment) {
+      LOG_ERROR("setup: cannot allocate the %llu-byte global segment", (unsigned long long)gss);
+      return MC_INVALID_PARAMS;
+    }
+    s->segment_size = gss;
+    mc_regs_add(s, (uint64_t)(uintptr_t)s->segment, gss);
+  }
+  if (lbs) {
+    s->stage_base = mc_te_alloc_shared(s->te, round64(lbs), "cpu:0");
+    if (!s->stage_base) {
+      LOG_ERROR("setup: cannot allocate the %llu-byte staging buffer", (unsigned long long)lbs);
+      return MC_INVALID_PARAMS;
+    }
+    s->stage_size = lbs;
+    s->stage = mc_stage_new(s->stage_base, round64(lbs));
+    mc_regs_add(s, (uint64_t)(uintptr_t)s->stage_base, round64(lbs));
+  }
+  return 0;
+}
+
+static int mount_segment(struct mc_store *s, uint64_t deadline) {
+  char probe[300] = "";
+  getLocalIpAndPort(s->te, probe, sizeof(probe));
+  s->seg_rec = (struct mc_segment_rec){
+      .id = mc_uuid_random(),
+      .name = mc_strdup(s->name),
+      .base = (uint64_t)(uintptr_t)s->segment,
+      .size = s->segment_size,
+      .te_endpoint = mc_strdup(s->te_name),
+      .protocol = mc_strdup(s->protocol),
+      .zone = mc_strdup(s->zone),
+      .host_id = mc_strdup(mc_host_id()),
+      .probe_addr = mc_strdup(probe),
+  };
+  int rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
+  if (rc) LOG_ERROR("setup: mounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
+  else s->mounted = 1;
+  return rc;
+}
+
+/* ------------------------------------------------------------------ ping thread */
+
+static void remount(struct mc_store *s) {
+  mc_te_republish(s->te); /* a restarted master may have lost our rpc_meta and descriptor */
+  int rc = mcli_remount(s->master, &s->seg_rec, 1, s->client_id, PING_TIMEOUT_MS);
+  if (rc) LOG_WARN("remount of segment %s failed: %s", s->name, mooncake_store_err_name(rc));
+  else LOG_INFO("segment %s remounted", s->name);
+}
+
+static void *ping_main(void *arg) {
+  struct mc_store *s = arg;
+  int failures = 0;
+  pthread_mutex_lock(&s->ping_mu);
+  while (!s->ping_stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += PING_INTERVAL_MS / 1000;
+    while (!s->ping_stop && pthread_cond_timedwait(&s->ping_cv, &s->ping_mu, &ts) != ETIMEDOUT) {
+    }
+    if (s->ping_stop) break;
+    pthread_mutex_unlock(&s->ping_mu);
+    int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
+    if (rc && ++failures >= PING_FAILURES) {
+      LOG_WARN("master: %d pings failed (%s); reconnecting", failures, mooncake_store_err_name(rc));
+      mc_mrpc_client_reset(s->master);
+      failures = 0;
+    } else if (!rc) {
+      failures = 0;
+      if (status == MC_PING_NEED_REMOUNT) remount(s);
+    }
+    pthread_mutex_lock(&s->ping_mu);
+  }
+  pthread_mutex_unlock(&s->ping_mu);
+  return NULL;
+}
+
+static void stop_ping(struct mc_store *s) {
+  if (!s->ping_running) return;
+  pthread_mutex_lock(&s->ping_mu);
+  s->ping_stop = 1;
+  pthread_cond_broadcast(&s->ping_cv);
+  pthread_mutex_unlock(&s->ping_mu);
+  pthread_join(s->ping_th, NULL);
+  s->ping_running = 0;
+}
+
+/* ------------------------------------------------------------------ setup / teardown */
+
+static int set_name(struct mc_store *s, const char *hostname) {
+  char host[256];
+  uint16_t port = 0;
+  if (!*hostname || mc_split_host_port(hostname, host, sizeof(host), &port, 0)) {
+    LOG_ERROR("setup: invalid local_hostname '%s'", hostname);
+    return MC_INVALID_PARAMS;
+  }
+  if (port) {
+    snprintf(s->name, sizeof(s->name), "%s", hostname);
+    return 0;
+  }
+  s->port_fd = hold_port(&port);
+  if (s->port_fd < 0) return MC_INTERNAL_ERROR;
+  snprintf(s->name, sizeof(s->name), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+  return 0;
+}
+
+static const char *or_default(const char *v, const char *def) { return v ? v : def; }
+
+int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
+  uint64_t deadline = mc_now_ms() + SETUP_BUDGET_MS;
+  const char *meta = or_default(cfg->metadata_server, ""), *master = or_default(cfg->master_server_addr, "127.0.0.1:50051");
+  const char *zone = cfg->zone ? cfg->zone : or_default(getenv("MC_ZONE"), "");
+  mc_log_init_from_env();
+  snprintf(s->zone, sizeof(s->zone), "%s", zone);
+  s->client_id = mc_uuid_random();
+  int rc = set_name(s, or_default(cfg->local_hostname, ""));
+  if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
+  if (!rc) rc = connect_master(s, master, deadline);
+  if (!rc) rc = probe_metadata(meta, s->name);
+  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"));
+  if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
+  if (!rc && s->segment) rc = mount_segment(s, deadline);
+  if (!rc && s->mounted) {
+    s->ping_stop = 0;
+    s->ping_running = !pthread_create(&s->ping_th, NULL, ping_main, s);
+  }
+  if (rc) {
+    mc_store_do_teardown(s);
+    return rc;
+  }
+  s->ready = 1;
+  LOG_INFO("store client %s ready (segment %llu bytes, staging %llu bytes, master %s, metadata %s, zone '%s')", s->name,
+           (unsigned long long)s->segment_size, (unsigned long long)s->stage_size, master, meta, s->zone);
+  return 0;
+}
+
+void mc_store_do_teardown(struct mc_store *s) {
+  stop_ping(s);
+  if (s->mounted) {
+    int rc = mcli_unmount(s->master, s->seg_rec.id, s->client_id, TEARDOWN_RPC_MS);
+    if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
+    s->mounted = 0;
+  }
+  destroyTransferEngine(s->te); /* frees the segment and staging memory, deletes our metadata keys */
+  s->te = NULL;
+  mc_stage_free(s->stage);
+  s->stage = NULL;
+  s->stage_base = s->segment = NULL;
+  s->stage_size = s->segment_size = 0;
+  pthread_rwlock_wrlock(&s->reg_mu);
+  mc_free(s->regs);
+  s->regs = NULL;
+  s->nregs = s->capregs = 0;
+  pthread_rwlock_unlock(&s->reg_mu);
+  mc_mrpc_client_free(s->master);
+  s->master = NULL;
+  if (s->port_fd >= 0) close(s->port_fd);
+  s->port_fd = -1;
+  mc_segment_rec_free(&s->seg_rec);
+  memset(&s->seg_rec, 0, sizeof(s->seg_rec));
+  s->name[0] = s->te_name[0] = 0;
+  s->ready = 0;
+}
