@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -54,9 +55,8 @@ static void get_hdr(const uint8_t *b, struct hdr *h) {
 static int send_frame(int fd, uint16_t op, uint64_t id, int32_t status, const uint8_t *body, size_t len, int tmo) {
   uint8_t h[MC_MRPC_HDR];
   put_hdr(h, op, id, (uint32_t)len, status);
-  int rc = mc_sock_write_deadline(fd, h, MC_MRPC_HDR, tmo);
-  if (!rc && len) rc = mc_sock_write_deadline(fd, body, len, tmo);
-  return rc;
+  struct iovec iov[2] = {{h, MC_MRPC_HDR}, {(void *)body, len}}; /* one syscall per frame */
+  return mc_sock_writev_deadline(fd, iov, len ? 2 : 1, tmo);
 }
 
 /* ------------------------------------------------------------------ server */

@@ -170,33 +170,49 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
 int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {
   uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   char *p = buf;
-  while (n) {
-    int w = wait_fd(fd, POLLIN, deadline);
-    if (w) return w;
+  while (n) { /* try first, poll only when the socket has nothing: saves a syscall per message */
     ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
     if (r > 0) {
       p += r;
       n -= (size_t)r;
-    } else if (r == 0)
+    } else if (r == 0) {
       return -EPIPE;
-    else if (errno != EINTR && errno != EAGAIN)
+    } else if (errno == EAGAIN) {
+      int w = wait_fd(fd, POLLIN, deadline);
+      if (w) return w;
+    } else if (errno != EINTR) {
       return -errno;
+    }
   }
   return 0;
 }
 
 int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms) {
+  struct iovec iov = {(void *)buf, n};
+  return mc_sock_writev_deadline(fd, &iov, 1, timeout_ms);
+}
+
+int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_ms) {
   uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-  const char *p = buf;
-  while (n) {
-    int w = wait_fd(fd, POLLOUT, deadline);
-    if (w) return w;
-    ssize_t r = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (r > 0) {
-      p += r;
-      n -= (size_t)r;
-    } else if (r < 0 && errno != EINTR && errno != EAGAIN)
-      return -errno;
+  while (iovcnt > 0) {
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+    ssize_t w = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) return -errno;
+      int rc = wait_fd(fd, POLLOUT, deadline);
+      if (rc) return rc;
+      continue;
+    }
+    while (iovcnt > 0 && (size_t)w >= iov->iov_len) {
+      w -= (ssize_t)iov->iov_len;
+      iov++;
+      iovcnt--;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = (char *)iov->iov_base + w;
+      iov->iov_len -= (size_t)w;
+    }
   }
   return 0;
 }

@@ -27,6 +27,8 @@ int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent);
  * deadlines throughout; for sockets without SO_RCVTIMEO. */
 int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms);
 int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms);
+/* Sends all of iov (consumed) before the deadline. */
+int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_ms);
 
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */
