@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# The main job: installs what is needed, builds, and runs a single-machine setup on the embedded
-# metadata service: an HTTP metadata server, a target process contributing memory, and an initiator
-# that writes into it and reads the bytes back (first over the same-host path, then over real TCP).
+# The main job: installs what is needed, builds, and runs a working single-machine cluster on the
+# embedded metadata service: mooncake_master (with its HTTP metadata server), a storage client that
+# contributes memory to the pool, and a second client that puts and gets through it. Then a raw
+# transfer-engine round trip, over the same-host path and over real TCP. Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 BIN=build/tools
-PORT=${MC_DEMO_PORT:-8080}
+RPC_PORT=${MC_DEMO_RPC_PORT:-50051}
+META_PORT=${MC_DEMO_META_PORT:-8080}
+METRICS_PORT=${MC_DEMO_METRICS_PORT:-9003}
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-"$BIN/mooncake_http_metadata_server" --port="$PORT" --host=127.0.0.1 &
+echo "== starting mooncake_master on :$RPC_PORT (metadata server on :$META_PORT) =="
+"$BIN/mooncake_master" --rpc_port="$RPC_PORT" --enable_http_metadata_server \
+    --http_metadata_server_port="$META_PORT" --metrics_port="$METRICS_PORT" &
 pids+=($!)
-for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break; sleep 0.1; done
-META="http://127.0.0.1:$PORT/metadata"
+wait_port "$RPC_PORT" && wait_port "$META_PORT"
+META="http://127.0.0.1:$META_PORT/metadata"
+STORE=("$BIN/store_demo" --metadata_server="$META" --master_server_addr="127.0.0.1:$RPC_PORT")
+
+echo "== a storage client contributes 256 MiB to the pool =="
+"${STORE[@]}" --global_segment_size=256MB --hold_s=3600 &
+pids+=($!)
+sleep 1
+echo "== another client (contributing nothing) puts and gets through the pool =="
+"${STORE[@]}" --global_segment_size=0 put test_key hello_mooncake get test_key exist test_key size test_key
 
 run_pair() { # $1 = label, rest = env for the initiator
   local label=$1; shift
-  echo "== $label =="
+  echo "== transfer engine: $label =="
   "$BIN/te_demo" --role=target --metadata_server="$META" --local_server_name=demo-target &
   local tpid=$!
   pids+=($tpid)
