@@ -798,9 +798,11 @@ static void queue_notify(struct mc_engine *e, int32_t target, const char *name, 
 static void task_finished(struct mc_engine *e, struct mc_batch *b, struct mc_task *t) {
   int failed = atomic_load(&t->failed) > 0;
   if (failed) atomic_store(&b->any_failed, 1);
-  atomic_store(&t->state, failed ? STATUS_FAILED : STATUS_COMPLETED);
   pthread_mutex_lock(&b->mu);
+  /* pending drops before the state is published: a poller that sees the task terminal may free the
+   * batch at once (freeBatchID then waits for b->mu, which we hold until we are done with b) */
   int last = atomic_fetch_sub(&b->pending, 1) == 1;
+  atomic_store(&t->state, failed ? STATUS_FAILED : STATUS_COMPLETED);
   if (last) {
     if (b->has_notify && !atomic_load(&b->any_failed)) {
       queue_notify(e, b->notify_target, b->notify_name, b->notify_msg);
