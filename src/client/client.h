@@ -100,6 +100,11 @@ struct mc_xfer {
 /* Performs every item: own-segment ones by memcpy (bounds-checked), the rest in one TE batch.
  * Items fail independently. refresh != 0 re-reads the descriptors of the remote segments first. */
 void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh);
+/* mc_xfer_run with cached descriptors, then the failed items once more after re-reading their
+ * descriptors: a peer that restarted under the same name has a new data port. For writes (an object
+ * is invisible until PutEnd, and rewriting the same bytes is idempotent); reads fail over to another
+ * replica first instead. */
+void mc_xfer_run_retry(struct mc_store *s, struct mc_xfer *x, size_t n);
 
 /* ---- mcli.c: master RPCs (status in the frame; the codes below are store ErrorCodes) ---- */
 struct mcli_reps {

@@ -65,7 +65,7 @@ static void run_writes(struct mc_store *s, struct mc_xfer *x, size_t n) {
   size_t *wi = mc_calloc(n ? n : 1, sizeof(size_t)), k = 0;
   for (size_t j = 0; j < n; j++)
     if (x[j].endpoint) w[k] = x[j], wi[k++] = j;
-  mc_xfer_run(s, w, k, 0);
+  mc_xfer_run_retry(s, w, k);
   for (size_t j = 0; j < k; j++) x[wi[j]] = w[j];
   mc_free(wi);
   mc_free(w);

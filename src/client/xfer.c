@@ -259,3 +259,18 @@ void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh) {
   mc_free(bnc);
   mc_free(eng);
 }
+
+void mc_xfer_run_retry(struct mc_store *s, struct mc_xfer *x, size_t n) {
+  mc_xfer_run(s, x, n, 0);
+  size_t nf = 0;
+  for (size_t i = 0; i < n; i++) nf += x[i].rc == MC_TRANSFER_FAIL;
+  if (!nf) return;
+  struct mc_xfer *f = mc_calloc(nf, sizeof(*f));
+  size_t *fi = mc_calloc(nf, sizeof(size_t)), k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (x[i].rc == MC_TRANSFER_FAIL) f[k] = x[i], fi[k++] = i;
+  mc_xfer_run(s, f, nf, 1);
+  for (size_t j = 0; j < nf; j++) x[fi[j]] = f[j];
+  mc_free(fi);
+  mc_free(f);
+}

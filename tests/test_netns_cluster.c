@@ -1,0 +1,811 @@
+/* Multi-host store test in network namespaces: one mooncake_master and three storage clients, each in
+ * its own namespace with its own address on a bridge, so every byte between them crosses a (virtual)
+ * network and nothing takes the same-host shortcut (each node also gets its own MC_HOST_ID).
+ *
+ *   mc-t-<pid>   10.231.0.1   bridge mcbr0; this test process lives here (queries master and metadata)
+ *   mc-m-<pid>   10.231.0.10  mooncake_master (RPC 50051, embedded HTTP metadata 8080, --client_ttl=3)
+ *   mc-n1-<pid>  10.231.0.11  node 1: pure client (global_segment_size 0), the writer and reader
+ *   mc-n2-<pid>  10.231.0.12  node 2: storage client
+ *   mc-n3-<pid>  10.231.0.13  node 3: storage client
+ *
+ * The nodes are tests/netns_node (commands over a pipe). Checked: an object with two replicas (on nodes 2
+ * and 3) stays readable right after one holder is killed with SIGKILL (the read fails over at once, < 1 s,
+ * while the master still lists the dead segment); the dead holder's segment and its metadata keys are
+ * gone within client_ttl + 2 s; the surviving node is unaffected; the killed node restarts under the
+ * same name and serves again; and (D4) a node killed and restarted at once, while the master still holds
+ * its old incarnation and the write-once HTTP metadata server still holds its old rpc_meta key, mounts
+ * immediately and serves.
+ *
+ * Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN) and iproute2; without them it FAILS with the reason (never
+ * skips). Namespace names carry this process's pid; everything is torn down at exit (also on SIGINT/
+ * SIGTERM/SIGHUP and failed checks), and leftovers of an earlier run that died are removed at start. */
+#include <dirent.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "lib/master_client.h"
+#include "lib/proc.h"
+#include "lib/test.h"
+
+#define MiB (1024ull * 1024)
+#define CLIENT_TTL_S 3
+#define MASTER_IP "10.231.0.10"
+#define MASTER_RPC_PORT 50051
+#define META_PORT 8080
+#define NODE_PORT 12345 /* the port part of every node's name: names are "10.231.0.1<i>:12345" */
+#define CMD_TIMEOUT_MS 20000
+
+enum { NS_T, NS_M, NS_N1, NS_N2, NS_N3, NS_COUNT };
+static const char *const ns_tag[NS_COUNT] = {"t", "m", "n1", "n2", "n3"};
+static const char *const ns_ip[NS_COUNT] = {"10.231.0.1", MASTER_IP, "10.231.0.11", "10.231.0.12", "10.231.0.13"};
+
+static char ns_name[NS_COUNT][32];
+static int ns_made[NS_COUNT];
+static char ip_bin[512];
+static char *work_dir;
+
+/* Every child we started, for the teardown (async-signal-safe parts only there). */
+static volatile pid_t children[16];
+
+static void track(pid_t p) {
+  for (int i = 0; i < 16; i++)
+    if (children[i] <= 0) {
+      children[i] = p;
+      return;
+    }
+}
+
+static void untrack(pid_t p) {
+  for (int i = 0; i < 16; i++)
+    if (children[i] == p) children[i] = 0;
+}
+
+/* ------------------------------------------------------------ running ip(8) */
+
+/* fork + execv + waitpid only (also used from the signal handler). quiet: output to /dev/null. */
+static int run_argv(char *const argv[], int quiet) {
+  pid_t p = fork();
+  if (p == 0) {
+    if (quiet) {
+      int fd = open("/dev/null", O_WRONLY);
+      if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+    }
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  int st = 0;
+  if (p < 0 || waitpid(p, &st, 0) != p) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs "ip <args>" (args split on spaces); its stderr goes to ours. 0 on success. */
+static int ipc(const char *fmt, ...) {
+  char cmd[512], *argv[40] = {ip_bin}, *save = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  va_end(ap);
+  int n = 1;
+  for (char *t = strtok_r(cmd, " ", &save); t && n < 39; t = strtok_r(NULL, " ", &save)) argv[n++] = t;
+  argv[n] = NULL;
+  int rc = run_argv(argv, 0);
+  if (rc) {
+    char again[512];
+    va_start(ap, fmt);
+    vsnprintf(again, sizeof(again), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "command failed (exit %d): ip %s\n", rc, again);
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------ teardown */
+
+static void teardown(void) {
+  for (int i = 0; i < 16; i++) {
+    pid_t p = children[i];
+    if (p > 0) {
+      kill(p, SIGKILL);
+      waitpid(p, NULL, 0);
+      children[i] = 0;
+    }
+  }
+  for (int i = NS_COUNT; i-- > 0;) {
+    if (!ns_made[i]) continue;
+    char *argv[] = {ip_bin, "netns", "del", ns_name[i], NULL};
+    run_argv(argv, 1);
+    ns_made[i] = 0;
+  }
+}
+
+static void on_signal(int sig) {
+  teardown();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Namespaces "mc-<tag>-<pid>" whose pid is gone: left by a run that was killed. Their processes (if any
+ * survived) are killed, then the names removed. */
+static void clean_stale(void) {
+  DIR *d = opendir("/run/netns");
+  for (struct dirent *e; d && (e = readdir(d));) {
+    int pid = 0, ours = 0;
+    for (int i = 0; i < NS_COUNT && !ours; i++) {
+      char prefix[16];
+      int len = snprintf(prefix, sizeof(prefix), "mc-%s-", ns_tag[i]);
+      char *end = NULL;
+      if (strncmp(e->d_name, prefix, (size_t)len)) continue;
+      pid = (int)strtol(e->d_name + len, &end, 10);
+      ours = pid > 0 && end && !*end;
+    }
+    if (!ours || (kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    char path[300];
+    snprintf(path, sizeof(path), "/run/netns/%s", e->d_name);
+    struct stat ns;
+    if (stat(path, &ns) == 0) { /* processes still inside: compare /proc/<p>/ns/net */
+      DIR *pd = opendir("/proc");
+      for (struct dirent *pe; pd && (pe = readdir(pd));) {
+        char np[300];
+        struct stat st;
+        int victim = atoi(pe->d_name);
+        snprintf(np, sizeof(np), "/proc/%s/ns/net", pe->d_name);
+        if (victim > 1 && !stat(np, &st) && st.st_ino == ns.st_ino && st.st_dev == ns.st_dev) {
+          fprintf(stderr, "stale namespace %s: killing leftover pid %d\n", e->d_name, victim);
+          kill(victim, SIGKILL);
+        }
+      }
+      if (pd) closedir(pd);
+    }
+    fprintf(stderr, "removing stale namespace %s (its test process %d is gone)\n", e->d_name, pid);
+    char *argv[] = {ip_bin, "netns", "del", e->d_name, NULL};
+    run_argv(argv, 1);
+  }
+  if (d) closedir(d);
+}
+
+/* ------------------------------------------------------------ topology */
+
+static int enter_ns(const char *name) {
+  char path[300];
+  snprintf(path, sizeof(path), "/run/netns/%s", name);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = setns(fd, CLONE_NEWNET);
+  close(fd);
+  return rc;
+}
+
+/* Builds the namespaces and the bridge, and moves this process into mc-t. 0, or -1 with the reason. */
+static int topology_up(void) {
+  if (geteuid() != 0) {
+    fprintf(stderr, "FAIL: test_netns_cluster needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network "
+                    "namespaces; running as uid %d. Run it as root (CI does).\n", (int)geteuid());
+    return -1;
+  }
+  char *ip = mc_tp_which("ip");
+  if (!ip) {
+    fprintf(stderr, "FAIL: the 'ip' command (iproute2) is not installed; test_netns_cluster needs it to build "
+                    "network namespaces\n");
+    return -1;
+  }
+  snprintf(ip_bin, sizeof(ip_bin), "%s", ip);
+  free(ip);
+  clean_stale();
+  for (int i = 0; i < NS_COUNT; i++) {
+    snprintf(ns_name[i], sizeof(ns_name[i]), "mc-%s-%d", ns_tag[i], (int)getpid());
+    if (ipc("netns add %s", ns_name[i])) {
+      fprintf(stderr, "FAIL: cannot create network namespace %s (see the ip error above; needs CAP_SYS_ADMIN "
+                      "and a writable /run/netns)\n", ns_name[i]);
+      return -1;
+    }
+    ns_made[i] = 1;
+  }
+  const char *t = ns_name[NS_T];
+  if (ipc("-n %s link set lo up", t) || ipc("-n %s link add mcbr0 type bridge", t) ||
+      ipc("-n %s addr add %s/24 dev mcbr0", t, ns_ip[NS_T]) || ipc("-n %s link set mcbr0 up", t)) {
+    fprintf(stderr, "FAIL: cannot create the bridge in %s (needs CAP_NET_ADMIN and bridge support)\n", t);
+    return -1;
+  }
+  for (int i = NS_M; i < NS_COUNT; i++) {
+    const char *n = ns_name[i];
+    if (ipc("-n %s link add v-%s type veth peer name eth0 netns %s", t, ns_tag[i], n) ||
+        ipc("-n %s link set v-%s master mcbr0", t, ns_tag[i]) || ipc("-n %s link set v-%s up", t, ns_tag[i]) ||
+        ipc("-n %s addr add %s/24 dev eth0", n, ns_ip[i]) || ipc("-n %s link set eth0 up", n) ||
+        ipc("-n %s link set lo up", n)) {
+      fprintf(stderr, "FAIL: cannot wire namespace %s to the bridge (veth support needed)\n", n);
+      return -1;
+    }
+  }
+  if (enter_ns(t)) {
+    fprintf(stderr, "FAIL: setns(%s): %s\n", t, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ processes in namespaces */
+
+/* Starts argv in namespace ns with extra environment entries; stdin/stdout are pipes when to/from are
+ * given (else /dev/null and the log); stderr always goes to log (appended). The pid, or -1. */
+static pid_t spawn_in(const char *ns, char *const argv[], char *const extra_env[], const char *log, int *to,
+                      int *from) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2];
+  if ((to && pipe2(in, O_CLOEXEC)) || (from && pipe2(out, O_CLOEXEC)) || pipe2(err, O_CLOEXEC)) return -1;
+  char **env = mc_tp_env_(extra_env);
+  pid_t p = fork();
+  if (p == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int e = enter_ns(ns) ? errno : 0;
+    int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int nul = open("/dev/null", O_RDWR);
+    dup2(to ? in[0] : nul, 0);
+    dup2(from ? out[1] : lfd, 1);
+    dup2(lfd, 2);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (!e) execve(argv[0], argv, env);
+    e = e ? e : errno;
+    ssize_t w = write(err[1], &e, sizeof(e));
+    (void)w;
+    _exit(127);
+  }
+  free(env);
+  close(err[1]);
+  if (to) close(in[0]);
+  if (from) close(out[1]);
+  int e = 0;
+  if (p > 0 && read(err[0], &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+    fprintf(stderr, "FAIL: cannot start %s in %s: %s\n", argv[0], ns, strerror(e));
+    waitpid(p, NULL, 0);
+    p = -1;
+  }
+  close(err[0]);
+  if (p > 0) track(p);
+  if (to) *to = p > 0 ? in[1] : (close(in[1]), -1);
+  if (from) *from = p > 0 ? out[0] : (close(out[0]), -1);
+  return p;
+}
+
+static int connect_to(const char *ip, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, ip, &a.sin_addr);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+static int wait_listen(const char *ip, int port, long timeout_ms, pid_t pid) {
+  long deadline = mc_tp_now_ms() + timeout_ms;
+  while (mc_tp_now_ms() < deadline && !mc_tp_exited(pid)) {
+    int fd = connect_to(ip, port);
+    if (fd >= 0) return close(fd), 0;
+    mc_tp_sleep_ms(20);
+  }
+  return -1;
+}
+
+/* GET on the master's HTTP metadata server: the status, the body into body (NUL-terminated). */
+static int meta_get(const char *key, char *body, size_t cap) {
+  char req[600], resp[8192];
+  snprintf(req, sizeof(req), "GET /metadata?key=%s HTTP/1.0\r\nHost: %s\r\n\r\n", key, MASTER_IP);
+  int fd = connect_to(MASTER_IP, META_PORT);
+  if (fd < 0) return -1;
+  struct timeval tv = {3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  size_t got = 0;
+  if (send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) return close(fd), -1;
+  for (ssize_t n; got + 1 < sizeof(resp) && (n = recv(fd, resp + got, sizeof(resp) - 1 - got, 0)) > 0;)
+    got += (size_t)n;
+  close(fd);
+  resp[got] = 0;
+  const char *b = strstr(resp, "\r\n\r\n");
+  if (body) snprintf(body, cap, "%s", b ? b + 4 : "");
+  return mc_tp_http_status(resp);
+}
+
+/* ------------------------------------------------------------ the master */
+
+static pid_t master_pid = -1;
+static char master_log[600];
+
+static int master_up(void) {
+  const char *bin_dir = getenv("MC_TEST_BIN_DIR");
+  char bin[600], ttl[32], rpc[32], addr[64], meta[64];
+  snprintf(bin, sizeof(bin), "%s/mooncake_master", bin_dir ? bin_dir : ".");
+  snprintf(rpc, sizeof(rpc), "--rpc_port=%d", MASTER_RPC_PORT);
+  snprintf(addr, sizeof(addr), "--rpc_address=%s", MASTER_IP);
+  snprintf(meta, sizeof(meta), "--http_metadata_server_port=%d", META_PORT);
+  snprintf(ttl, sizeof(ttl), "--client_ttl=%d", CLIENT_TTL_S);
+  char *argv[] = {bin, rpc, addr, "--enable_http_metadata_server", meta, "--metrics_port=9003", ttl, NULL};
+  snprintf(master_log, sizeof(master_log), "%s/master.log", work_dir);
+  if (access(bin, X_OK)) {
+    fprintf(stderr, "FAIL: %s not found (MC_TEST_BIN_DIR=%s)\n", bin, bin_dir ? bin_dir : "(unset)");
+    return -1;
+  }
+  master_pid = spawn_in(ns_name[NS_M], argv, NULL, master_log, NULL, NULL);
+  if (master_pid <= 0 || wait_listen(MASTER_IP, MASTER_RPC_PORT, 15000, master_pid) ||
+      wait_listen(MASTER_IP, META_PORT, 15000, master_pid)) {
+    fprintf(stderr, "FAIL: mooncake_master did not start listening on %s:%d and :%d in %s\n", MASTER_IP,
+            MASTER_RPC_PORT, META_PORT, ns_name[NS_M]);
+    mc_tp_dump_log(master_log);
+    return -1;
+  }
+  return 0;
+}
+
+/* Segments known to the master. */
+struct segs {
+  uint32_t n;
+  char name[8][64], client[8][40], probe[8][64], host[8][64];
+  uint8_t state[8];
+};
+
+static struct mc_mrpc_client *mcli;
+
+static int query_segments(struct segs *q) {
+  struct mc_wbuf w = {0}, rep;
+  memset(q, 0, sizeof(*q));
+  int rc = mt_call(mcli, MC_OP_QUERY_SEGMENTS, &w, &rep);
+  if (rc) return rc;
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, rep.p, rep.len);
+  uint32_t n = mc_r_u32(&r);
+  for (uint32_t i = 0; i < n && !r.err; i++) {
+    struct mc_segment_rec s;
+    mc_get_segment(&r, &s);
+    char *cid = mc_r_str(&r);
+    uint8_t st = mc_r_u8(&r);
+    mc_r_u64(&r);
+    if (i < 8 && !r.err) {
+      snprintf(q->name[i], 64, "%s", s.name ? s.name : "");
+      snprintf(q->client[i], 40, "%s", cid ? cid : "");
+      snprintf(q->probe[i], 64, "%s", s.probe_addr ? s.probe_addr : "");
+      snprintf(q->host[i], 64, "%s", s.host_id ? s.host_id : "");
+      q->state[i] = st;
+    }
+    mc_free(cid);
+    mc_segment_rec_free(&s);
+  }
+  q->n = n < 8 ? n : 8;
+  if (r.err) rc = -9999;
+  mc_w_free(&rep);
+  return rc;
+}
+
+static int seg_index(const struct segs *q, const char *name) {
+  for (uint32_t i = 0; i < q->n; i++)
+    if (!strcmp(q->name[i], name)) return (int)i;
+  return -1;
+}
+
+/* The segment names of key's readable replicas, in the master's order; count or a negative status. */
+static int replicas(const char *key, char names[][64], int max) {
+  struct mc_replica_rec *reps = NULL;
+  uint32_t n = 0;
+  int rc = mt_get(mcli, key, &reps, &n, NULL);
+  if (rc) return rc;
+  for (uint32_t i = 0; i < n && (int)i < max; i++) snprintf(names[i], 64, "%s", reps[i].segment_name);
+  mc_replicas_free(reps, n);
+  return (int)n;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+struct node {
+  int idx; /* 1..3 */
+  pid_t pid;
+  int to, from;
+  char rbuf[4096];
+  size_t rlen;
+  char name[64], log[600];
+  long setup_ms;
+};
+
+static struct node nodes[4];
+
+/* One line from the node (without '\n'), waiting at most timeout_ms. 0, or -1 on EOF/timeout. */
+static int node_line(struct node *n, char *line, size_t cap, long timeout_ms) {
+  long deadline = mc_tp_now_ms() + timeout_ms;
+  for (;;) {
+    char *nl = memchr(n->rbuf, '\n', n->rlen);
+    if (nl) {
+      size_t len = (size_t)(nl - n->rbuf);
+      snprintf(line, cap, "%.*s", (int)len, n->rbuf);
+      memmove(n->rbuf, nl + 1, n->rlen - len - 1);
+      n->rlen -= len + 1;
+      return 0;
+    }
+    long left = deadline - mc_tp_now_ms();
+    if (left <= 0 || n->rlen + 1 >= sizeof(n->rbuf)) return -1;
+    struct pollfd p = {.fd = n->from, .events = POLLIN};
+    if (poll(&p, 1, (int)left) <= 0) continue;
+    ssize_t r = read(n->from, n->rbuf + n->rlen, sizeof(n->rbuf) - 1 - n->rlen);
+    if (r <= 0) return -1;
+    n->rlen += (size_t)r;
+  }
+}
+
+/* Starts node idx (1..3) in its namespace under the name "<ip>:12345". 0, or -1 (log dumped). */
+static int node_start(int idx, uint64_t gss) {
+  struct node *n = &nodes[idx];
+  const char *ip = ns_ip[NS_N1 + idx - 1];
+  memset(n, 0, sizeof(*n));
+  n->idx = idx;
+  n->pid = -1;
+  snprintf(n->log, sizeof(n->log), "%s/node%d.log", work_dir, idx);
+  const char *self = getenv("MC_NETNS_NODE");
+  char bin[600], host[64], meta[128], master[64], gs[32], bs[32], bind[64], hid[64];
+  if (self && *self) {
+    snprintf(bin, sizeof(bin), "%s", self);
+  } else { /* next to this binary */
+    ssize_t k = readlink("/proc/self/exe", bin, sizeof(bin) - 16);
+    bin[k > 0 ? k : 0] = 0;
+    char *slash = strrchr(bin, '/');
+    snprintf(slash ? slash + 1 : bin, 16, "netns_node");
+  }
+  snprintf(host, sizeof(host), "%s:%d", ip, NODE_PORT);
+  snprintf(meta, sizeof(meta), "http://%s:%d/metadata", MASTER_IP, META_PORT);
+  snprintf(master, sizeof(master), "%s:%d", MASTER_IP, MASTER_RPC_PORT);
+  snprintf(gs, sizeof(gs), "%llu", (unsigned long long)gss);
+  snprintf(bs, sizeof(bs), "%llu", (unsigned long long)(8 * MiB));
+  snprintf(bind, sizeof(bind), "MC_TCP_BIND_ADDRESS=%s", ip);
+  snprintf(hid, sizeof(hid), "MC_HOST_ID=netns-node%d-%d", idx, (int)getpid());
+  char *argv[] = {bin, host, meta, master, gs, bs, NULL};
+  char *env[] = {bind, hid, "MC_LOG_LEVEL=INFO", NULL};
+  n->pid = spawn_in(ns_name[NS_N1 + idx - 1], argv, env, n->log, &n->to, &n->from);
+  if (n->pid <= 0) return -1;
+  char line[512];
+  int rc = -1;
+  if (node_line(n, line, sizeof(line), 15000) == 0) {
+    if (sscanf(line, "READY %63s %ld", n->name, &n->setup_ms) == 2) rc = 0;
+    else fprintf(stderr, "node %d did not set up: %s\n", idx, line);
+  } else {
+    fprintf(stderr, "node %d: no READY line within 15 s\n", idx);
+  }
+  if (rc) mc_tp_dump_log(n->log);
+  return rc;
+}
+
+/* Sends one command; returns the node's integer answer (-99999 when it does not answer), *us its time. */
+static long long node_cmd(struct node *n, long long *us, const char *fmt, ...) {
+  char cmd[1024], line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(cmd, sizeof(cmd) - 1, fmt, ap);
+  va_end(ap);
+  if (len < 0 || len >= (int)sizeof(cmd) - 1) len = (int)sizeof(cmd) - 2; /* never: commands are short */
+  cmd[len++] = '\n';
+  if (us) *us = -1;
+  if (n->pid <= 0 || write(n->to, cmd, (size_t)len) != len || node_line(n, line, sizeof(line), CMD_TIMEOUT_MS)) {
+    fprintf(stderr, "node %d does not answer '%.*s'\n", n->idx, len - 1, cmd);
+    return -99999;
+  }
+  long long rc = -99999, t = -1;
+  sscanf(line, "%lld %lld", &rc, &t);
+  if (us) *us = t;
+  return rc;
+}
+
+static void node_kill(struct node *n) {
+  if (n->pid <= 0) return;
+  kill(n->pid, SIGKILL);
+  waitpid(n->pid, NULL, 0);
+  untrack(n->pid);
+  n->pid = -1;
+  close(n->to);
+  close(n->from);
+}
+
+/* QUIT and wait; returns the exit status (or -1). */
+static int node_quit(struct node *n) {
+  if (n->pid <= 0) return -1;
+  ssize_t w = write(n->to, "QUIT\n", 5);
+  (void)w;
+  int st = -1;
+  long deadline = mc_tp_now_ms() + 10000;
+  while (mc_tp_now_ms() < deadline && waitpid(n->pid, &st, WNOHANG) == 0) mc_tp_sleep_ms(10);
+  if (mc_tp_now_ms() >= deadline) {
+    fprintf(stderr, "node %d did not exit after QUIT\n", n->idx);
+    node_kill(n);
+    return -1;
+  }
+  untrack(n->pid);
+  n->pid = -1;
+  close(n->to);
+  close(n->from);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_has(const char *path, const char *needle) {
+  FILE *f = fopen(path, "r");
+  char line[2048];
+  int found = 0;
+  while (f && !found && fgets(line, sizeof(line), f)) found = strstr(line, needle) != NULL;
+  if (f) fclose(f);
+  return found;
+}
+
+/* ------------------------------------------------------------ the scenario */
+
+#define NOBJ 6
+static uint64_t obj_size(int i) { return 1 * MiB + 4099u * (unsigned)i; }
+
+static long phase_t0;
+static void phase(const char *what) {
+  fprintf(stderr, "  [%6.2f s] %s\n", (mc_tp_now_ms() - phase_t0) / 1000.0, what);
+}
+
+static void scenario(void) {
+  phase_t0 = mc_tp_now_ms();
+  REQUIRE(master_up() == 0);
+  mcli = mc_mrpc_client_new(MASTER_IP, MASTER_RPC_PORT, 3000, 10000);
+  REQUIRE(mcli);
+  phase("master up in its namespace");
+
+  /* ---- three nodes on three addresses; 2 and 3 hold memory, 1 is a pure client ---- */
+  REQUIRE(node_start(2, 64 * MiB) == 0);
+  REQUIRE(node_start(3, 64 * MiB) == 0);
+  REQUIRE(node_start(1, 0) == 0);
+  for (int i = 1; i <= 3; i++) {
+    char want[64];
+    snprintf(want, sizeof(want), "%s:%d", ns_ip[NS_N1 + i - 1], NODE_PORT);
+    CHECK_STR(nodes[i].name, want);
+    fprintf(stderr, "  node %d = %s (setup %ld ms)\n", i, nodes[i].name, nodes[i].setup_ms);
+  }
+  struct segs q;
+  CHECK_EQ(query_segments(&q), 0);
+  CHECK_EQ(q.n, 2);
+  for (int i = 2; i <= 3; i++) {
+    int k = seg_index(&q, nodes[i].name);
+    CHECK(k >= 0);
+    if (k < 0) continue;
+    char ipc_[32];
+    snprintf(ipc_, sizeof(ipc_), "%s:", ns_ip[NS_N1 + i - 1]);
+    CHECK(!strncmp(q.probe[k], ipc_, strlen(ipc_))); /* its engine advertises its own address */
+    CHECK_EQ(q.state[k], MC_SEG_OK);
+  }
+  CHECK(q.n == 2 && strcmp(q.host[0], q.host[1]) != 0); /* distinct hosts: no shared-memory path */
+  phase("nodes up: node1 pure client, node2/node3 storage");
+
+  /* ---- objects with two replicas, written by node 1: both land on nodes 2 and 3 ---- */
+  char key[64], r[4][64];
+  for (int i = 0; i < NOBJ; i++) {
+    snprintf(key, sizeof(key), "obj-%d", i);
+    CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT %s %llu %d 2", key, (unsigned long long)obj_size(i), 10 + i), 0);
+    int nr = replicas(key, r, 4);
+    CHECK_EQ(nr, 2);
+    CHECK(nr == 2 && strcmp(r[0], r[1]) && (!strcmp(r[0], nodes[2].name) || !strcmp(r[0], nodes[3].name)) &&
+          (!strcmp(r[1], nodes[2].name) || !strcmp(r[1], nodes[3].name)));
+    for (int n = 1; n <= 3; n++)
+      CHECK_EQ(node_cmd(&nodes[n], NULL, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 10 + i),
+               (long long)obj_size(i));
+  }
+  phase("6 objects x 2 replicas written by node1, read back by every node");
+
+  /* ---- SIGKILL the holder node 1 reads obj-0 from first (the master's first replica) ---- */
+  REQUIRE(replicas("obj-0", r, 4) == 2);
+  int victim = !strcmp(r[0], nodes[2].name) ? 2 : 3, survivor = 5 - victim;
+  char victim_name[64], victim_client[40] = "";
+  snprintf(victim_name, sizeof(victim_name), "%s", nodes[victim].name);
+  CHECK_EQ(query_segments(&q), 0);
+  if (seg_index(&q, victim_name) >= 0) snprintf(victim_client, sizeof(victim_client), "%s", q.client[seg_index(&q, victim_name)]);
+  fprintf(stderr, "  killing node %d (%s) with SIGKILL; node %d survives\n", victim, victim_name, survivor);
+  long t_kill = mc_tp_now_ms();
+  node_kill(&nodes[victim]);
+  long long us, worst_us = 0;
+  long wall0 = mc_tp_now_ms();
+  CHECK_EQ(node_cmd(&nodes[1], &us, "GET obj-0 %llu 10", (unsigned long long)obj_size(0)), (long long)obj_size(0));
+  long first_wall = mc_tp_now_ms() - wall0;
+  fprintf(stderr, "  first read after the kill (fails over from the dead holder): %lld us in node1, %ld ms round "
+                  "trip, %ld ms after the kill\n", us, first_wall, mc_tp_now_ms() - t_kill);
+  CHECK(us >= 0 && us < 1000000);
+  CHECK(first_wall < 1000);
+  for (int i = 0; i < NOBJ; i++) {
+    snprintf(key, sizeof(key), "obj-%d", i);
+    CHECK_EQ(node_cmd(&nodes[1], &us, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 10 + i),
+             (long long)obj_size(i));
+    if (us > worst_us) worst_us = us;
+    CHECK_EQ(node_cmd(&nodes[survivor], NULL, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 10 + i),
+             (long long)obj_size(i));
+  }
+  CHECK(worst_us < 1000000);
+  long since_kill = mc_tp_now_ms() - t_kill;
+  CHECK_EQ(query_segments(&q), 0);
+  fprintf(stderr, "  all %d objects read by node1 (slowest %lld us) and node %d; %ld ms after the kill the master "
+                  "%s the dead segment\n", NOBJ, worst_us, survivor, since_kill,
+          seg_index(&q, victim_name) >= 0 ? "still lists" : "no longer lists");
+  if (since_kill < 1500) CHECK(seg_index(&q, victim_name) >= 0); /* failover, not expiry */
+  phase("reads failed over at once");
+
+  /* ---- the dead holder's segment disappears within client_ttl (+2 s slack) ---- */
+  long gone_at = -1;
+  while (mc_tp_now_ms() - t_kill < (CLIENT_TTL_S + 2) * 1000L) {
+    if (query_segments(&q) == 0 && seg_index(&q, victim_name) < 0) {
+      gone_at = mc_tp_now_ms() - t_kill;
+      break;
+    }
+    mc_tp_sleep_ms(50);
+  }
+  fprintf(stderr, "  dead segment gone from the master %ld ms after the kill (client_ttl %d s)\n", gone_at,
+          CLIENT_TTL_S);
+  CHECK(gone_at >= 0);
+  CHECK_EQ(q.n, 1);
+  CHECK(q.n == 1 && !strcmp(q.name[0], nodes[survivor].name));
+  /* D4 cleanup: its TE metadata keys are deleted with it */
+  char mkey[200], body[1024];
+  int st_rpc = 0, st_ram = 0;
+  for (long t = mc_tp_now_ms(); mc_tp_now_ms() - t < 2000; mc_tp_sleep_ms(50)) {
+    snprintf(mkey, sizeof(mkey), "mooncake/rpc_meta/%s", victim_name);
+    st_rpc = meta_get(mkey, body, sizeof(body));
+    snprintf(mkey, sizeof(mkey), "mooncake/ram/%s", victim_name);
+    st_ram = meta_get(mkey, body, sizeof(body));
+    if (st_rpc == 404 && st_ram == 404) break;
+  }
+  CHECK_EQ(st_rpc, 404);
+  CHECK_EQ(st_ram, 404);
+  for (int i = 0; i < NOBJ; i++) {
+    snprintf(key, sizeof(key), "obj-%d", i);
+    int nr = replicas(key, r, 4);
+    CHECK_EQ(nr, 1);
+    CHECK(nr == 1 && !strcmp(r[0], nodes[survivor].name));
+  }
+  phase("dead segment expired, its metadata keys deleted, replicas dropped");
+
+  /* ---- the other clients are unaffected ---- */
+  CHECK(!mc_tp_exited(nodes[survivor].pid));
+  CHECK(!mc_tp_exited(nodes[1].pid));
+  for (int i = 0; i < 3; i++) {
+    snprintf(key, sizeof(key), "after-%d", i);
+    CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT %s %llu %d 2", key, (unsigned long long)obj_size(i), 30 + i), 0);
+    int nr = replicas(key, r, 4);
+    CHECK_EQ(nr, 1); /* best effort: only one live segment */
+    CHECK(nr == 1 && !strcmp(r[0], nodes[survivor].name));
+    CHECK_EQ(node_cmd(&nodes[1], NULL, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 30 + i),
+             (long long)obj_size(i));
+    CHECK_EQ(node_cmd(&nodes[survivor], NULL, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 30 + i),
+             (long long)obj_size(i));
+  }
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "EXIST obj-0"), 1);
+  CHECK_EQ(node_cmd(&nodes[survivor], NULL, "PUT own-0 4096 50 1 %s", nodes[survivor].name), 0);
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "GET own-0 4096 50"), 4096);
+  phase("node1 and the survivor keep writing and reading");
+
+  /* ---- the killed node restarts under the same name and serves again ---- */
+  REQUIRE(node_start(victim, 64 * MiB) == 0);
+  CHECK_STR(nodes[victim].name, victim_name);
+  fprintf(stderr, "  node %d restarted as %s (setup %ld ms)\n", victim, nodes[victim].name, nodes[victim].setup_ms);
+  CHECK_EQ(query_segments(&q), 0);
+  CHECK_EQ(q.n, 2);
+  CHECK(seg_index(&q, victim_name) >= 0 && strcmp(q.client[seg_index(&q, victim_name)], victim_client));
+  /* node1 read from the old incarnation before the kill, so its engine still caches that descriptor (data
+   * port, buffers) under this name: its first write there runs the put path with a stale descriptor */
+  CHECK_EQ(node_cmd(&nodes[1], &us, "PUT re-0 %llu 60 1 %s", (unsigned long long)obj_size(0), victim_name), 0);
+  fprintf(stderr, "  node1's first put onto the restarted node: %lld us\n", us);
+  CHECK(replicas("re-0", r, 4) == 1 && !strcmp(r[0], victim_name));
+  CHECK_EQ(node_cmd(&nodes[1], &us, "GET re-0 %llu 60", (unsigned long long)obj_size(0)), (long long)obj_size(0));
+  fprintf(stderr, "  node1 read from the restarted node: %lld us\n", us);
+  CHECK_EQ(node_cmd(&nodes[survivor], NULL, "GET re-0 %llu 60", (unsigned long long)obj_size(0)),
+           (long long)obj_size(0));
+  CHECK_EQ(node_cmd(&nodes[victim], NULL, "GET re-0 %llu 60", (unsigned long long)obj_size(0)), (long long)obj_size(0));
+  CHECK_EQ(node_cmd(&nodes[victim], NULL, "PUT re-v 65536 63 1 %s", victim_name), 0); /* into its own segment */
+  CHECK(replicas("re-v", r, 4) == 1 && !strcmp(r[0], victim_name));
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "GET re-v 65536 63"), 65536);
+  CHECK_EQ(node_cmd(&nodes[survivor], NULL, "GET re-v 65536 63"), 65536);
+  CHECK_EQ(node_cmd(&nodes[victim], NULL, "GET obj-1 %llu 11", (unsigned long long)obj_size(1)), (long long)obj_size(1));
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT re-1 %llu 61 2", (unsigned long long)obj_size(1)), 0);
+  CHECK_EQ(replicas("re-1", r, 4), 2);
+  CHECK_EQ(node_cmd(&nodes[victim], NULL, "PUT re-2 %llu 62 2", (unsigned long long)obj_size(2)), 0);
+  CHECK_EQ(replicas("re-2", r, 4), 2);
+  for (int n = 1; n <= 3; n++) {
+    CHECK_EQ(node_cmd(&nodes[n], NULL, "GET re-1 %llu 61", (unsigned long long)obj_size(1)), (long long)obj_size(1));
+    CHECK_EQ(node_cmd(&nodes[n], NULL, "GET re-2 %llu 62", (unsigned long long)obj_size(2)), (long long)obj_size(2));
+  }
+  phase("restarted node serves puts and gets again");
+
+  /* ---- D4: kill the other holder and restart it at once, before its old incarnation expires; the
+   *      master still lists it and the write-once metadata server still holds its rpc_meta key ---- */
+  int d4 = survivor;
+  char d4_name[64], d4_client[40] = "", old_rpc[256] = "";
+  snprintf(d4_name, sizeof(d4_name), "%s", nodes[d4].name);
+  snprintf(mkey, sizeof(mkey), "mooncake/rpc_meta/%s", d4_name);
+  CHECK_EQ(meta_get(mkey, old_rpc, sizeof(old_rpc)), 200);
+  CHECK_EQ(query_segments(&q), 0);
+  if (seg_index(&q, d4_name) >= 0) snprintf(d4_client, sizeof(d4_client), "%s", q.client[seg_index(&q, d4_name)]);
+  long t_kill2 = mc_tp_now_ms();
+  node_kill(&nodes[d4]);
+  CHECK_EQ(meta_get(mkey, body, sizeof(body)), 200); /* the old incarnation's key is still there */
+  CHECK_STR(body, old_rpc);
+  CHECK_EQ(query_segments(&q), 0);
+  CHECK(seg_index(&q, d4_name) >= 0 && !strcmp(q.client[seg_index(&q, d4_name)], d4_client));
+  REQUIRE(node_start(d4, 64 * MiB) == 0);
+  long restart_ms = mc_tp_now_ms() - t_kill2;
+  CHECK_STR(nodes[d4].name, d4_name);
+  fprintf(stderr, "  node %d killed and restarted under %s: ready %ld ms after the kill (setup %ld ms), "
+                  "old rpc_meta %s\n", d4, d4_name, restart_ms, nodes[d4].setup_ms, old_rpc);
+  CHECK(nodes[d4].setup_ms < 2000);
+  CHECK(restart_ms < CLIENT_TTL_S * 1000L); /* it did not wait for the old incarnation to expire */
+  CHECK_EQ(query_segments(&q), 0);
+  CHECK_EQ(q.n, 2);
+  int k4 = seg_index(&q, d4_name);
+  CHECK(k4 >= 0 && strcmp(q.client[k4], d4_client) != 0); /* the new incarnation holds the name */
+  CHECK_EQ(meta_get(mkey, body, sizeof(body)), 200);
+  fprintf(stderr, "  rpc_meta now %s\n", body);
+  CHECK(file_has(nodes[d4].log, "replacing stale"));  /* the engine replaced the write-once key */
+  char held[128];
+  snprintf(held, sizeof(held), "segment_name=%s is held by client_id=%s", d4_name, d4_client);
+  CHECK(file_has(master_log, held));
+  CHECK(file_has(master_log, "no answer, unmounting its segments"));
+  /* objects whose only replica lived in the old incarnation are gone; the rest fail over */
+  long long gone = node_cmd(&nodes[1], NULL, "GET after-0 %llu 30", (unsigned long long)obj_size(0));
+  fprintf(stderr, "  object only on the old incarnation: GET -> %lld\n", gone);
+  CHECK(gone == -704);
+  for (int n = 1; n <= 3; n++)
+    CHECK_EQ(node_cmd(&nodes[n], NULL, "GET re-1 %llu 61", (unsigned long long)obj_size(1)), (long long)obj_size(1));
+  /* node1 still caches the old incarnation's descriptor: first a read of an object held only by the new one */
+  CHECK_EQ(node_cmd(&nodes[d4], NULL, "PUT d4-own 65536 72 1 %s", d4_name), 0);
+  CHECK(replicas("d4-own", r, 4) == 1 && !strcmp(r[0], d4_name));
+  CHECK_EQ(node_cmd(&nodes[1], &us, "GET d4-own 65536 72"), 65536);
+  fprintf(stderr, "  node1's first read from the new incarnation: %lld us\n", us);
+  CHECK(us >= 0 && us < 1000000);
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT d4-0 %llu 70 1 %s", (unsigned long long)obj_size(3), d4_name), 0);
+  CHECK(replicas("d4-0", r, 4) == 1 && !strcmp(r[0], d4_name));
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT d4-1 %llu 71 2", (unsigned long long)obj_size(4)), 0);
+  CHECK_EQ(replicas("d4-1", r, 4), 2);
+  for (int n = 1; n <= 3; n++) {
+    CHECK_EQ(node_cmd(&nodes[n], NULL, "GET d4-0 %llu 70", (unsigned long long)obj_size(3)), (long long)obj_size(3));
+    CHECK_EQ(node_cmd(&nodes[n], NULL, "GET d4-1 %llu 71", (unsigned long long)obj_size(4)), (long long)obj_size(4));
+  }
+  phase("D4 restart with the old rpc_meta key: mounted at once, serves");
+
+  /* ---- every byte crossed the network path ---- */
+  CHECK(file_has(nodes[1].log, "protocol=tcp"));
+  CHECK(!file_has(nodes[1].log, "protocol=shm"));
+  for (int n = 1; n <= 3; n++) CHECK_EQ(node_quit(&nodes[n]), 0);
+  int st = mc_tp_stop(master_pid, 5000);
+  untrack(master_pid);
+  master_pid = -1;
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  phase("clean shutdown");
+}
+
+static void test_netns_cluster(void) {
+  long t0 = mc_tp_now_ms();
+  work_dir = mc_tp_mkdtemp("netns");
+  REQUIRE(work_dir);
+  int before = mc_test_failures;
+  if (topology_up()) {
+    mc_test_failures++;
+  } else {
+    scenario();
+  }
+  if (mc_test_failures != before) {
+    if (master_log[0]) mc_tp_dump_log(master_log);
+    for (int i = 1; i <= 3; i++)
+      if (nodes[i].log[0]) mc_tp_dump_log(nodes[i].log);
+  }
+  if (mcli) mc_mrpc_client_free(mcli);
+  mcli = NULL;
+  teardown();
+  for (int i = 0; i < NS_COUNT; i++) { /* nothing of ours is left behind */
+    char path[300];
+    snprintf(path, sizeof(path), "/run/netns/%s", ns_name[i]);
+    if (ns_name[i][0]) CHECK(access(path, F_OK) != 0);
+  }
+  mc_tp_rmrf(work_dir);
+  free(work_dir);
+  fprintf(stderr, "  total %.2f s\n", (mc_tp_now_ms() - t0) / 1000.0);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGHUP, on_signal);
+  atexit(teardown);
+  static const struct mc_test_case cases[] = {TEST_CASE(test_netns_cluster)};
+  return mc_test_run(cases, 1, argc, argv);
+}
