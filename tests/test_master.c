@@ -779,8 +779,142 @@ static void test_throughput(void) {
   env_stop(&e);
 }
 
+/* ------------------------------------------------------------------ upsert (master.md §2.4) */
+
+static uint64_t seg_used(struct mc_mrpc_client *c) {
+  uint32_t count = 0;
+  uint64_t used[1] = {~0ull};
+  CHECK_EQ(mt_query_segments(c, &count, NULL, NULL, used, 1), 0);
+  return used[0];
+}
+
+static void test_upsert(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0); /* default timeouts: discard 30 s, release 600 s */
+  struct mc_uuid a = mt_id(1), b = mt_id(2);
+  struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
+  CHECK_EQ(mt_mount(e.c, a, &s), 0);
+  struct mc_put_config cfg = mt_cfg(1);
+  struct mc_replica_rec *reps = NULL;
+  uint32_t n = 0;
+  /* absent key: as PutStart */
+  CHECK_EQ(mt_upsert_start(e.c, a, "u", 1000, &cfg, &reps, &n), 0);
+  REQUIRE(n == 1);
+  uint64_t addr = reps[0].address;
+  CHECK_EQ(reps[0].size, 1000);
+  mc_replicas_free(reps, n);
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), MC_REPLICA_IS_NOT_READY);
+  CHECK_EQ(mt_upsert_end(e.c, b, "u"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_upsert_end(e.c, a, "u"), 0);
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), 0); /* also takes a read lease: it does not block upsert */
+  uint64_t used1 = seg_used(e.c);
+  CHECK(used1 >= 1000);
+  CHECK_EQ(mt_put_start(e.c, b, "u", 1000, &cfg, NULL, NULL), MC_OBJECT_ALREADY_EXISTS); /* put still refuses */
+  /* same size: the same buffers, rewritten in place under the new owner */
+  CHECK_EQ(mt_upsert_start(e.c, b, "u", 1000, &cfg, &reps, &n), 0);
+  REQUIRE(n == 1);
+  CHECK_EQ(reps[0].address, addr);
+  CHECK_EQ(reps[0].status, 2 /* PROCESSING */);
+  mc_replicas_free(reps, n);
+  CHECK_EQ(seg_used(e.c), used1);
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), MC_REPLICA_IS_NOT_READY);
+  CHECK_EQ(mt_exist(e.c, "u"), 0);
+  CHECK_EQ(mt_put_end(e.c, a, "u"), MC_ILLEGAL_CLIENT); /* the old writer lost the object */
+  CHECK_EQ(mt_upsert_end(e.c, a, "u"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_put_revoke(e.c, a, "u"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_upsert_end(e.c, b, "u"), 0);
+  CHECK_EQ(mt_upsert_end(e.c, b, "u"), 0); /* retry: all COMPLETE */
+  CHECK_EQ(mt_get(e.c, "u", &reps, &n, NULL), 0);
+  CHECK_EQ(n, 1);
+  if (n) CHECK_EQ(reps[0].address, addr);
+  mc_replicas_free(reps, n);
+  /* another size: old space freed, new allocation */
+  CHECK_EQ(mt_upsert_start(e.c, a, "u", 5000, &cfg, &reps, &n), 0);
+  REQUIRE(n == 1);
+  CHECK_EQ(reps[0].size, 5000);
+  mc_replicas_free(reps, n);
+  uint64_t used2 = seg_used(e.c);
+  CHECK(used2 >= 5000);
+  CHECK(used2 < used1 + 5000); /* the 1000-byte replica is gone */
+  CHECK_EQ(mt_upsert_end(e.c, a, "u"), 0);
+  CHECK_EQ(mt_get(e.c, "u", &reps, &n, NULL), 0);
+  CHECK_EQ(n, 1);
+  if (n) CHECK_EQ(reps[0].size, 5000);
+  mc_replicas_free(reps, n);
+  /* revoking an in-place upsert erases the object (its old bytes may be partly overwritten) */
+  CHECK_EQ(mt_upsert_start(e.c, b, "u", 5000, &cfg, NULL, NULL), 0);
+  CHECK_EQ(mt_upsert_revoke(e.c, a, "u"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_upsert_revoke(e.c, b, "u"), 0);
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
+  CHECK_EQ(seg_used(e.c), 0);
+  CHECK_EQ(mt_upsert_revoke(e.c, b, "u"), MC_OBJECT_NOT_FOUND);
+  /* an in-progress put is pre-empted at once (no put_start_discard_timeout wait) */
+  CHECK_EQ(mt_put_start(e.c, a, "p", 2000, &cfg, NULL, NULL), 0);
+  CHECK_EQ(mt_put_start(e.c, b, "p", 2000, &cfg, NULL, NULL), MC_OBJECT_ALREADY_EXISTS);
+  CHECK_EQ(mt_upsert_start(e.c, b, "p", 2000, &cfg, NULL, NULL), 0);
+  CHECK_EQ(mt_put_end(e.c, a, "p"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_upsert_end(e.c, b, "p"), 0);
+  CHECK_EQ(mt_get(e.c, "p", NULL, &n, NULL), 0);
+  CHECK_EQ(n, 1);
+  /* an in-progress upsert is pre-empted the same way */
+  CHECK_EQ(mt_upsert_start(e.c, a, "p", 3000, &cfg, NULL, NULL), 0);
+  CHECK_EQ(mt_upsert_start(e.c, b, "p", 3000, &cfg, NULL, NULL), 0);
+  CHECK_EQ(mt_upsert_end(e.c, a, "p"), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_upsert_end(e.c, b, "p"), 0);
+  /* parameter checks as PutStart; no space -> NO_AVAILABLE_HANDLE */
+  CHECK_EQ(mt_upsert_start(e.c, a, "", 10, &cfg, NULL, NULL), MC_INVALID_PARAMS);
+  CHECK_EQ(mt_upsert_start(e.c, a, "z", 0, &cfg, NULL, NULL), MC_INVALID_PARAMS);
+  CHECK_EQ(mt_upsert_start(e.c, a, "z", 2 * MIB, &cfg, NULL, NULL), MC_NO_AVAILABLE_HANDLE);
+  CHECK_EQ(mt_get(e.c, "z", NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
+  env_stop(&e);
+}
+
+static void test_upsert_batches(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0);
+  struct mc_uuid a = mt_id(1), b = mt_id(2);
+  struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
+  CHECK_EQ(mt_mount(e.c, a, &s), 0);
+  struct mc_put_config cfg = mt_cfg(1);
+  CHECK_EQ(mt_put(e.c, a, "same", 100, 1), 0);
+  CHECK_EQ(mt_put(e.c, a, "grow", 100, 1), 0);
+  CHECK_EQ(mt_put_start(e.c, a, "busy", 100, &cfg, NULL, NULL), 0);
+  const char *keys[] = {"same", "grow", "busy", "new", ""};
+  uint64_t lens[] = {100, 300, 100, 50, 10};
+  int32_t st[5];
+  uint32_t nrep[5];
+  CHECK_EQ(mt_batch_upsert_start(e.c, b, keys, lens, 5, &cfg, st, nrep), 0);
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ(st[i], 0);
+    CHECK_EQ(nrep[i], 1);
+  }
+  CHECK_EQ(st[4], MC_INVALID_PARAMS);
+  CHECK_EQ(mt_batch_end(e.c, MC_OP_BATCH_UPSERT_END, a, keys, 4, st), 0);
+  for (int i = 0; i < 4; i++) CHECK_EQ(st[i], MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mt_batch_end(e.c, MC_OP_BATCH_UPSERT_END, b, keys, 4, st), 0);
+  for (int i = 0; i < 4; i++) CHECK_EQ(st[i], 0);
+  struct mc_replica_rec *reps = NULL;
+  uint32_t n = 0;
+  CHECK_EQ(mt_get(e.c, "grow", &reps, &n, NULL), 0);
+  CHECK_EQ(n, 1);
+  if (n) CHECK_EQ(reps[0].size, 300);
+  mc_replicas_free(reps, n);
+  /* batch revoke: every key erased */
+  CHECK_EQ(mt_batch_upsert_start(e.c, a, keys, lens, 4, &cfg, st, NULL), 0);
+  CHECK_EQ(mt_batch_end(e.c, MC_OP_BATCH_UPSERT_REVOKE, a, keys, 4, st), 0);
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ(st[i], 0);
+    CHECK_EQ(mt_get(e.c, keys[i], NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
+  }
+  /* only the pre-empted put of "busy" still holds space: its writer may still be writing, so it waits
+   * for put_start + put_start_release_timeout_sec like any pre-empted put's */
+  uint64_t used = seg_used(e.c);
+  CHECK(used >= 100 && used < 200);
+  env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_ownership_and_revoke), TEST_CASE(test_preemption_and_release),
-          TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_regex_and_remove_all),
+          TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
           TEST_CASE(test_best_effort_distinct_names), TEST_CASE(test_mount_unmount), TEST_CASE(test_graceful_unmount),
           TEST_CASE(test_zone_preference), TEST_CASE(test_strategies), TEST_CASE(test_pin_parameters),
           TEST_CASE(test_malformed_frames), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),

@@ -2,7 +2,7 @@
  * through the copying and zero-copy paths, the put contract (existing keys keep their value, staging
  * limits), misses and short buffers, batch APIs with per-key results, removal by key / regex / all,
  * read leases (-706) and lease expiry (-707), teardown unmounting, a pool without segments (-200), and
- * many threads on one handle. */
+ * many threads on one handle, and upsert (replace in place / reallocate, zero-copy and batch forms). */
 #include "test_store_harness.c"
 
 static struct master M; /* lease TTL 1000 ms */
@@ -246,6 +246,122 @@ static void test_batch_apis(void) {
   mooncake_store_destroy(s);
 }
 
+/* ------------------------------------------------------------ upsert (master.md §2.4) */
+
+static void test_upsert_replaces(void) {
+  mooncake_store_t s = must_client(32 * MiB, 1 * MiB);
+  REQUIRE(s);
+  char out[64] = "";
+  /* absent key: inserted */
+  CHECK_EQ(mc_store_upsert(s, "up", "first", 5, NULL), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 5);
+  CHECK(!memcmp(out, "first", 5));
+  /* same size: replaced (in place) */
+  CHECK_EQ(mc_store_upsert(s, "up", "FIRST", 5, NULL), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 5);
+  CHECK(!memcmp(out, "FIRST", 5));
+  /* another size: replaced, the size changes both ways */
+  CHECK_EQ(mc_store_upsert(s, "up", "a longer value", 14, NULL), 0);
+  CHECK_EQ(mooncake_store_get_size(s, "up"), 14);
+  void *copy = NULL;
+  CHECK_EQ(mc_store_get(s, "up", &copy), 14);
+  CHECK(copy && !memcmp(copy, "a longer value", 14));
+  free(copy);
+  CHECK_EQ(mc_store_upsert(s, "up", "xy", 2, NULL), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 2);
+  CHECK(!memcmp(out, "xy", 2));
+  /* a plain put still keeps the value */
+  CHECK_EQ(mooncake_store_put(s, "up", "zz", 2, NULL), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 2);
+  CHECK(!memcmp(out, "xy", 2));
+  /* argument rules as put */
+  CHECK_EQ(mc_store_upsert(s, "", "x", 1, NULL), -600);
+  CHECK_EQ(mc_store_upsert(s, "up", "x", 0, NULL), -600);
+  CHECK_EQ(mc_store_upsert(s, NULL, "x", 1, NULL), -1);
+  CHECK_EQ(mc_store_upsert_from(s, "up", NULL, 0, NULL), 0); /* nothing stored, value kept */
+  CHECK_EQ(mooncake_store_get_size(s, "up"), 2);
+  /* zero-copy upsert, larger than the staging buffer: registered and unregistered memory */
+  uint64_t n = 2 * MiB;
+  char *v = malloc(n), *big = malloc(n);
+  fill(v, n, 21);
+  CHECK_EQ(mc_store_upsert(s, "big", v, n, NULL), -600); /* copying form: larger than local_buffer_size */
+  CHECK_EQ(mooncake_store_is_exist(s, "big"), 0);
+  CHECK_EQ(mc_store_upsert_from(s, "big", v, n, NULL), 0); /* unregistered: bounced */
+  CHECK_EQ(mooncake_store_get_into(s, "big", big, n), (long long)n);
+  CHECK(verify(big, n, 21));
+  CHECK_EQ(mooncake_store_register_buffer(s, v, n), 0);
+  fill(v, n, 22);
+  CHECK_EQ(mc_store_upsert_from(s, "big", v, n, NULL), 0); /* same size: in place */
+  CHECK_EQ(mooncake_store_get_into(s, "big", big, n), (long long)n);
+  CHECK(verify(big, n, 22));
+  fill(v, n / 2, 23);
+  CHECK_EQ(mc_store_upsert_from(s, "big", v, n / 2, NULL), 0); /* smaller */
+  CHECK_EQ(mooncake_store_get_into(s, "big", big, n), (long long)(n / 2));
+  CHECK(verify(big, n / 2, 23));
+  CHECK_EQ(mc_store_upsert_from(s, "up", v, n / 2, NULL), 0); /* "up" grows from 2 bytes */
+  CHECK_EQ(mooncake_store_get_size(s, "up"), (long long)(n / 2));
+  CHECK_EQ(mooncake_store_unregister_buffer(s, v), 0);
+  /* no staging buffer: the copying form fails and creates nothing */
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+  s = must_client(16 * MiB, 0);
+  REQUIRE(s);
+  CHECK_EQ(mc_store_upsert(s, "nostage", "x", 1, NULL), -600);
+  CHECK_EQ(mooncake_store_is_exist(s, "nostage"), 0);
+  mooncake_store_destroy(s);
+  free(big);
+  free(v);
+}
+
+static void test_upsert_batch(void) {
+  mooncake_store_t s = must_client(64 * MiB, 8 * MiB);
+  REQUIRE(s);
+  enum { N = 6 };
+  static char bufs_mem[N][4096];
+  const char *keys[N] = {"ub0", "ub1", "ub0", "", "ub4", "ub5"};
+  void *bufs[N];
+  size_t sizes[N] = {100, 200, 300, 10, 0, 4096};
+  for (int i = 0; i < N; i++) {
+    bufs[i] = bufs_mem[i];
+    fill(bufs[i], 4096, 200 + i);
+  }
+  bufs[4] = NULL;
+  int res[N];
+  CHECK_EQ(mooncake_store_put(s, "ub1", "old", 3, NULL), 0); /* an existing key is replaced */
+  CHECK_EQ(mooncake_store_put(s, "ub5", bufs_mem[0], 4096, NULL), 0); /* same size: in place */
+  CHECK_EQ(mc_store_batch_upsert_from(s, keys, bufs, sizes, N, NULL, res), 0);
+  CHECK_EQ(res[0], 0);
+  CHECK_EQ(res[1], 0);
+  CHECK_EQ(res[2], 0);    /* repeated key: first occurrence's bytes */
+  CHECK_EQ(res[3], -600); /* empty key */
+  CHECK_EQ(res[4], -600); /* size 0 */
+  CHECK_EQ(res[5], 0);
+  char out[4096];
+  CHECK_EQ(mooncake_store_get_into(s, "ub0", out, sizeof(out)), 100);
+  CHECK(verify(out, 100, 200));
+  CHECK_EQ(mooncake_store_get_into(s, "ub1", out, sizeof(out)), 200);
+  CHECK(verify(out, 200, 201));
+  CHECK_EQ(mooncake_store_get_into(s, "ub5", out, sizeof(out)), 4096);
+  CHECK(verify(out, 4096, 205));
+  /* a second batch with new bytes and sizes replaces again */
+  size_t sizes2[2] = {4000, 50};
+  fill(bufs[0], 4096, 210);
+  fill(bufs[1], 4096, 211);
+  CHECK_EQ(mc_store_batch_upsert_from(s, keys, bufs, sizes2, 2, NULL, res), 0);
+  CHECK_EQ(res[0], 0);
+  CHECK_EQ(res[1], 0);
+  CHECK_EQ(mooncake_store_get_into(s, "ub0", out, sizeof(out)), 4000);
+  CHECK(verify(out, 4000, 210));
+  CHECK_EQ(mooncake_store_get_into(s, "ub1", out, sizeof(out)), 50);
+  CHECK(verify(out, 50, 211));
+  /* the no-touch rules */
+  res[0] = 7;
+  CHECK_EQ(mc_store_batch_upsert_from(s, keys, bufs, NULL, 2, NULL, res), -1);
+  CHECK_EQ(res[0], 7);
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+}
+
 /* ------------------------------------------------------------ removal and leases */
 
 static void test_remove_regex_all(void) {
@@ -453,6 +569,8 @@ int main(int argc, char **argv) {
       TEST_CASE(test_basic_misses),
       TEST_CASE(test_basic_setup_lazy_segment),
       TEST_CASE(test_batch_apis),
+      TEST_CASE(test_upsert_replaces),
+      TEST_CASE(test_upsert_batch),
       TEST_CASE(test_remove_regex_all),
       TEST_CASE(test_remove_leases),
       TEST_CASE(test_remove_lease_expired_read),

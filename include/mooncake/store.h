@@ -194,6 +194,25 @@ int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out);
 int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                        size_t count, const mooncake_replicate_config_t *config, int *results_out);
 
+/* Upsert (master.md §2.4): insert or replace. Conventions as mooncake_store_put (copying, through the
+ * staging buffer: -600 for a value larger than local_buffer_size), except that an existing key is
+ * replaced instead of kept: a value of the same size is rewritten in place in the existing replicas,
+ * another size is stored in a fresh allocation (the old space is freed), and an unfinished put of the
+ * key (by any client) is pre-empted at once. While the upsert runs the key reads as -703; a failed
+ * write revokes it and the key is then gone (its old bytes may be partly overwritten). Never -705. */
+int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
+                    const mooncake_replicate_config_t *config);
+
+/* Zero-copy upsert from the caller's memory; conventions as mooncake_store_put_from (size 0 -> 0,
+ * nothing stored), semantics as mc_store_upsert. */
+int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                         const mooncake_replicate_config_t *config);
+
+/* Batch zero-copy upsert; argument rules, results and repeated keys as mooncake_store_batch_put_from,
+ * per key semantics as mc_store_upsert. */
+int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                               size_t count, const mooncake_replicate_config_t *config, int *results_out);
+
 /* Per key remove results (0 or negative as mooncake_store_remove); a key repeated in one batch: the
  * first occurrence is removed, the rest get -704. -1/no-touch rules as batch_is_exist. */
 int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out);

@@ -102,13 +102,14 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t bu
 
 /* ------------------------------------------------------------------ writes */
 
-static int put_common(struct mc_store *s, const char *key, const void *value, size_t size,
-                      const mooncake_replicate_config_t *config, int copy) {
+static int put_common(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value,
+                      size_t size, const mooncake_replicate_config_t *config, int copy) {
   if (!enter(s)) return MC_INVALID_PARAMS;
   struct mc_put_config cfg = {0};
   int rc = !*key ? MC_INVALID_PARAMS : mc_put_config_from(s, config, &cfg);
   if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
-  else if (!rc) rc = copy ? mc_put_copy(s, key, value, size, &cfg) : mc_put_from(s, key, (void *)value, size, &cfg);
+  else if (!rc)
+    rc = copy ? mc_put_copy(s, ops, key, value, size, &cfg) : mc_put_from(s, ops, key, (void *)value, size, &cfg);
   mc_put_config_free(&cfg);
   leave(s);
   return rc;
@@ -117,13 +118,25 @@ static int put_common(struct mc_store *s, const char *key, const void *value, si
 int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
                        const mooncake_replicate_config_t *config) {
   if (!store || !key || (!value && size)) return BAD_CALL;
-  return put_common(store, key, value, size, config, 1);
+  return put_common(store, &mc_put_ops, key, value, size, config, 1);
 }
 
 int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
                             const mooncake_replicate_config_t *config) {
   if (!store || !key || (!buffer && size)) return BAD_CALL;
-  return put_common(store, key, buffer, size, config, 0);
+  return put_common(store, &mc_put_ops, key, buffer, size, config, 0);
+}
+
+int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
+                    const mooncake_replicate_config_t *config) {
+  if (!store || !key || (!value && size)) return BAD_CALL;
+  return put_common(store, &mc_upsert_ops, key, value, size, config, 1);
+}
+
+int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                         const mooncake_replicate_config_t *config) {
+  if (!store || !key || (!buffer && size)) return BAD_CALL;
+  return put_common(store, &mc_upsert_ops, key, buffer, size, config, 0);
 }
 
 /* The batch no-touch rules (c-api.md §1.2). */
@@ -139,8 +152,9 @@ static void fill_int(int *r, size_t n, int v) {
   for (size_t i = 0; i < n; i++) r[i] = v;
 }
 
-static int batch_put_common(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
-                            size_t count, const mooncake_replicate_config_t *config, int *results, int copy) {
+static int batch_put_common(mooncake_store_t store, const struct mc_write_ops *ops, const char **keys,
+                            const void *const *bufs, const size_t *sizes, size_t count,
+                            const mooncake_replicate_config_t *config, int *results, int copy) {
   struct mc_store *s = store;
   if (!s || !batch_args_ok(keys, bufs, sizes, count, results)) return BAD_CALL;
   if (!count) return 0;
@@ -151,8 +165,8 @@ static int batch_put_common(mooncake_store_t store, const char **keys, const voi
   struct mc_put_config cfg;
   int rc = mc_put_config_from(s, config, &cfg);
   if (rc) fill_int(results, count, rc);
-  else if (copy) mc_put_batch_copy(s, keys, bufs, sizes, count, &cfg, results);
-  else mc_put_batch(s, keys, (void *const *)bufs, sizes, count, &cfg, results);
+  else if (copy) mc_put_batch_copy(s, ops, keys, bufs, sizes, count, &cfg, results);
+  else mc_put_batch(s, ops, keys, (void *const *)bufs, sizes, count, &cfg, results);
   mc_put_config_free(&cfg);
   leave(s);
   return 0;
@@ -160,12 +174,18 @@ static int batch_put_common(mooncake_store_t store, const char **keys, const voi
 
 int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
                                   size_t count, const mooncake_replicate_config_t *config, int *results_out) {
-  return batch_put_common(store, keys, (const void *const *)buffers, sizes, count, config, results_out, 0);
+  return batch_put_common(store, &mc_put_ops, keys, (const void *const *)buffers, sizes, count, config, results_out, 0);
+}
+
+int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                               size_t count, const mooncake_replicate_config_t *config, int *results_out) {
+  return batch_put_common(store, &mc_upsert_ops, keys, (const void *const *)buffers, sizes, count, config,
+                          results_out, 0);
 }
 
 int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                        size_t count, const mooncake_replicate_config_t *config, int *results_out) {
-  return batch_put_common(store, keys, values, sizes, count, config, results_out, 1);
+  return batch_put_common(store, &mc_put_ops, keys, values, sizes, count, config, results_out, 1);
 }
 
 /* ------------------------------------------------------------------ reads */

@@ -119,14 +119,23 @@ int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struc
 int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);
 int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo);
-int mcli_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, uint64_t len,
-                   const struct mc_put_config *cfg, struct mcli_reps *out);
-int mcli_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, int revoke);
+/* The opcodes of one write protocol: put (master.md §2.3) or upsert (§2.4). Both follow the same client
+ * contract (put.c); only the master's treatment of an existing key differs. */
+struct mc_write_ops {
+  uint16_t start, end, revoke, batch_start, batch_end, batch_revoke;
+  const char *name; /* "put" / "upsert", for logs */
+};
+extern const struct mc_write_ops mc_put_ops, mc_upsert_ops;
+int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+                   uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out);
+int mcli_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+                 int revoke);
 /* Per key status + replicas in out[0..n). Returns 0 or the RPC-level error (out untouched then). */
-int mcli_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, const uint64_t *lens,
-                         size_t n, const struct mc_put_config *cfg, struct mcli_reps *out);
-int mcli_batch_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n, int revoke,
-                       int *results);
+int mcli_batch_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+                         const char *const *keys, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
+                         struct mcli_reps *out);
+int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+                       const char *const *keys, size_t n, int revoke, int *results);
 int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out);
 int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
                             struct mcli_reps *out);
@@ -140,13 +149,17 @@ int64_t mcli_remove_all(struct mc_mrpc_client *c, int force);
 /* ---- put.c / get.c (life held for reading, ready checked) ---- */
 /* A master-protocol config from the C config; -600 for replica_num 0. Free with mc_put_config_free. */
 int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in, struct mc_put_config *out);
-int mc_put_copy(struct mc_store *s, const char *key, const void *value, size_t size, const struct mc_put_config *cfg);
-int mc_put_from(struct mc_store *s, const char *key, void *buf, size_t size, const struct mc_put_config *cfg);
+/* The put contract; ops selects put (&mc_put_ops) or upsert (&mc_upsert_ops). */
+int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value, size_t size,
+                const struct mc_put_config *cfg);
+int mc_put_from(struct mc_store *s, const struct mc_write_ops *ops, const char *key, void *buf, size_t size,
+                const struct mc_put_config *cfg);
 /* Batch zero-copy put; results per key. */
-void mc_put_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
-                  const struct mc_put_config *cfg, int *results);
-void mc_put_batch_copy(struct mc_store *s, const char *const *keys, const void *const *vals, const size_t *sizes,
-                       size_t n, const struct mc_put_config *cfg, int *results);
+void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
+                  const size_t *sizes, size_t n, const struct mc_put_config *cfg, int *results);
+void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys,
+                       const void *const *vals, const size_t *sizes, size_t n, const struct mc_put_config *cfg,
+                       int *results);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
 void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                   int64_t *results);

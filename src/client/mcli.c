@@ -91,22 +91,28 @@ int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id
   return call_void(c, MC_OP_UNMOUNT_SEGMENT, &req, tmo);
 }
 
-int mcli_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, uint64_t len,
-                   const struct mc_put_config *cfg, struct mcli_reps *out) {
+const struct mc_write_ops mc_put_ops = {MC_OP_PUT_START, MC_OP_PUT_END, MC_OP_PUT_REVOKE, MC_OP_BATCH_PUT_START,
+                                       MC_OP_BATCH_PUT_END, MC_OP_BATCH_PUT_REVOKE, "put"};
+const struct mc_write_ops mc_upsert_ops = {MC_OP_UPSERT_START,       MC_OP_UPSERT_END,       MC_OP_UPSERT_REVOKE,
+                                          MC_OP_BATCH_UPSERT_START, MC_OP_BATCH_UPSERT_END, MC_OP_BATCH_UPSERT_REVOKE,
+                                          "upsert"};
+
+int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+                   uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
   mc_w_str(&req, key);
   mc_w_u64(&req, len);
   mc_put_config(&req, cfg);
   memset(out, 0, sizeof(*out));
-  int rc = call(c, MC_OP_PUT_START, &req, &rep, 0);
+  int rc = call(c, ops->start, &req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     out->n = mc_get_replicas(&r, &out->reps);
     if (r.err) {
       mcli_reps_free(out, 1);
-      rc = MALFORMED(MC_OP_PUT_START);
+      rc = MALFORMED(ops->start);
     }
   }
   out->status = rc;
@@ -115,12 +121,13 @@ int mcli_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *key,
   return rc;
 }
 
-int mcli_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *key, int revoke) {
+int mcli_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+                 int revoke) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
   mc_w_str(&req, key);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return call_void(c, revoke ? MC_OP_PUT_REVOKE : MC_OP_PUT_END, &req, 0);
+  return call_void(c, revoke ? ops->revoke : ops->end, &req, 0);
 }
 
 /* Decodes list<{i32 status, list<replica>}> of exactly n entries into out. */
@@ -136,8 +143,9 @@ static int get_status_reps(struct mc_rbuf_rd *r, size_t n, struct mcli_reps *out
   return -1;
 }
 
-int mcli_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, const uint64_t *lens,
-                         size_t n, const struct mc_put_config *cfg, struct mcli_reps *out) {
+int mcli_batch_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+                         const char *const *keys, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
+                         struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
   mc_w_u32(&req, (uint32_t)n);
@@ -147,11 +155,11 @@ int mcli_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid id, const char
   }
   mc_put_config(&req, cfg);
   memset(out, 0, n * sizeof(*out));
-  int rc = call(c, MC_OP_BATCH_PUT_START, &req, &rep, 0);
+  int rc = call(c, ops->batch_start, &req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
-    if (get_status_reps(&r, n, out)) rc = MALFORMED(MC_OP_BATCH_PUT_START);
+    if (get_status_reps(&r, n, out)) rc = MALFORMED(ops->batch_start);
   }
   mc_w_free(&req);
   mc_w_free(&rep);
@@ -184,13 +192,13 @@ static void put_keys(struct mc_wbuf *w, const char *const *keys, size_t n) {
   for (size_t i = 0; i < n; i++) mc_w_str(w, keys[i]);
 }
 
-int mcli_batch_put_end(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n, int revoke,
-                       int *results) {
+int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+                       const char *const *keys, size_t n, int revoke, int *results) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
   put_keys(&req, keys, n);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return call_i32_list(c, revoke ? MC_OP_BATCH_PUT_REVOKE : MC_OP_BATCH_PUT_END, &req, n, results);
+  return call_i32_list(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results);
 }
 
 int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {

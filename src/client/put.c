@@ -1,4 +1,4 @@
-/* The put contract (master.md §2.3): PutStart (OBJECT_ALREADY_EXISTS is success and the stored value
+/* The put contract (master.md §2.3), shared by upsert (§2.4) through struct mc_write_ops: PutStart (OBJECT_ALREADY_EXISTS is success and the stored value
  * is kept) -> write every allocated replica -> PutEnd if all writes landed, else PutRevoke and the
  * first error. Batches make one master call per phase and one transfer batch for all replicas; a key
  * repeated in a batch is written once (its first occurrence, decisions D4). */
@@ -33,11 +33,11 @@ int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in
   return 0;
 }
 
-static void log_put_start_failure(const char *key, int rc) {
+static void log_put_start_failure(const struct mc_write_ops *ops, const char *key, int rc) {
   if (rc == MC_NO_AVAILABLE_HANDLE)
-    LOG_WARN("Failed to start put operation for key=%s due to insufficient space. Consider lowering "
-             "eviction_high_watermark_ratio or mounting more segments.", key);
-  else LOG_WARN("put key=%s: PutStart failed: %s", key, mooncake_store_err_name(rc));
+    LOG_WARN("Failed to start %s operation for key=%s due to insufficient space. Consider lowering "
+             "eviction_high_watermark_ratio or mounting more segments.", ops->name, key);
+  else LOG_WARN("%s key=%s: start failed: %s", ops->name, key, mooncake_store_err_name(rc));
 }
 
 /* Fills one write per replica into x (n = replica count); a replica smaller than the value fails. */
@@ -71,13 +71,13 @@ static void run_writes(struct mc_store *s, struct mc_xfer *x, size_t n) {
   mc_free(w);
 }
 
-static int put_object(struct mc_store *s, const char *key, const void *src, uint64_t len,
+static int put_object(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
                       const struct mc_put_config *cfg) {
   struct mcli_reps r;
-  int rc = mcli_put_start(s->master, s->client_id, key, len, cfg, &r);
+  int rc = mcli_put_start(s->master, ops, s->client_id, key, len, cfg, &r);
   if (rc == MC_OBJECT_ALREADY_EXISTS) return 0;
   if (rc) {
-    log_put_start_failure(key, rc);
+    log_put_start_failure(ops, key, rc);
     return rc;
   }
   struct mc_xfer *x = mc_calloc(r.n ? r.n : 1, sizeof(*x));
@@ -86,28 +86,30 @@ static int put_object(struct mc_store *s, const char *key, const void *src, uint
   rc = writes_result(x, r.n, &r, len);
   mc_free(x);
   mcli_reps_free(&r, 1);
-  if (!rc) return mcli_put_end(s->master, s->client_id, key, 0);
-  LOG_WARN("put key=%s: writing a replica failed (%s); revoking", key, mooncake_store_err_name(rc));
-  mcli_put_end(s->master, s->client_id, key, 1);
+  if (!rc) return mcli_put_end(s->master, ops, s->client_id, key, 0);
+  LOG_WARN("%s key=%s: writing a replica failed (%s); revoking", ops->name, key, mooncake_store_err_name(rc));
+  mcli_put_end(s->master, ops, s->client_id, key, 1);
   return rc;
 }
 
-int mc_put_copy(struct mc_store *s, const char *key, const void *value, size_t size, const struct mc_put_config *cfg) {
+int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value, size_t size,
+                const struct mc_put_config *cfg) {
   if (!s->stage || size > s->stage_size) {
-    LOG_WARN("put key=%s: %zu bytes do not fit the staging buffer (local_buffer_size=%llu); use put_from", key, size,
-             (unsigned long long)s->stage_size);
+    LOG_WARN("%s key=%s: %zu bytes do not fit the staging buffer (local_buffer_size=%llu); use %s_from", ops->name,
+             key, size, (unsigned long long)s->stage_size, ops->name);
     return MC_INVALID_PARAMS;
   }
   char *p = mc_stage_alloc(s->stage, size, STAGE_WAIT_MS);
   if (!p) return MC_INVALID_PARAMS;
   memcpy(p, value, size);
-  int rc = put_object(s, key, p, size, cfg);
+  int rc = put_object(s, ops, key, p, size, cfg);
   mc_stage_release(s->stage, p, size);
   return rc;
 }
 
-int mc_put_from(struct mc_store *s, const char *key, void *buf, size_t size, const struct mc_put_config *cfg) {
-  return put_object(s, key, buf, size, cfg);
+int mc_put_from(struct mc_store *s, const struct mc_write_ops *ops, const char *key, void *buf, size_t size,
+                const struct mc_put_config *cfg) {
+  return put_object(s, ops, key, buf, size, cfg);
 }
 
 /* ------------------------------------------------------------------ batches */
@@ -134,10 +136,10 @@ static void first_occurrences(const char *const *keys, size_t n, size_t *first) 
 }
 
 /* One chunk of distinct, valid keys: results[i] for each. */
-static void put_chunk(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens, size_t n,
-                      const struct mc_put_config *cfg, int *results) {
+static void put_chunk(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
+                      const uint64_t *lens, size_t n, const struct mc_put_config *cfg, int *results) {
   struct mcli_reps *r = mc_calloc(n, sizeof(*r));
-  int rc = mcli_batch_put_start(s->master, s->client_id, keys, lens, n, cfg, r);
+  int rc = mcli_batch_put_start(s->master, ops, s->client_id, keys, lens, n, cfg, r);
   if (rc) {
     for (size_t i = 0; i < n; i++) results[i] = rc;
     mc_free(r);
@@ -159,7 +161,7 @@ static void put_chunk(struct mc_store *s, const char *const *keys, void *const *
   for (size_t i = 0; i < n; i++) {
     if (r[i].status) {
       results[i] = r[i].status == MC_OBJECT_ALREADY_EXISTS ? 0 : r[i].status;
-      if (results[i]) log_put_start_failure(keys[i], results[i]);
+      if (results[i]) log_put_start_failure(ops, keys[i], results[i]);
       continue;
     }
     results[i] = writes_result(x + at[i], r[i].n, &r[i], lens[i]);
@@ -167,12 +169,12 @@ static void put_chunk(struct mc_store *s, const char *const *keys, void *const *
     else end[ne] = keys[i], endi[ne++] = i;
   }
   int *er = mc_calloc(n, sizeof(int));
-  if (ne && (rc = mcli_batch_put_end(s->master, s->client_id, end, ne, 0, er)))
+  if (ne && (rc = mcli_batch_put_end(s->master, ops, s->client_id, end, ne, 0, er)))
     for (size_t j = 0; j < ne; j++) er[j] = rc;
   for (size_t j = 0; j < ne; j++) results[endi[j]] = er[j];
   if (nr) {
-    LOG_WARN("batch put: %zu keys failed to write a replica; revoking them", nr);
-    mcli_batch_put_end(s->master, s->client_id, rev, nr, 1, er);
+    LOG_WARN("batch %s: %zu keys failed to write a replica; revoking them", ops->name, nr);
+    mcli_batch_put_end(s->master, ops, s->client_id, rev, nr, 1, er);
   }
   mc_free(er);
   mc_free(revi);
@@ -185,8 +187,8 @@ static void put_chunk(struct mc_store *s, const char *const *keys, void *const *
   mc_free(r);
 }
 
-void mc_put_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
-                  const struct mc_put_config *cfg, int *results) {
+void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
+                  const size_t *sizes, size_t n, const struct mc_put_config *cfg, int *results) {
   size_t *first = mc_calloc(n ? n : 1, sizeof(size_t)), *pos = mc_calloc(n ? n : 1, sizeof(size_t));
   const char **k = mc_calloc(n ? n : 1, sizeof(char *));
   void **b = mc_calloc(n ? n : 1, sizeof(void *));
@@ -203,7 +205,7 @@ void mc_put_batch(struct mc_store *s, const char *const *keys, void *const *bufs
     k[m] = keys[i], b[m] = bufs[i], l[m] = sizes[i], pos[m++] = i;
   }
   for (size_t off = 0; off < m; off += PUT_CHUNK)
-    put_chunk(s, k + off, b + off, l + off, MC_MIN(PUT_CHUNK, m - off), cfg, r + off);
+    put_chunk(s, ops, k + off, b + off, l + off, MC_MIN(PUT_CHUNK, m - off), cfg, r + off);
   for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
   for (size_t i = 0; i < n; i++) results[i] = results[first[i]];
   mc_free(r);
@@ -214,8 +216,9 @@ void mc_put_batch(struct mc_store *s, const char *const *keys, void *const *bufs
   mc_free(first);
 }
 
-void mc_put_batch_copy(struct mc_store *s, const char *const *keys, const void *const *vals, const size_t *sizes,
-                       size_t n, const struct mc_put_config *cfg, int *results) {
+void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys,
+                       const void *const *vals, const size_t *sizes, size_t n, const struct mc_put_config *cfg,
+                       int *results) {
   const char **k = mc_calloc(n ? n : 1, sizeof(char *));
   char **p = mc_calloc(n ? n : 1, sizeof(char *));
   size_t *z = mc_calloc(n ? n : 1, sizeof(size_t)), *pos = mc_calloc(n ? n : 1, sizeof(size_t));
@@ -238,7 +241,7 @@ void mc_put_batch_copy(struct mc_store *s, const char *const *keys, const void *
       k[m] = keys[i], p[m] = q, z[m] = sizes[i], pos[m++] = i;
     }
     if (!m) continue;
-    mc_put_batch(s, k, (void *const *)p, z, m, cfg, r);
+    mc_put_batch(s, ops, k, (void *const *)p, z, m, cfg, r);
     for (size_t j = 0; j < m; j++) {
       results[pos[j]] = r[j];
       mc_stage_release(s->stage, p[j], z[j]);

@@ -53,6 +53,12 @@ int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *
                         const struct mc_put_config *pc, struct mc_wbuf *w);
 int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
 int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
+/* UpsertStart (master.md §2.4): insert or replace, never OBJECT_ALREADY_EXISTS. Absent key: as PutStart.
+ * A complete object of the same length keeps its replicas (back to PROCESSING, same addresses); another
+ * length frees them and allocates anew; an unfinished put is preempted at once. The caller becomes the
+ * owner. On success appends list<replica> (PROCESSING). UpsertEnd/Revoke are mc_master_put_end/revoke. */
+int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                           const struct mc_put_config *pc, struct mc_wbuf *w);
 /* On success grants a lease and appends list<replica> (readable ones). */
 int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
 /* 1 readable (lease granted), 0 absent or not yet readable. */

@@ -274,8 +274,35 @@ static void install_put(struct mc_master *m, struct object *o, struct replica *r
   log_allocated(o, client);
 }
 
-int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
-                        const struct mc_put_config *pc, struct mc_wbuf *w) {
+/* Upsert over an existing object (master.md §2.4). An unfinished put is preempted at once (its space
+ * kept until put_start + release timeout, as a stale put's: its writer may still be writing). A complete
+ * object of the same length is rewritten in place: its replicas go back to PROCESSING under the new
+ * owner and the reply is encoded (returns 1). Another length frees the old replicas now (returns 0:
+ * o is empty and needs a fresh allocation). Read leases do not block an upsert (docs/master.md). */
+static int upsert_existing(struct mc_master *m, struct object *o, struct mc_uuid client, uint64_t len,
+                           const struct mc_put_config *pc, uint64_t soft_ttl, uint64_t now, struct mc_wbuf *w) {
+  if (count_status(o, REP_PROCESSING)) {
+    preempt(m, o, now);
+    return 0;
+  }
+  if (o->size != len) {
+    MLOG_V(1, "key=%s, info=upsert_reallocate, old_size=%llu, new_size=%llu", o->key, (unsigned long long)o->size,
+           (unsigned long long)len);
+    release_all(o);
+    return 0;
+  }
+  for (uint32_t i = 0; i < o->nrep; i++) o->rep[i].status = REP_PROCESSING;
+  set_new_put(m, o, client, len, pc, soft_ttl, now);
+  mc_w_u32(w, o->nrep);
+  for (uint32_t i = 0; i < o->nrep; i++) mc_obj_encode_replica(w, o, &o->rep[i]);
+  MLOG_V(1, "key=%s, info=upsert_in_place, replicas=%u", o->key, o->nrep);
+  log_allocated(o, client);
+  return 1;
+}
+
+/* PutStart (upsert 0) and UpsertStart (upsert 1): they differ only in what an existing key does. */
+static int start_write(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                       const struct mc_put_config *pc, struct mc_wbuf *w, int upsert) {
   uint64_t soft_ttl = 0;
   atomic_fetch_add(&m->n_put_start, 1);
   if (!klen || !len || !pc->replica_num || soft_pin_ttl(m, pc, &soft_ttl)) return MC_INVALID_PARAMS;
@@ -283,11 +310,16 @@ int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
-  int rc = o ? may_replace(m, o, now) : 0;
+  int rc = o && !upsert ? may_replace(m, o, now) : 0;
   if (rc) {
     pthread_mutex_unlock(&sh->mu);
     MLOG_V(1, "key=%.*s, info=object_already_exists", (int)klen, (const char *)key);
     return rc;
+  }
+  if (o && upsert && upsert_existing(m, o, client, len, pc, soft_ttl, now, w)) {
+    pthread_mutex_unlock(&sh->mu);
+    atomic_fetch_add(&m->n_put_start_ok, 1);
+    return 0;
   }
   struct replica *reps = NULL;
   uint32_t nok = 0, n = mc_place(m, pc, len, h, &reps, pc->replica_num, &nok);
@@ -295,7 +327,7 @@ int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *
     if (!o) o = insert_new(m, sh, h, key, klen);
     install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
   } else if (o) {
-    mc_obj_erase(m, sh, o); /* a preempted put whose replacement found no space */
+    mc_obj_erase(m, sh, o); /* a preempted put (or replaced object) whose replacement found no space */
   }
   pthread_mutex_unlock(&sh->mu);
   if (n) {
@@ -305,6 +337,16 @@ int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *
   if (nok) atomic_store(&m->need_eviction, 1);
   MLOG_V(1, "key=%.*s, info=no_available_handle, value_length=%llu", (int)klen, (const char *)key, (unsigned long long)len);
   return MC_NO_AVAILABLE_HANDLE;
+}
+
+int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                        const struct mc_put_config *pc, struct mc_wbuf *w) {
+  return start_write(m, client, key, klen, len, pc, w, 0);
+}
+
+int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                           const struct mc_put_config *pc, struct mc_wbuf *w) {
+  return start_write(m, client, key, klen, len, pc, w, 1);
 }
 
 /* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */

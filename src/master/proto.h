@@ -13,6 +13,9 @@
  *   PUT_END/REVOKE     client id, str key, u8 replica_type -> -
  *   BATCH_PUT_START    client id, list<{str key, u64 length}>, config -> list<{i32 status, list<replica>}>
  *   BATCH_PUT_END/REVOKE client id, list<str key>, u8 replica_type -> list<i32 status>
+ *   UPSERT_START, UPSERT_END/REVOKE, BATCH_UPSERT_START, BATCH_UPSERT_END/REVOKE: bodies and replies
+ *                      exactly as the PUT forms above (master.md §2.4; insert or replace, never
+ *                      OBJECT_ALREADY_EXISTS). Opcodes 16-19, 25, 26.
  *   GET_REPLICA_LIST   str key -> u64 lease_ttl_ms, list<replica>
  *   BATCH_GET_REPLICA_LIST list<str key> -> u64 lease_ttl_ms, list<{i32 status, list<replica>}>
  *   EXIST_KEY          str key -> u8 exists
@@ -45,11 +48,17 @@ enum mc_master_op {
   MC_OP_BATCH_PUT_START = 13,
   MC_OP_BATCH_PUT_END = 14,
   MC_OP_BATCH_PUT_REVOKE = 15,
+  MC_OP_UPSERT_START = 16,
+  MC_OP_UPSERT_END = 17,
+  MC_OP_UPSERT_REVOKE = 18,
+  MC_OP_BATCH_UPSERT_START = 19,
   MC_OP_GET_REPLICA_LIST = 20,
   MC_OP_BATCH_GET_REPLICA_LIST = 21,
   MC_OP_EXIST_KEY = 22,
   MC_OP_BATCH_EXIST_KEY = 23,
   MC_OP_GET_REPLICA_LIST_BY_REGEX = 24,
+  MC_OP_BATCH_UPSERT_END = 25,
+  MC_OP_BATCH_UPSERT_REVOKE = 26,
   MC_OP_REMOVE = 30,
   MC_OP_BATCH_REMOVE = 31,
   MC_OP_REMOVE_BY_REGEX = 32,

@@ -111,15 +111,26 @@ static int op_query_segments(struct mc_master *m, struct mc_rbuf_rd *r, struct m
 
 /* ------------------------------------------------------------------ puts */
 
-static int op_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+typedef int (*start_fn)(struct mc_master *, struct mc_uuid, const void *, uint32_t, uint64_t,
+                        const struct mc_put_config *, struct mc_wbuf *);
+
+static int single_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, start_fn fn) {
   struct mc_uuid client = mc_get_uuid(r);
   struct key k = get_key(r);
   uint64_t len = mc_r_u64(r);
   struct mc_put_config pc = {0};
   mc_get_config(r, &pc);
-  int rc = r->err ? MC_INVALID_PARAMS : mc_master_put_start(m, client, k.p, k.n, len, &pc, w);
+  int rc = r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, len, &pc, w);
   mc_put_config_free(&pc);
   return rc;
+}
+
+static int op_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return single_start(m, r, w, mc_master_put_start);
+}
+
+static int op_upsert_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return single_start(m, r, w, mc_master_upsert_start);
 }
 
 typedef int (*end_fn)(struct mc_master *, struct mc_uuid, const void *, uint32_t, uint8_t);
@@ -139,7 +150,7 @@ static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
   return single_end(m, r, mc_master_put_revoke);
 }
 
-static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int batch_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, start_fn fn) {
   struct mc_uuid client = mc_get_uuid(r);
   uint32_t n = mc_r_count(r, 12), n2 = n;
   struct key *k = request_array(r, &n, sizeof(*k));
@@ -156,7 +167,7 @@ static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct 
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
       size_t at = slot_i32(w);
-      int st = mc_master_put_start(m, client, k[i].p, k[i].n, len[i], &pc, w);
+      int st = fn(m, client, k[i].p, k[i].n, len[i], &pc, w);
       if (st) mc_w_u32(w, 0);
       patch_i32(w, at, st);
     }
@@ -165,6 +176,14 @@ static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct 
   mc_free(k);
   mc_free(len);
   return rc;
+}
+
+static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_start(m, r, w, mc_master_put_start);
+}
+
+static int op_batch_upsert_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_start(m, r, w, mc_master_upsert_start);
 }
 
 static int batch_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, end_fn fn) {
@@ -309,6 +328,13 @@ static const op_fn ops[] = {
     [MC_OP_BATCH_PUT_START] = op_batch_put_start,
     [MC_OP_BATCH_PUT_END] = op_batch_put_end,
     [MC_OP_BATCH_PUT_REVOKE] = op_batch_put_revoke,
+    /* upserts: End/Revoke are the put forms (master.md §2.4) */
+    [MC_OP_UPSERT_START] = op_upsert_start,
+    [MC_OP_UPSERT_END] = op_put_end,
+    [MC_OP_UPSERT_REVOKE] = op_put_revoke,
+    [MC_OP_BATCH_UPSERT_START] = op_batch_upsert_start,
+    [MC_OP_BATCH_UPSERT_END] = op_batch_put_end,
+    [MC_OP_BATCH_UPSERT_REVOKE] = op_batch_put_revoke,
     [MC_OP_GET_REPLICA_LIST] = op_get_replicas,
     [MC_OP_BATCH_GET_REPLICA_LIST] = op_batch_get_replicas,
     [MC_OP_EXIST_KEY] = op_exist,

@@ -162,15 +162,15 @@ static inline int mt_ping(struct mc_mrpc_client *c, struct mc_uuid client, int *
   return rc;
 }
 
-/* reps may be NULL (then freed here). */
-static inline int mt_put_start(struct mc_mrpc_client *c, struct mc_uuid client, const char *key, uint64_t len,
-                               const struct mc_put_config *cfg, struct mc_replica_rec **reps, uint32_t *n) {
+/* PUT_START or UPSERT_START (op); reps may be NULL (then freed here). */
+static inline int mt_start(struct mc_mrpc_client *c, uint16_t op, struct mc_uuid client, const char *key, uint64_t len,
+                           const struct mc_put_config *cfg, struct mc_replica_rec **reps, uint32_t *n) {
   struct mc_wbuf w = {0}, rep;
   mc_put_uuid(&w, client);
   mc_w_str(&w, key);
   mc_w_u64(&w, len);
   mc_put_config(&w, cfg);
-  int rc = mt_call(c, MC_OP_PUT_START, &w, &rep);
+  int rc = mt_call(c, op, &w, &rep);
   struct mc_replica_rec *out = NULL;
   uint32_t cnt = 0;
   if (!rc) {
@@ -186,6 +186,10 @@ static inline int mt_put_start(struct mc_mrpc_client *c, struct mc_uuid client, 
   return rc;
 }
 
+#define mt_put_start(c, id, key, len, cfg, reps, n) mt_start((c), MC_OP_PUT_START, (id), (key), (len), (cfg), (reps), (n))
+#define mt_upsert_start(c, id, key, len, cfg, reps, n) \
+  mt_start((c), MC_OP_UPSERT_START, (id), (key), (len), (cfg), (reps), (n))
+
 static inline int mt_end(struct mc_mrpc_client *c, uint16_t op, struct mc_uuid client, const char *key, uint8_t type) {
   struct mc_wbuf w = {0};
   mc_put_uuid(&w, client);
@@ -195,6 +199,8 @@ static inline int mt_end(struct mc_mrpc_client *c, uint16_t op, struct mc_uuid c
 }
 #define mt_put_end(c, id, key) mt_end((c), MC_OP_PUT_END, (id), (key), MC_REPLICA_ALL)
 #define mt_put_revoke(c, id, key) mt_end((c), MC_OP_PUT_REVOKE, (id), (key), MC_REPLICA_ALL)
+#define mt_upsert_end(c, id, key) mt_end((c), MC_OP_UPSERT_END, (id), (key), MC_REPLICA_ALL)
+#define mt_upsert_revoke(c, id, key) mt_end((c), MC_OP_UPSERT_REVOKE, (id), (key), MC_REPLICA_ALL)
 
 /* PutStart + PutEnd with replica_num replicas. Returns the first failure. */
 static inline int mt_put(struct mc_mrpc_client *c, struct mc_uuid client, const char *key, uint64_t len, uint32_t replicas) {
@@ -287,10 +293,10 @@ static inline int mt_batch_end(struct mc_mrpc_client *c, uint16_t op, struct mc_
   return rc;
 }
 
-/* status[i] per key; nrep[i] replicas granted (may be NULL). */
-static inline int mt_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid client, const char *const *keys,
-                                     const uint64_t *lens, uint32_t n, const struct mc_put_config *cfg, int32_t *status,
-                                     uint32_t *nrep) {
+/* BATCH_PUT_START or BATCH_UPSERT_START (op): status[i] per key; nrep[i] replicas granted (may be NULL). */
+static inline int mt_batch_start(struct mc_mrpc_client *c, uint16_t op, struct mc_uuid client, const char *const *keys,
+                                 const uint64_t *lens, uint32_t n, const struct mc_put_config *cfg, int32_t *status,
+                                 uint32_t *nrep) {
   struct mc_wbuf w = {0}, rep;
   mc_put_uuid(&w, client);
   mc_w_u32(&w, n);
@@ -299,7 +305,7 @@ static inline int mt_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid cl
     mc_w_u64(&w, lens[i]);
   }
   mc_put_config(&w, cfg);
-  int rc = mt_call(c, MC_OP_BATCH_PUT_START, &w, &rep);
+  int rc = mt_call(c, op, &w, &rep);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
@@ -316,6 +322,11 @@ static inline int mt_batch_put_start(struct mc_mrpc_client *c, struct mc_uuid cl
   mc_w_free(&rep);
   return rc;
 }
+
+#define mt_batch_put_start(c, id, keys, lens, n, cfg, status, nrep) \
+  mt_batch_start((c), MC_OP_BATCH_PUT_START, (id), (keys), (lens), (n), (cfg), (status), (nrep))
+#define mt_batch_upsert_start(c, id, keys, lens, n, cfg, status, nrep) \
+  mt_batch_start((c), MC_OP_BATCH_UPSERT_START, (id), (keys), (lens), (n), (cfg), (status), (nrep))
 
 /* status[i] and replica count per key; *lease_ms the lease TTL. */
 static inline int mt_batch_get(struct mc_mrpc_client *c, const char *const *keys, uint32_t n, int32_t *status,
