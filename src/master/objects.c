@@ -225,10 +225,16 @@ static void preempt(struct mc_master *m, struct object *o, uint64_t now) {
   o->nrep = 0;
 }
 
+/* Age of a put at `now`; 0 when `now` was sampled before the put started (callers take the clock
+ * before the shard lock, so a put may be younger than their `now`: it must never look ancient). */
+static uint64_t put_age(const struct object *o, uint64_t now) {
+  return now > o->put_start_ns ? now - o->put_start_ns : 0;
+}
+
 /* An existing object blocks a new put unless it is a stale, incomplete put (which gets preempted). */
 static int may_replace(struct mc_master *m, struct object *o, uint64_t now) {
   if (count_status(o, REP_COMPLETE)) return MC_OBJECT_ALREADY_EXISTS;
-  if (now - o->put_start_ns < (uint64_t)m->cfg.put_start_discard_timeout_sec * MC_NS_PER_S)
+  if (put_age(o, now) < (uint64_t)m->cfg.put_start_discard_timeout_sec * MC_NS_PER_S)
     return MC_OBJECT_ALREADY_EXISTS;
   preempt(m, o, now);
   return 0;
@@ -512,7 +518,7 @@ uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t 
   for (uint32_t b = 0; b < sh->nbuckets; b++)
     for (struct object *o = sh->buckets[b], *next; o; o = next) {
       next = o->next;
-      if (!count_status(o, REP_PROCESSING) || now - o->put_start_ns < tmo) continue;
+      if (!count_status(o, REP_PROCESSING) || put_age(o, now) < tmo) continue;
       uint32_t k = 0;
       for (uint32_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status == REP_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
