@@ -1,0 +1,7 @@
+# store_bench (bench/run_store_bench.sh): store-client and master RPC benchmarks, and the memcached reference
+# client it is compared with.
+mc_tool(store_bench ${CMAKE_SOURCE_DIR}/bench/store_bench.c)
+target_link_libraries(store_bench PRIVATE mooncake_store)
+target_include_directories(store_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests) # lib/master_client.h (raw master RPCs)
+add_executable(memcached_ref ${CMAKE_SOURCE_DIR}/bench/memcached_ref.c)
+target_link_libraries(memcached_ref PRIVATE mooncake_common)
