@@ -142,6 +142,7 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   e->conn = mc_strdup(conn);
   e->p2p = mc_meta_is_p2p(conn);
   e->force_tcp = mc_env_bool("MC_FORCE_TCP", 0);
+  e->tcp_split = (uint64_t)mc_env_long("MC_TCP_SPLIT_SIZE", 256 << 10, 0, 1l << 40);
   if (mc_meta_open(conn, &e->meta) || init_rpc(e, local_server_name)) goto fail;
   new_seg(e, e->name, NULL, MC_PATH_NONE);
   if (pthread_create(&e->notifier, NULL, notifier_main, e)) goto fail_rpc;
@@ -832,6 +833,14 @@ static int validate_requests(struct mc_engine *e, struct transfer_request *r, si
   return 0;
 }
 
+/* Large TCP requests are cut into pieces (MC_TCP_SPLIT_SIZE, default 256 KiB, 0 = never; at most 16) so
+ * that one request uses several lanes: a single connection is capped at single-stream speed. */
+static uint32_t slice_count(struct mc_engine *e, int path, uint64_t len) {
+  if (path != MC_PATH_TCP || !e->tcp_split || len <= e->tcp_split) return 1;
+  uint64_t k = (len + e->tcp_split - 1) / e->tcp_split;
+  return k > 16 ? 16 : (uint32_t)k;
+}
+
 static struct mc_slice *make_slice(struct mc_engine *e, struct mc_batch *b, struct mc_task *t,
                                    const struct transfer_request *r, struct mc_desc *d) {
   struct mc_slice *s = mc_calloc(1, sizeof(*s));
@@ -896,22 +905,36 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
     b->notify_msg = mc_strdup(notify->msg ? notify->msg : "");
     pthread_mutex_unlock(&b->mu);
   }
-  struct mc_slice **sl = mc_malloc((n ? n : 1) * sizeof(*sl));
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += r[i].length ? slice_count(e, paths[i], r[i].length) : 0;
+  struct mc_slice **sl = mc_malloc((total ? total : 1) * sizeof(*sl));
+  int *spaths = mc_malloc((total ? total : 1) * sizeof(int));
   size_t ns = 0;
   atomic_fetch_add(&b->pending, (int)n);
   atomic_store(&b->ntasks, first + n);
   for (size_t i = 0; i < n; i++) {
     struct mc_task *t = &b->tasks[first + i];
-    atomic_store(&t->slices_left, 1);
     if (r[i].length == 0) { /* completes without I/O */
+      atomic_store(&t->slices_left, 1);
       mc_desc_unref(descs[i]);
       task_finished(e, b, t);
       continue;
     }
-    paths[ns] = paths[i];
-    sl[ns++] = make_slice(e, b, t, &r[i], descs[i]);
+    uint32_t k = slice_count(e, paths[i], r[i].length);
+    atomic_store(&t->slices_left, (int)k);
+    uint64_t piece = r[i].length / k;
+    for (uint32_t j = 0; j < k; j++) { /* pieces of one request travel on different lanes */
+      struct transfer_request part = r[i];
+      part.source = (char *)r[i].source + j * piece;
+      part.target_offset = r[i].target_offset + j * piece;
+      part.length = j + 1 < k ? piece : r[i].length - j * piece;
+      if (j) mc_desc_ref(descs[i]);
+      spaths[ns] = paths[i];
+      sl[ns++] = make_slice(e, b, t, &part, descs[i]);
+    }
   }
-  dispatch(e, sl, paths, ns);
+  dispatch(e, sl, spaths, ns);
+  mc_free(spaths);
   if (n == 0 && notify) { /* an empty batch is complete at once */
     pthread_mutex_lock(&b->mu);
     if (atomic_load(&b->pending) == 0 && b->has_notify) {

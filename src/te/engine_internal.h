@@ -133,6 +133,7 @@ struct mc_engine {
   uint16_t rpc_port;
   struct mc_rpc_server *rpc;
   int force_tcp;
+  uint64_t tcp_split; /* TCP requests above this many bytes are cut into pieces (0 = never) */
 
   pthread_mutex_t tp_mu;
   struct mc_transport *tps[MC_MAX_TRANSPORTS];
