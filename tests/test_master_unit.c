@@ -9,6 +9,7 @@
 #include "lib/master_client.h"
 #include "lib/test.h"
 #include "master/master.h"
+#include "master/master_int.h"
 #include "master/mconfig.h"
 #include "master/tlsf.h"
 
@@ -426,7 +427,32 @@ static void test_core_throughput(void) {
   mc_master_cfg_free(&c);
 }
 
-TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_tlsf_churn_refill),
+/* Regression: a put that started after the release scan sampled its clock wrapped to a huge age and was
+ * released as abandoned; its writer's PutEnd then got OBJECT_NOT_FOUND. */
+static void test_put_younger_than_scan_clock_is_not_released(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = in_process_master(&c);
+  REQUIRE(m);
+  struct mc_segment_rec s = mt_seg(1, "young:1", 0x100000000ull, 1ull << 30);
+  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
+  struct mc_put_config pc = mt_cfg(1);
+  struct mc_wbuf w = {0};
+  uint64_t scan_clock = mc_now_ns(); /* sampled before the put, as the eviction scan does */
+  CHECK_EQ(mc_master_put_start(m, mt_id(1), "young", 5, 4096, &pc, &w), 0);
+  uint64_t released = 0;
+  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+    pthread_mutex_lock(&m->shards[i].mu);
+    released += mc_shard_release_stale(m, &m->shards[i], scan_clock);
+    pthread_mutex_unlock(&m->shards[i].mu);
+  }
+  CHECK_EQ(released, 0);
+  CHECK_EQ(mc_master_put_end(m, mt_id(1), "young", 5, MC_REPLICA_ALL), 0);
+  mc_w_free(&w);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
+TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),
