@@ -29,27 +29,37 @@ static void *notifier_main(void *arg);
 
 /* ------------------------------------------------------------------ lifecycle */
 
+/* 1 when the engine recorded in an rpc_meta value still answers a probe. */
+static int rpc_owner_alive(const char *value) {
+  json_t *o = json_loads(value, 0, NULL);
+  const char *ip = json_string_value(json_object_get(o, "ip_or_host_name"));
+  int port = (int)json_integer_value(json_object_get(o, "rpc_port"));
+  char *probe = NULL;
+  int alive = ip && port > 0 && port < 65536 && mc_rpc_call(ip, (uint16_t)port, MC_RPC_PROBE, "{}", &probe, 2000) == 0;
+  mc_free(probe);
+  json_decref(o);
+  return alive;
+}
+
+/* Publishes rpc_meta/<name>. An entry left by a dead incarnation (which write-once servers would keep
+ * forever) is replaced when its owner does not answer; one held by a live engine is a name collision. */
 static int publish_rpc_meta(struct mc_engine *e) {
   char key[512], *old = NULL;
   json_t *v = json_pack("{s:s, s:i}", "ip_or_host_name", e->ip, "rpc_port", (int)e->rpc_port);
   char *body = json_dumps(v, JSON_COMPACT);
   json_decref(v);
   mc_meta_rpc_key(key, sizeof(key), e->name);
-  int rc = mc_meta_set(e->meta, key, body);
-  if (rc && mc_meta_get(e->meta, key, &old) == 0) {
-    /* A stale entry from a dead incarnation blocks write-once servers: replace it if nobody answers. */
-    json_t *o = json_loads(old, 0, NULL);
-    const char *ip = json_string_value(json_object_get(o, "ip_or_host_name"));
-    int port = (int)json_integer_value(json_object_get(o, "rpc_port"));
-    char *probe = NULL;
-    if (ip && port > 0 && mc_rpc_call(ip, (uint16_t)port, MC_RPC_PROBE, "{}", &probe, 2000) != 0) {
-      LOG_WARN("replacing stale %s (previous owner at %s:%d does not answer)", key, ip, port);
+  int rc = 0;
+  if (mc_meta_get(e->meta, key, &old) == 0 && strcmp(old, body)) {
+    if (rpc_owner_alive(old)) {
+      LOG_ERROR("%s is held by another live engine (%s): choose another server name", key, old);
+      rc = ERR_METADATA;
+    } else {
+      LOG_WARN("replacing stale %s (its previous owner does not answer)", key);
       mc_meta_remove(e->meta, key);
-      rc = mc_meta_set(e->meta, key, body);
     }
-    mc_free(probe);
-    json_decref(o);
   }
+  if (!rc) rc = mc_meta_set(e->meta, key, body);
   mc_free(old);
   free(body);
   if (rc) LOG_ERROR("cannot publish %s to metadata service %s", key, e->conn);
