@@ -134,6 +134,21 @@ int mc_sock_write_full(int fd, const void *buf, size_t n) {
   return mc_sock_writev_full(fd, &iov, 1, NULL);
 }
 
+int mc_iov_advance(struct iovec **iov, int iovcnt, size_t n) {
+  struct iovec *v = *iov;
+  while (iovcnt > 0 && n >= v->iov_len) {
+    n -= v->iov_len;
+    v++;
+    iovcnt--;
+  }
+  if (iovcnt > 0) {
+    v->iov_base = (char *)v->iov_base + n;
+    v->iov_len -= n;
+  }
+  *iov = v;
+  return iovcnt;
+}
+
 int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent) {
   while (iovcnt > 0) {
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = iovcnt};
@@ -143,15 +158,7 @@ int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent) {
       return errno == EAGAIN ? -ETIMEDOUT : -errno;
     }
     if (sent) *sent += (uint64_t)w;
-    while (iovcnt > 0 && (size_t)w >= iov->iov_len) {
-      w -= (ssize_t)iov->iov_len;
-      iov++;
-      iovcnt--;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= (size_t)w;
-    }
+    iovcnt = mc_iov_advance(&iov, iovcnt, (size_t)w);
   }
   return 0;
 }
@@ -204,15 +211,7 @@ int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_m
       if (rc) return rc;
       continue;
     }
-    while (iovcnt > 0 && (size_t)w >= iov->iov_len) {
-      w -= (ssize_t)iov->iov_len;
-      iov++;
-      iovcnt--;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= (size_t)w;
-    }
+    iovcnt = mc_iov_advance(&iov, iovcnt, (size_t)w);
   }
   return 0;
 }

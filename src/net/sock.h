@@ -21,6 +21,9 @@ int mc_sock_set_timeouts(int fd, int rcv_ms, int snd_ms);
 /* Reads exactly n bytes. Blocking fd with SO_RCVTIMEO or not. 0, -EPIPE on EOF, -errno otherwise. */
 int mc_sock_read_full(int fd, void *buf, size_t n);
 int mc_sock_write_full(int fd, const void *buf, size_t n);
+/* Drops n sent bytes from the front of iov (moving *iov and trimming the first entry left); returns
+ * the number of entries left. */
+int mc_iov_advance(struct iovec **iov, int iovcnt, size_t n);
 /* writev until all iov bytes are sent (iov is modified). Adds to *sent the bytes written, if non-NULL. */
 int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent);
 /* Like read_full, but first polls up to timeout_ms for the first byte (-ETIMEDOUT) and uses poll

@@ -133,15 +133,7 @@ static int send_progress(int fd, struct iovec *iov, int cnt, size_t chunk, atomi
     size_t w = (size_t)(*sent - before);
     atomic_store(progress, mc_now_ns());
     if (rc) return rc;
-    while (cnt > 0 && w >= iov->iov_len) {
-      w -= iov->iov_len;
-      iov++;
-      cnt--;
-    }
-    if (cnt > 0) {
-      iov->iov_base = (char *)iov->iov_base + w;
-      iov->iov_len -= w;
-    }
+    cnt = mc_iov_advance(&iov, cnt, w);
   }
   return 0;
 }
