@@ -190,8 +190,9 @@ static int probe_metadata(const char *conn, const char *name) {
   return MC_ETCD_OPERATION_ERROR;
 }
 
-static int start_engine(struct mc_store *s, const char *meta, const char *protocol) {
-  s->te = createTransferEngine(meta, s->name, NULL, 0, 0);
+static int start_engine(struct mc_store *s, const char *meta, const char *protocol, void *engine) {
+  s->te_external = engine != NULL;
+  s->te = engine ? engine : createTransferEngine(meta, s->name, NULL, 0, 0);
   if (!s->te) {
     int rc = probe_metadata(meta, s->name);
     LOG_ERROR("setup: cannot create the transfer engine for %s (metadata %s)", s->name, meta);
@@ -334,7 +335,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);
   if (!rc) rc = probe_metadata(meta, s->name);
-  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"));
+  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->segment) rc = mount_segment(s, deadline);
   if (!rc && s->mounted) {
@@ -351,6 +352,16 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   return 0;
 }
 
+/* A caller's engine stays up: give back only what this client put into it. */
+static void release_engine_memory(struct mc_store *s) {
+  for (size_t i = 0; i < s->nregs; i++) {
+    void *p = (void *)(uintptr_t)s->regs[i].addr;
+    if (p != s->segment && p != s->stage_base) unregisterLocalMemory(s->te, p);
+  }
+  if (s->segment) mc_te_free_shared(s->te, s->segment);
+  if (s->stage_base) mc_te_free_shared(s->te, s->stage_base);
+}
+
 void mc_store_do_teardown(struct mc_store *s) {
   stop_ping(s);
   if (s->mounted) {
@@ -358,8 +369,10 @@ void mc_store_do_teardown(struct mc_store *s) {
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
     s->mounted = 0;
   }
-  destroyTransferEngine(s->te); /* frees the segment and staging memory, deletes our metadata keys */
+  if (s->te_external) release_engine_memory(s);
+  else destroyTransferEngine(s->te); /* frees the segment and staging memory, deletes our metadata keys */
   s->te = NULL;
+  s->te_external = 0;
   mc_stage_free(s->stage);
   s->stage = NULL;
   s->stage_base = s->segment = NULL;
