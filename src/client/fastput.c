@@ -57,6 +57,43 @@ struct mc_fastput {
   int unsupported; /* the master does not know the opcodes */
 };
 
+/* Segment endpoints of the handles of THIS process that hold extents state. The engine writes to a
+ * same-process peer through its raw address, so an extent on another handle of this process would be
+ * written through a pointer that dies with that handle (its teardown does not know about our extent).
+ * Such extents are released at once and those puts take PutStart/PutEnd. Leaf lock. */
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static char **local_eps;
+static size_t n_local_eps;
+
+static void local_add(const char *ep) {
+  pthread_mutex_lock(&local_mu);
+  local_eps = mc_realloc(local_eps, sizeof(*local_eps) * (n_local_eps + 1));
+  local_eps[n_local_eps++] = mc_strdup(ep);
+  pthread_mutex_unlock(&local_mu);
+}
+
+static void local_remove(const char *ep) {
+  pthread_mutex_lock(&local_mu);
+  for (size_t i = 0; i < n_local_eps; i++)
+    if (!strcmp(local_eps[i], ep)) {
+      mc_free(local_eps[i]);
+      local_eps[i] = local_eps[--n_local_eps];
+      break;
+    }
+  if (!n_local_eps) mc_free(local_eps), local_eps = NULL;
+  pthread_mutex_unlock(&local_mu);
+}
+
+/* 1 when ep is the segment of another handle in this process. */
+static int other_local(const struct mc_store *s, const char *ep) {
+  if (!strcmp(ep, s->te_name)) return 0;
+  int found = 0;
+  pthread_mutex_lock(&local_mu);
+  for (size_t i = 0; i < n_local_eps && !found; i++) found = !strcmp(local_eps[i], ep);
+  pthread_mutex_unlock(&local_mu);
+  return found;
+}
+
 static int enabled_by_env(void) {
   const char *e = getenv("MC_STORE_PUT_EXTENTS");
   return !e || strcmp(e, "0");
@@ -71,6 +108,7 @@ void mc_fastput_init(struct mc_store *s) {
   struct mc_fastput *fp = mc_calloc(1, sizeof(*fp));
   pthread_mutex_init(&fp->mu, NULL);
   s->fastput = fp;
+  local_add(s->te_name);
 }
 
 /* ------------------------------------------------------------------ RPCs */
@@ -171,6 +209,7 @@ void mc_fastput_free(struct mc_store *s) {
   struct mc_fastput *fp = s->fastput;
   if (!fp) return;
   mc_fastput_retire(s, 0); /* no put is in flight: teardown holds life for writing */
+  local_remove(s->te_name);
   pthread_mutex_destroy(&fp->mu);
   mc_free(fp);
   s->fastput = NULL;
@@ -202,6 +241,12 @@ static struct fp_ext *reserve_locked(struct mc_store *s, struct mc_fastput *fp, 
     fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
     LOG_DEBUG("no write extent (%s); puts use PutStart/PutEnd for a while", mooncake_store_err_name(rc));
     ext_free(e);
+    return NULL;
+  }
+  if (other_local(s, e->endpoint)) { /* see local_eps */
+    rpc_release(s, e->id);
+    ext_free(e);
+    fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
     return NULL;
   }
   e->margin_ns = MC_MIN(e->lease_ns, e->ttl_ns) / 4;
