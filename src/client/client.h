@@ -12,6 +12,7 @@
 #ifndef MC_CLIENT_CLIENT_H
 #define MC_CLIENT_CLIENT_H
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,6 +60,10 @@ struct mc_store {
   pthread_mutex_t ping_mu;
   pthread_cond_t ping_cv;
   int ping_stop; /* guarded by ping_mu */
+
+  /* write extents (fastput.c) */
+  struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) or no segment */
+  _Atomic uint64_t ping_ok_ns; /* send time of the last mount or ping answered OK */
 };
 
 /* ---- capi.c: helpers of the public entry points ---- */
@@ -75,6 +80,16 @@ static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
+
+/* ---- fastput.c: one-round-trip puts through write extents ---- */
+void mc_fastput_init(struct mc_store *s);
+/* Releases the current extent and frees the state (teardown, no put in flight). */
+void mc_fastput_free(struct mc_store *s);
+/* Stops carving from the current extent; dead = the master already dropped it (no release sent). */
+void mc_fastput_retire(struct mc_store *s, int dead);
+/* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
+ * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
+int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);

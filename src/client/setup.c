@@ -251,9 +251,10 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
       .host_id = mc_strdup(mc_host_id()),
       .probe_addr = mc_strdup(probe),
   };
+  uint64_t sent = mc_now_ns();
   int rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
   if (rc) LOG_ERROR("setup: mounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
-  else s->mounted = 1;
+  else s->mounted = 1, atomic_store(&s->ping_ok_ns, sent), mc_fastput_init(s);
   return rc;
 }
 
@@ -278,6 +279,7 @@ static void *ping_main(void *arg) {
     }
     if (s->ping_stop) break;
     pthread_mutex_unlock(&s->ping_mu);
+    uint64_t sent = mc_now_ns();
     int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
     if (rc && ++failures >= PING_FAILURES) {
       LOG_WARN("master: %d pings failed (%s); reconnecting", failures, mooncake_store_err_name(rc));
@@ -285,7 +287,8 @@ static void *ping_main(void *arg) {
       failures = 0;
     } else if (!rc) {
       failures = 0;
-      if (status == MC_PING_NEED_REMOUNT) remount(s);
+      if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
+      if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 1), remount(s); /* the master forgot our extents */
     }
     pthread_mutex_lock(&s->ping_mu);
   }
@@ -364,6 +367,7 @@ static void release_engine_memory(struct mc_store *s) {
 
 void mc_store_do_teardown(struct mc_store *s) {
   stop_ping(s);
+  mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->mounted) {
     int rc = mcli_unmount(s->master, s->seg_rec.id, s->client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));

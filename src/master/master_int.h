@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
+#include "master/extents.h"
 #include "master/master.h"
 #include "master/proto.h"
 #include "master/tlsf.h"
@@ -127,6 +128,7 @@ struct mc_master {
   struct mc_meta_server *meta_server;
   struct mc_meta *meta;
   struct mc_mrpc_server *rpc;
+  struct mc_extents *ext; /* write extents (extents.c) */
   /* counters for the summary line */
   _Atomic uint64_t n_soft_pinned;
   _Atomic uint64_t n_put_start, n_put_start_ok, n_evicted, n_get, n_exist, n_remove, n_ping;
@@ -148,6 +150,13 @@ struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
 void mc_obj_drop_dead(struct object *o);
 void mc_objects_init(struct mc_master *m);
 void mc_objects_destroy(struct mc_master *m);
+/* A put whose one replica is already written (extent commit, extents.c): validates like PutStart, then
+ * under the key's shard lock either refuses (OBJECT_ALREADY_EXISTS, or a stale put preempted as PutStart
+ * does) and calls carve(ctx, 0, NULL), or calls carve(ctx, 1, &rep) for the COMPLETE replica and
+ * installs the object as PutStart + PutEnd leave it. carve's error is returned as is. */
+int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                      const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
+                      void *ctx);
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);

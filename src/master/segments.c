@@ -322,6 +322,7 @@ void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
   if (!n) return;
   for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
   sweep_discards(m);
+  mc_extents_drop_unmounting(m);
   for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
 }
 
