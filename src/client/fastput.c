@@ -14,7 +14,11 @@
  *   now + margin < (time the reserve or last commit was SENT) + lease, and
  *   now + margin < (time the last OK ping was SENT) + client_ttl,
  * margin = min(lease, client_ttl) / 4. The master reclaims an extent no earlier than either bound, so
- * a write that starts in time has at least the margin to land. The extent is retired (never written
+ * a write that starts in time has at least the margin to land. And a write starts only within
+ * MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful contact with the master (OK
+ * ping, reserve or commit): a master that restarted knows nothing of our extent, but it keeps every
+ * re-mounted segment free of new allocations for longer than that (MC_REMOUNT_QUIET_NS), so a write
+ * aimed at the old extent cannot land in space the new master handed out. The extent is retired (never written
  * again) on any failed write, any commit error other than OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and
  * when a ping answers NEED_REMOUNT (the master forgot us, so it dropped our extents). Writes use cached
  * segment descriptors without the refresh-and-retry of the ordinary path, so a write aimed at a holder
@@ -221,8 +225,9 @@ static uint64_t align_up(uint64_t n) { return (n + FP_ALIGN - 1) & ~(FP_ALIGN - 
 
 /* Writes may start into e at now (fp->mu held). */
 static int writable_locked(struct mc_store *s, const struct fp_ext *e, uint64_t now) {
-  uint64_t ping = atomic_load(&s->ping_ok_ns);
-  return now + e->margin_ns < e->deadline_ns && ping && now + e->margin_ns < ping + e->ttl_ns;
+  uint64_t ping = atomic_load(&s->ping_ok_ns), contact = MC_MAX(ping, e->deadline_ns - e->lease_ns);
+  return now + e->margin_ns < e->deadline_ns && ping && now + e->margin_ns < ping + e->ttl_ns &&
+         now < contact + MC_FASTPUT_CONTACT_NS;
 }
 
 static int prefers_other(const struct mc_put_config *cfg, const char *seg) {

@@ -59,7 +59,14 @@ struct mseg {
   pthread_mutex_t alloc_mu;
   struct mc_tlsf *tlsf;  /* alloc_mu */
   _Atomic uint64_t used; /* written under alloc_mu */
+  _Atomic uint64_t alloc_after_ns; /* no new allocations before this (remount quiet period) */
 };
+
+/* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
+ * this long: writers holding write extents from before stop writing within MC_FASTPUT_CONTACT_NS of
+ * their last contact with the master that granted them (docs/master.md, "Write extents"), so nothing
+ * the new allocations receive can be overwritten by such a late write. */
+#define MC_REMOUNT_QUIET_NS (MC_FASTPUT_CONTACT_NS + 1000ull * 1000000ull)
 
 struct mclient {
   struct mc_uuid id;

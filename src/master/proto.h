@@ -76,6 +76,12 @@ enum mc_master_op {
   MC_OP_RELEASE_EXTENT = 62,
 };
 
+/* A writer starts a write into an extent only within this long of its last successful contact with
+ * the master that granted it (OK ping, reserve or commit); the master keeps re-mounted segments free
+ * of new allocations for longer (MC_REMOUNT_QUIET_NS), so a late write from before a master restart
+ * cannot land in space the new master handed out. */
+#define MC_FASTPUT_CONTACT_NS (2000ull * 1000000ull)
+
 #define MC_STORE_VERSION "mooncake-c 0.1.0"
 
 struct mc_uuid {
