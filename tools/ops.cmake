@@ -6,3 +6,7 @@ target_include_directories(mooncake_ops PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 # trace_replay (bench/run_trace_replay.sh): replays a KV-block trace against a cluster.
 mc_tool(trace_replay ${CMAKE_SOURCE_DIR}/bench/trace_replay.c)
 target_link_libraries(trace_replay PRIVATE mooncake_store mooncake_ops)
+# The `mooncake` command-line tool (docs/operations.md).
+add_executable(mooncake ${CMAKE_CURRENT_SOURCE_DIR}/cli/mooncake_cli.c)
+target_link_libraries(mooncake PRIVATE mooncake_ops)
+install(TARGETS mooncake RUNTIME DESTINATION bin)
