@@ -10,3 +10,6 @@ target_link_libraries(trace_replay PRIVATE mooncake_store mooncake_ops)
 add_executable(mooncake ${CMAKE_CURRENT_SOURCE_DIR}/cli/mooncake_cli.c)
 target_link_libraries(mooncake PRIVATE mooncake_ops)
 install(TARGETS mooncake RUNTIME DESTINATION bin)
+# mooncake_store_node: the storage-node daemon the systemd unit in deploy/ runs.
+mc_tool(mooncake_store_node ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_store_node.c)
+target_link_libraries(mooncake_store_node PRIVATE mooncake_store)
