@@ -100,6 +100,17 @@ static int call_json(const struct cli *c, const char *method, const char *path, 
   return *out ? 0 : EX_FAIL;
 }
 
+/* POST whose JSON answer must say "success": true. 0 with *out, or an exit code (message printed). */
+static int post_checked(const struct cli *c, const char *path, const char *what, json_t **out) {
+  int ex = call_json(c, "POST", path, what, out);
+  if (ex || json_is_true(json_object_get(*out, "success"))) return ex;
+  const char *msg = json_string_value(json_object_get(*out, "error_message"));
+  fprintf(stderr, "mooncake: %s: %s\n", what, msg ? msg : "the master did not report success");
+  json_decref(*out);
+  *out = NULL;
+  return EX_FAIL;
+}
+
 static void print_json(json_t *o) {
   char *s = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
   printf("%s\n", s ? s : "null");
@@ -473,15 +484,10 @@ static int cmd_remove(struct cli *c, int argc, char **argv) {
   sprintf(path, "/api/v1/remove?key=%s%s", esc, force ? "&force=1" : "");
   snprintf(what, sizeof(what), "remove '%.256s'", pos[0]);
   json_t *o = NULL;
-  int ex = call_json(c, "POST", path, what, &o);
+  int ex = post_checked(c, path, what, &o);
   free(esc);
   free(path);
   if (ex) return ex;
-  if (!json_is_true(json_object_get(o, "success"))) {
-    fprintf(stderr, "mooncake: %s: %s\n", what, str(o, "error_message", "refused"));
-    json_decref(o);
-    return EX_FAIL;
-  }
   if (c->json) {
     json_t *out = json_pack("{s:s, s:b, s:b}", "key", pos[0], "removed", 1, "force", force);
     print_json(out);
@@ -500,11 +506,11 @@ static int cmd_remove_all(struct cli *c, int argc, char **argv) {
   int npos;
   PARSE("remove-all", opts, pos, 0, npos);
   json_t *o = NULL;
-  int ex = call_json(c, "POST", force ? "/api/v1/remove_all?force=1" : "/api/v1/remove_all", "remove-all", &o);
+  int ex = post_checked(c, force ? "/api/v1/remove_all?force=1" : "/api/v1/remove_all", "remove-all", &o);
   if (ex) return ex;
   double n = num(o, "removed_count");
-  if (!json_is_true(json_object_get(o, "success")) || isnan(n)) {
-    fprintf(stderr, "mooncake: remove-all: %s\n", str(o, "error_message", "unexpected answer"));
+  if (isnan(n)) {
+    fprintf(stderr, "mooncake: remove-all: the master's answer has no removed_count\n");
     json_decref(o);
     return EX_FAIL;
   }
@@ -559,6 +565,7 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
     return EX_FAIL;
   }
   const char *status = str(o, "status", "DRAINING");
+  double used = NAN;
   double deadline = mono_s() + limit;
   char qpath[256];
   char *jesc = mc_admin_escape(job);
@@ -570,6 +577,7 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
     q = NULL;
     if ((ex = call_json(c, "GET", qpath, what, &q))) break;
     status = str(q, "status", "?");
+    used = num(q, "used_bytes");
     if (!wait || !strcmp(status, "DRAINED") || mono_s() >= deadline) break;
     sleep_ms(200);
   } while (1);
@@ -580,10 +588,14 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   if (!ex || (ex == EX_FAIL && q)) {
     if (c->json) {
       json_t *out = json_pack("{s:s, s:s, s:s}", "segment", pos[0], "job_id", job, "status", status);
+      json_object_set_new(out, "used_bytes", isnan(used) ? json_null() : json_integer((json_int_t)used));
       print_json(out);
       json_decref(out);
     } else {
-      printf("segment %s: drain job %s %s\n", pos[0], job, status);
+      char b[32];
+      printf("segment %s: drain job %s %s", pos[0], job, status);
+      if (!isnan(used)) printf(" (%s still stored)", human(used, b, sizeof(b)));
+      printf("\n");
     }
   }
   json_decref(q);
