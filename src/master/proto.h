@@ -27,6 +27,7 @@
  *   REMOVE_ALL         u8 force -> i64 count
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
+ *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
  * Segment records carry zone and host_id (decisions D6) and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (D4). */
 #ifndef MC_MASTER_PROTO_H
@@ -64,6 +65,7 @@ enum mc_master_op {
   MC_OP_REMOVE_BY_REGEX = 32,
   MC_OP_REMOVE_ALL = 33,
   MC_OP_QUERY_SEGMENTS = 40,
+  MC_OP_REPORT_CLIENT_STATS = 50,
 };
 
 #define MC_STORE_VERSION "mooncake-c 0.1.0"
@@ -126,6 +128,23 @@ void mc_replica_rec_free(struct mc_replica_rec *rep);
 /* Decodes list<replica>; *out malloc'ed array (free each + array). */
 uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out);
 void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n);
+
+/* What a client saw since its previous report (decisions D7): transfer latencies in the fixed log-scale
+ * buckets below (1-2-5 steps from 1 us to 10 s; lat[i] counts latencies <= mc_lat_bounds_us[i] and above
+ * the previous bound, lat[MC_LAT_NBUCKETS - 1] those above 10 s), their sum, bytes moved, and the lookups
+ * it made that found a readable object (hits) or not (misses). Wire: client id, u32 bucket count (must be
+ * MC_LAT_NBUCKETS), u64 per bucket, u64 lat_sum_us, bytes_read, bytes_written, hits, misses. */
+#define MC_LAT_NBUCKETS 23
+extern const uint64_t mc_lat_bounds_us[MC_LAT_NBUCKETS - 1];
+struct mc_client_stats {
+  struct mc_uuid client;
+  uint64_t lat[MC_LAT_NBUCKETS];
+  uint64_t lat_sum_us, bytes_read, bytes_written, hits, misses;
+};
+/* Bucket index of a latency. */
+uint32_t mc_lat_bucket(uint64_t us);
+void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);
+void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st);
 
 /* Random v4-style UUID; text form "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh" into buf (>= 37 bytes). */
 struct mc_uuid mc_uuid_random(void);
