@@ -306,8 +306,8 @@ static int cmd_status(struct cli *c, int argc, char **argv) {
   }
   double keys = num(m, "master_key_count"), clients = num(m, "master_active_clients");
   if (c->json) {
-    json_t *o = json_pack("{s:s, s:O, s:I, s:f, s:f, s:f}", "master_admin", c->admin, "health", health, "segments",
-                          (json_int_t)nseg, "capacity_bytes", cap, "used_bytes", used, "use_percent",
+    json_t *o = json_pack("{s:s, s:O, s:I, s:I, s:I, s:f}", "master_admin", c->admin, "health", health, "segments",
+                          (json_int_t)nseg, "capacity_bytes", (json_int_t)cap, "used_bytes", (json_int_t)used, "use_percent",
                           cap > 0 ? used * 100 / cap : 0.0);
     json_object_set_new(o, "keys", isnan(keys) ? json_null() : json_integer((json_int_t)keys));
     json_object_set_new(o, "clients", isnan(clients) ? json_null() : json_integer((json_int_t)clients));
@@ -352,10 +352,10 @@ static int cmd_segments(struct cli *c, int argc, char **argv) {
     if (isnan(cap)) cap = num(s, "size_bytes");
     double pct = num(s, "allocator_usage_percent");
     if (isnan(pct)) pct = cap > 0 && !isnan(used) ? used * 100 / cap : 0;
-    json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:f, s:f, s:f, s:s, s:s, s:s}", "name",
+    json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:I, s:I, s:f, s:s, s:s, s:s}", "name",
                                          str(s, "segment_name", ""), "segment_id", str(s, "segment_id", ""), "zone",
-                                         str(s, "zone", ""), "capacity_bytes", isnan(cap) ? 0.0 : cap, "used_bytes",
-                                         isnan(used) ? 0.0 : used, "use_percent", pct, "status",
+                                         str(s, "zone", ""), "capacity_bytes", (json_int_t)(isnan(cap) ? 0 : cap),
+                                         "used_bytes", (json_int_t)(isnan(used) ? 0 : used), "use_percent", pct, "status",
                                          str(s, "status", ""), "te_endpoint", str(s, "te_endpoint", ""),
                                          "client_id", str(s, "client_id", "")));
   }
@@ -440,7 +440,7 @@ static int cmd_key(struct cli *c, int argc, char **argv) {
   size_t i;
   json_array_foreach(data, i, rep) {
     double size = num(rep, "size_");
-    json_array_append_new(reps, json_pack("{s:f, s:s, s:s, s:s}", "size_bytes", isnan(size) ? 0.0 : size, "buffer_address",
+    json_array_append_new(reps, json_pack("{s:I, s:s, s:s, s:s}", "size_bytes", (json_int_t)(isnan(size) ? 0 : size), "buffer_address",
                                           str(rep, "buffer_address_", ""), "protocol", str(rep, "protocol_", ""),
                                           "transport_endpoint", str(rep, "transport_endpoint_", "")));
     /* buffer_address_ may be a number upstream */
