@@ -73,12 +73,7 @@ void mc_metrics_eviction_run(struct mc_mstats *ms, uint64_t keys, uint64_t bytes
 
 void mc_metrics_report(struct mc_mstats *ms, const struct mc_client_stats *st) {
   pthread_mutex_lock(&ms->mu);
-  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) ms->sum.lat[i] += st->lat[i];
-  ms->sum.lat_sum_us += st->lat_sum_us;
-  ms->sum.bytes_read += st->bytes_read;
-  ms->sum.bytes_written += st->bytes_written;
-  ms->sum.hits += st->hits;
-  ms->sum.misses += st->misses;
+  mc_client_stats_add(&ms->sum, st);
   ms->reports++;
   pthread_mutex_unlock(&ms->mu);
 }

@@ -139,6 +139,15 @@ uint32_t mc_lat_bucket(uint64_t us) {
   return i;
 }
 
+void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d) {
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) acc->lat[i] += d->lat[i];
+  acc->lat_sum_us += d->lat_sum_us;
+  acc->bytes_read += d->bytes_read;
+  acc->bytes_written += d->bytes_written;
+  acc->hits += d->hits;
+  acc->misses += d->misses;
+}
+
 void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st) {
   mc_put_uuid(w, st->client);
   mc_w_u32(w, MC_LAT_NBUCKETS);

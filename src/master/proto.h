@@ -143,6 +143,8 @@ struct mc_client_stats {
 };
 /* Bucket index of a latency. */
 uint32_t mc_lat_bucket(uint64_t us);
+/* acc += d, field by field (the client id is left alone). */
+void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d);
 void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);
 void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st);
 
