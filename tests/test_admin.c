@@ -2,8 +2,10 @@
  * D4/D6/D7) against real mooncake_master processes over real sockets: every endpoint's status codes,
  * Content-Type and JSON (parsed with jansson), /query_key granting no lease, removal codes, drain jobs,
  * malformed query strings, the metric values after a scripted workload (puts, hits and misses, batch
- * lookups, evictions, client statistics reports), reports from real store clients (a storage client, a
- * pure client, a short-lived one), the periodic log lines, and a dual-stack listener. */
+ * lookups, evictions, client statistics reports), the same values through a real Prometheus scraping
+ * every second and its query API, `promtool check metrics` flagging only exempt names, reports from real
+ * store clients (a storage client, a pure client, a short-lived one), the periodic log lines, and the
+ * listeners. */
 #include <jansson.h>
 #include <math.h>
 
@@ -428,10 +430,18 @@ static int report(uint64_t id, uint64_t us, uint64_t count, uint64_t hits, uint6
   return mt_simple(C, MC_OP_REPORT_CLIENT_STATS, &w);
 }
 
-static void test_metric_values(void) {
-  static const char *const flags[] = {"--client_ttl=3600", "--eviction_high_watermark_ratio=0.5",
-                                      "--eviction_ratio=0.2", NULL};
-  REQUIRE(!start(flags));
+static const char *const workload_flags[] = {"--client_ttl=3600", "--eviction_high_watermark_ratio=0.5",
+                                             "--eviction_ratio=0.2", NULL};
+
+/* What the scripted workload did, for the checks. */
+struct expected {
+  long rpcs;
+  double hits, misses;
+};
+
+/* One segment, puts, per-key lookups (single and batch), two clients' statistics reports, and puts past
+ * the watermark so that eviction runs (its lookups all precede the eviction, so hits are exact). */
+static struct expected workload(void) {
   long rpcs = 0;
   struct mc_segment_rec a = seg(1, "seg-a", "", 64 * MiB);
   CHECK_EQ(mt_mount(C, mt_id(1), &a), 0); rpcs++;
@@ -473,14 +483,20 @@ static void test_metric_values(void) {
     snprintf(key, sizeof(key), "fill%d", i);
     rpcs += mt_put(C, mt_id(1), key, MiB, 1) == MC_NO_AVAILABLE_HANDLE ? 1 : 2; /* a refused start ends it */
   }
-  double evicted = 0;
+  return (struct expected){rpcs, 4 + 7 + 3 + 2, 2 + 3 + 1 + 2};
+}
+
+static void test_metric_values(void) {
+  REQUIRE(!start(workload_flags));
+  struct expected e = workload();
+  double evicted = 0, hits = e.hits, misses = e.misses;
+  long rpcs = e.rpcs;
   for (long deadline = mc_tp_now_ms() + 5000; mc_tp_now_ms() < deadline && evicted < 1; mc_tp_sleep_ms(50))
     evicted = metric("master_evicted_key_count");
   mc_tp_sleep_ms(300); /* let the run finish */
   struct th_resp r;
   CHECK_EQ(th_get(M.metrics_port, "/metrics", &r), 200);
   const char *t = r.body;
-  double hits = 4 + 7 + 3 + 2, misses = 2 + 3 + 1 + 2;
   CHECK_EQ(th_prom_value(t, "store_lookup_hits_total"), hits);
   CHECK_EQ(th_prom_value(t, "store_lookup_misses_total"), misses);
   CHECK(fabs(th_prom_value(t, "store_hit_ratio") - hits / (hits + misses)) < 1e-12);
@@ -524,6 +540,176 @@ static void test_metric_values(void) {
   if (fabs(th_prom_value(t, "master_rpc_qps") - rpcs / 10.0) >= 1e-9)
     fprintf(stderr, "qps %g, expected %g\n", th_prom_value(t, "master_rpc_qps"), rpcs / 10.0);
   th_free(&r);
+  stop();
+}
+
+/* ------------------------------------------------------------ a real Prometheus, promtool */
+
+struct prom {
+  pid_t pid;
+  int port;
+  char *dir, *log;
+};
+
+/* Starts Debian's prometheus scraping the master every second; bounded wait for /-/ready. */
+static int prom_start(struct prom *p) {
+  memset(p, 0, sizeof(*p));
+  p->dir = mc_tp_mkdtemp("prometheus");
+  if (!p->dir) return -1;
+  p->log = mc_tp_path(p->dir, "log");
+  char *cfg = mc_tp_path(p->dir, "prometheus.yml"), *data = mc_tp_path(p->dir, "data");
+  FILE *f = fopen(cfg, "w");
+  if (!f) return -1;
+  fprintf(f,
+          "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+          "scrape_configs:\n"
+          "  - job_name: mooncake_master\n"
+          "    scrape_interval: 1s\n"
+          "    scrape_timeout: 900ms\n"
+          "    static_configs: [{targets: ['127.0.0.1:%d']}]\n",
+          M.metrics_port);
+  fclose(f);
+  p->port = mc_tp_free_port();
+  char a1[4200], a2[4200], a3[64];
+  snprintf(a1, sizeof(a1), "--config.file=%s", cfg);
+  snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s", data);
+  snprintf(a3, sizeof(a3), "--web.listen-address=127.0.0.1:%d", p->port);
+  char *argv[] = {"prometheus", a1, a2, a3, "--log.level=warn", NULL};
+  p->pid = mc_tp_spawn(argv, NULL, p->log);
+  free(cfg);
+  free(data);
+  for (long deadline = mc_tp_now_ms() + 30000; p->pid > 0 && mc_tp_now_ms() < deadline; mc_tp_sleep_ms(100)) {
+    struct th_resp r;
+    long st = th_get(p->port, "/-/ready", &r);
+    th_free(&r);
+    if (st == 200) return 0;
+    if (mc_tp_exited(p->pid)) break;
+  }
+  fprintf(stderr, "FAIL: prometheus did not become ready within 30 s\n");
+  if (p->pid > 0) mc_tp_dump_log(p->log);
+  return -1;
+}
+
+static void prom_stop(struct prom *p) {
+  if (p->pid > 0) mc_tp_stop(p->pid, 10000);
+  mc_tp_rmrf(p->dir);
+  free(p->dir);
+  free(p->log);
+}
+
+/* An instant query's single value (at eval time `at`, "" = now), or NAN. */
+static double prom_query(const struct prom *p, const char *expr, const char *at) {
+  char *esc = curl_easy_escape(NULL, expr, 0), path[1024];
+  snprintf(path, sizeof(path), "/api/v1/query?query=%s%s%s", esc, *at ? "&time=" : "", at);
+  curl_free(esc);
+  struct th_resp r;
+  double v = NAN;
+  if (th_get(p->port, path, &r) == 200) {
+    json_t *j = json_loadb(r.body, r.len, 0, NULL);
+    json_t *res = json_object_get(json_object_get(j, "data"), "result");
+    const char *s = json_string_value(json_array_get(json_object_get(json_array_get(res, 0), "value"), 1));
+    if (json_array_size(res) == 1 && s) v = strtod(s, NULL);
+    json_decref(j);
+  }
+  th_free(&r);
+  return v;
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (fabs(b) > 1 ? fabs(b) : 1); }
+
+/* The guide's five through Prometheus' query API, all read at one evaluation time. */
+struct five {
+  double segs, evict_rate, evicted, p99, hit_ratio, qps;
+};
+
+static struct five query_five(const struct prom *p) {
+  char at[32];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  snprintf(at, sizeof(at), "%.3f", (double)ts.tv_sec + ts.tv_nsec / 1e9);
+  return (struct five){prom_query(p, "master_segment_count", at), prom_query(p, "eviction_rate", at),
+                       prom_query(p, "master_evicted_key_count", at), prom_query(p, "te_transfer_latency_p99", at),
+                       prom_query(p, "store_hit_ratio", at), prom_query(p, "master_rpc_qps", at)};
+}
+
+static int five_ok(const struct five *f, const struct expected *e) {
+  return near(f->segs, 1) && f->evicted >= 1 && near(f->evict_rate, f->evicted / 60) && near(f->p99, 0.0095) &&
+         near(f->hit_ratio, e->hits / (e->hits + e->misses)) && near(f->qps, e->rpcs / 10.0);
+}
+
+/* Names promtool may flag: upstream-compatible ones and the guide's master_segment_count (decisions D7). */
+static const char *const lint_exempt[] = {
+    "master_segment_count", "master_key_count", "master_soft_pin_key_count", "master_evicted_key_count",
+    "master_evicted_key_count_mem", "master_evicted_key_count_nof", "master_evicted_size_bytes",
+    "master_evicted_size_bytes_mem", "master_evicted_size_bytes_nof", "master_successful_evictions_mem",
+    "master_successful_evictions_nof", "master_attempted_evictions_mem", "master_attempted_evictions_nof",
+    "mem_cache_hit_nums_", "file_cache_hit_nums_", "valid_get_nums_", "total_get_nums_", NULL};
+
+static int exempt(const char *name) {
+  for (int i = 0; lint_exempt[i]; i++)
+    if (!strcmp(lint_exempt[i], name)) return 1;
+  return 0;
+}
+
+/* promtool check metrics over the exposition: every problem it reports is about an exempt name. */
+static void check_promtool(void) {
+  struct th_resp r;
+  CHECK_EQ(th_get(M.metrics_port, "/metrics", &r), 200);
+  char *path = mc_tp_path(M.dir, "exposition.txt"), cmd[4200], line[1024];
+  FILE *f = fopen(path, "w");
+  REQUIRE(f);
+  fwrite(r.body, 1, r.len, f);
+  fclose(f);
+  th_free(&r);
+  snprintf(cmd, sizeof(cmd), "promtool check metrics < '%s' 2>&1", path);
+  FILE *out = popen(cmd, "r");
+  REQUIRE(out);
+  int problems = 0, foreign = 0;
+  while (fgets(line, sizeof(line), out)) {
+    char name[256] = "";
+    sscanf(line, "%255s", name);
+    problems++;
+    if (!exempt(name)) foreign++, fprintf(stderr, "promtool: %s", line);
+  }
+  int st = pclose(out);
+  CHECK_EQ(foreign, 0);
+  CHECK(problems > 0);                       /* the exempt upstream names are flagged, as expected */
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3); /* 3: lint problems only (a parse error is 1) */
+  free(path);
+}
+
+static void test_prometheus_scrape(void) {
+  REQUIRE(!start(workload_flags));
+  struct prom p;
+  if (prom_start(&p)) {
+    CHECK(!"prometheus started");
+    prom_stop(&p);
+    stop();
+    return;
+  }
+  long t0 = mc_tp_now_ms();
+  struct expected e = workload();
+  struct five f = {0};
+  /* master_rpc_qps counts the last 10 s: every RPC of the workload until t0 + 10 s */
+  while (mc_tp_now_ms() < t0 + 9500) {
+    f = query_five(&p);
+    if (five_ok(&f, &e)) break;
+    mc_tp_sleep_ms(250);
+  }
+  if (!five_ok(&f, &e))
+    fprintf(stderr, "prometheus: segs %g evict_rate %g evicted %g p99 %g hit_ratio %g (want %g) qps %g (want %g)\n",
+            f.segs, f.evict_rate, f.evicted, f.p99, f.hit_ratio, e.hits / (e.hits + e.misses), f.qps, e.rpcs / 10.0);
+  CHECK(near(f.segs, 1));
+  CHECK(f.evicted >= 1);
+  CHECK(near(f.evict_rate, f.evicted / 60));
+  CHECK(near(f.p99, 0.0095));
+  CHECK(near(f.hit_ratio, e.hits / (e.hits + e.misses)));
+  CHECK(near(f.qps, e.rpcs / 10.0));
+  CHECK_EQ(prom_query(&p, "store_lookup_hits_total", ""), e.hits);
+  CHECK_EQ(prom_query(&p, "store_lookup_misses_total", ""), e.misses);
+  CHECK_EQ(prom_query(&p, "up", ""), 1);
+  check_promtool();
+  prom_stop(&p);
   stop();
 }
 
@@ -639,5 +825,5 @@ static void test_listeners(void) {
   stop();
 }
 
-TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_drain), TEST_CASE(test_metric_values),
+TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_drain), TEST_CASE(test_metric_values), TEST_CASE(test_prometheus_scrape),
           TEST_CASE(test_store_client_reports), TEST_CASE(test_report_lines), TEST_CASE(test_listeners))
