@@ -298,10 +298,12 @@ static void check_bad_requests(void) {
   CHECK_EQ(th_post(M.metrics_port, "/api/v1/drain_jobs", "{\"segment\":7}", &r), 400);
   th_free(&r);
   /* raw junk on the socket */
+  static const char *const junk[] = {"\x01\x02GARBAGE\r\n\r\n",
+                                     "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+                                     "POST /api/v1/remove?key=a HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n"};
   char resp[512];
-  mc_tp_raw_http(M.metrics_port, "\x01\x02GARBAGE\r\n\r\n", 13, resp, sizeof(resp), 2000);
-  mc_tp_raw_http(M.metrics_port, "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 55, resp,
-                 sizeof(resp), 2000);
+  for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
+    mc_tp_raw_http(M.metrics_port, junk[i], strlen(junk[i]), resp, sizeof(resp), 2000);
   CHECK_EQ(th_get(M.metrics_port, "/health", &r), 200);
   th_free(&r);
 }

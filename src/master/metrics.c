@@ -120,12 +120,12 @@ static double lat_quantile_s(const uint64_t *lat, double q) {
   double rank = q * (double)total;
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
     if ((double)(cum + lat[i]) >= rank && lat[i]) {
-      double lo = i ? (double)mc_lat_bounds_us[i - 1] : 0, hi = (double)mc_lat_bounds_us[i];
+      double lo = i ? (double)mc_lat_bound_us(i - 1) : 0, hi = (double)mc_lat_bound_us(i);
       return (lo + (hi - lo) * (rank - (double)cum) / (double)lat[i]) / 1e6;
     }
     cum += lat[i];
   }
-  return (double)mc_lat_bounds_us[MC_LAT_NBUCKETS - 2] / 1e6;
+  return (double)mc_lat_bound_us(MC_LAT_NBUCKETS - 2) / 1e6;
 }
 
 /* ------------------------------------------------------------------ one consistent view */
@@ -284,7 +284,7 @@ static void latency_histogram(const struct view *v, struct mc_wbuf *w) {
   uint64_t cum = 0;
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
     cum += v->sum.lat[i];
-    outf(w, "te_transfer_latency_seconds_bucket{le=\"%g\"} %llu\n", (double)mc_lat_bounds_us[i] / 1e6,
+    outf(w, "te_transfer_latency_seconds_bucket{le=\"%g\"} %llu\n", (double)mc_lat_bound_us(i) / 1e6,
          (unsigned long long)cum);
   }
   cum += v->sum.lat[MC_LAT_NBUCKETS - 1];
