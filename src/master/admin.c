@@ -614,7 +614,9 @@ int mc_master_start_admin(struct mc_master *m, uint16_t *port_out) {
     return MC_INTERNAL_ERROR;
   }
   m->admin = a;
-  LOG_INFO("admin/metrics HTTP server listening on %s:%u", m->cfg.metrics_host, (unsigned)port);
+  const char *h = m->cfg.metrics_host;
+  LOG_INFO(strchr(h, ':') ? "admin/metrics HTTP server listening on [%s]:%u" : "admin/metrics HTTP server listening on %s:%u",
+           h, (unsigned)port);
   if (port_out) *port_out = port;
   return 0;
 }
