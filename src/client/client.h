@@ -34,6 +34,7 @@ struct mc_cstats {
   _Atomic uint64_t lat[MC_LAT_NBUCKETS], lat_sum_us, bytes_read, bytes_written, hits, misses;
   pthread_mutex_t mu;
   struct mc_client_stats sent;
+  int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending (under mu) */
 };
 
 struct mc_store {

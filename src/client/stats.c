@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
 
@@ -49,13 +50,17 @@ int mc_stats_report(struct mc_store *s, int tmo_ms) {
   struct mc_client_stats d = {.client = s->client_id};
   delta(st, &d);
   int rc = 0;
-  if (!empty(&d)) {
+  if (!st->unsupported && !empty(&d)) {
     struct mc_wbuf req = {0}, rep;
     mc_put_client_stats(&req, &d);
     rc = mc_mrpc_call_timeout(s->master, MC_OP_REPORT_CLIENT_STATS, &req, &rep, tmo_ms);
     mc_w_free(&req);
     mc_w_free(&rep);
     if (!rc) mc_client_stats_add(&st->sent, &d); /* a lost reply may count a report twice; a failed one is resent */
+    if (rc == MC_NOT_SUPPORTED) {
+      st->unsupported = 1;
+      LOG_INFO("client %s: the master does not take statistics reports (an older master); not sending them", s->name);
+    }
   }
   pthread_mutex_unlock(&st->mu);
   return rc;

@@ -33,7 +33,7 @@ struct drain_job {
 struct mc_admin {
   struct mc_master *m;
   struct MHD_Daemon *d;
-  pthread_mutex_t mu; /* guards jobs */
+  pthread_mutex_t mu; /* guards jobs; taken before (outside) the master's seg_mu, never inside it */
   struct drain_job *jobs;
   uint32_t njobs, capjobs;
 };
