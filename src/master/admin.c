@@ -437,13 +437,14 @@ static int set_state(struct mc_master *m, const char *name, int from, int to) {
   return busy ? -1 : n;
 }
 
-/* DRAINED once no segment of that name holds data (or none is mounted any more). */
+/* DRAINED once no draining segment of that name holds data (a new incarnation mounted under the name
+ * after the drained one left is not part of the job). */
 static const char *drain_status(struct mc_master *m, const char *name, uint64_t *used) {
   uint32_t n;
   struct seg_info *v = copy_segs(m, &n);
   *used = 0;
   for (uint32_t i = 0; i < n; i++)
-    if (!strcmp(v[i].name, name)) *used += v[i].used;
+    if (!strcmp(v[i].name, name) && v[i].state != MC_SEG_OK) *used += v[i].used;
   free_segs(v, n);
   return *used ? "DRAINING" : "DRAINED";
 }
