@@ -33,7 +33,7 @@ struct drain_job {
 struct mc_admin {
   struct mc_master *m;
   struct MHD_Daemon *d;
-  pthread_mutex_t mu; /* guards jobs */
+  pthread_mutex_t mu; /* guards jobs; taken before (outside) the master's seg_mu, never inside it */
   struct drain_job *jobs;
   uint32_t njobs, capjobs;
 };
@@ -437,13 +437,14 @@ static int set_state(struct mc_master *m, const char *name, int from, int to) {
   return busy ? -1 : n;
 }
 
-/* DRAINED once no segment of that name holds data (or none is mounted any more). */
+/* DRAINED once no draining segment of that name holds data (a new incarnation mounted under the name
+ * after the drained one left is not part of the job). */
 static const char *drain_status(struct mc_master *m, const char *name, uint64_t *used) {
   uint32_t n;
   struct seg_info *v = copy_segs(m, &n);
   *used = 0;
   for (uint32_t i = 0; i < n; i++)
-    if (!strcmp(v[i].name, name)) *used += v[i].used;
+    if (!strcmp(v[i].name, name) && v[i].state != MC_SEG_OK) *used += v[i].used;
   free_segs(v, n);
   return *used ? "DRAINING" : "DRAINED";
 }
@@ -614,7 +615,9 @@ int mc_master_start_admin(struct mc_master *m, uint16_t *port_out) {
     return MC_INTERNAL_ERROR;
   }
   m->admin = a;
-  LOG_INFO("admin/metrics HTTP server listening on %s:%u", m->cfg.metrics_host, (unsigned)port);
+  const char *h = m->cfg.metrics_host;
+  LOG_INFO(strchr(h, ':') ? "admin/metrics HTTP server listening on [%s]:%u" : "admin/metrics HTTP server listening on %s:%u",
+           h, (unsigned)port);
   if (port_out) *port_out = port;
   return 0;
 }

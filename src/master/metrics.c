@@ -73,12 +73,7 @@ void mc_metrics_eviction_run(struct mc_mstats *ms, uint64_t keys, uint64_t bytes
 
 void mc_metrics_report(struct mc_mstats *ms, const struct mc_client_stats *st) {
   pthread_mutex_lock(&ms->mu);
-  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) ms->sum.lat[i] += st->lat[i];
-  ms->sum.lat_sum_us += st->lat_sum_us;
-  ms->sum.bytes_read += st->bytes_read;
-  ms->sum.bytes_written += st->bytes_written;
-  ms->sum.hits += st->hits;
-  ms->sum.misses += st->misses;
+  mc_client_stats_add(&ms->sum, st);
   ms->reports++;
   pthread_mutex_unlock(&ms->mu);
 }
@@ -125,19 +120,19 @@ static double lat_quantile_s(const uint64_t *lat, double q) {
   double rank = q * (double)total;
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
     if ((double)(cum + lat[i]) >= rank && lat[i]) {
-      double lo = i ? (double)mc_lat_bounds_us[i - 1] : 0, hi = (double)mc_lat_bounds_us[i];
+      double lo = i ? (double)mc_lat_bound_us(i - 1) : 0, hi = (double)mc_lat_bound_us(i);
       return (lo + (hi - lo) * (rank - (double)cum) / (double)lat[i]) / 1e6;
     }
     cum += lat[i];
   }
-  return (double)mc_lat_bounds_us[MC_LAT_NBUCKETS - 2] / 1e6;
+  return (double)mc_lat_bound_us(MC_LAT_NBUCKETS - 2) / 1e6;
 }
 
 /* ------------------------------------------------------------------ one consistent view */
 
 struct view {
   uint64_t segs, clients, used, cap, keys, soft;
-  uint64_t rpcs, hits, misses, reports;
+  uint64_t rpcs, hits, misses, reports, evicted;
   double qps, eviction_rate, p99_s, hit_ratio;
   struct mc_client_stats sum;
 };
@@ -162,14 +157,15 @@ static void collect(struct mc_master *m, struct view *v) {
   v->hits = get(&ms->lookup_hits);
   v->misses = get(&ms->lookup_misses);
   v->hit_ratio = v->hits + v->misses ? (double)v->hits / (double)(v->hits + v->misses) : 0;
-  uint64_t now = mc_now_ns(), evicted = get(&ms->evicted_keys);
+  uint64_t now = mc_now_ns();
+  v->evicted = get(&ms->evicted_keys);
   v->rpcs = rpc_total(ms);
   uint64_t lat[MC_LAT_NBUCKETS];
   pthread_mutex_lock(&ms->mu);
   v->sum = ms->sum;
   v->reports = ms->reports;
   v->qps = (double)(v->rpcs - snap_before(ms, now, QPS_WINDOW_S)->rpcs) / QPS_WINDOW_S;
-  v->eviction_rate = (double)(evicted - snap_before(ms, now, EVICT_WINDOW_S)->evicted) / EVICT_WINDOW_S;
+  v->eviction_rate = (double)(v->evicted - snap_before(ms, now, EVICT_WINDOW_S)->evicted) / EVICT_WINDOW_S;
   const struct mc_msnap *old = snap_before(ms, now, LATENCY_WINDOW_S);
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) lat[i] = ms->sum.lat[i] - old->lat[i];
   pthread_mutex_unlock(&ms->mu);
@@ -288,7 +284,7 @@ static void latency_histogram(const struct view *v, struct mc_wbuf *w) {
   uint64_t cum = 0;
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
     cum += v->sum.lat[i];
-    outf(w, "te_transfer_latency_seconds_bucket{le=\"%g\"} %llu\n", (double)mc_lat_bounds_us[i] / 1e6,
+    outf(w, "te_transfer_latency_seconds_bucket{le=\"%g\"} %llu\n", (double)mc_lat_bound_us(i) / 1e6,
          (unsigned long long)cum);
   }
   cum += v->sum.lat[MC_LAT_NBUCKETS - 1];
@@ -337,10 +333,11 @@ static void tiered(struct mc_wbuf *w, const char *base, const char *all, const c
   counter(w, name, text, 0);
 }
 
-static void eviction_families(struct mc_mstats *ms, struct mc_wbuf *w) {
+/* The evicted-object count comes from the view, so eviction_rate * 60 equals it in one scrape. */
+static void eviction_families(struct mc_mstats *ms, const struct view *v, struct mc_wbuf *w) {
   tiered(w, "master_successful_evictions", "_total", "Eviction runs that evicted objects", get(&ms->evict_runs_ok));
   tiered(w, "master_attempted_evictions", "_total", "Eviction runs", get(&ms->evict_runs));
-  tiered(w, "master_evicted_key_count", "", "Objects evicted", get(&ms->evicted_keys));
+  tiered(w, "master_evicted_key_count", "", "Objects evicted", v->evicted);
   tiered(w, "master_evicted_size_bytes", "", "Replica bytes freed by eviction", get(&ms->evicted_bytes));
 }
 
@@ -374,7 +371,7 @@ void mc_metrics_exposition(struct mc_master *m, struct mc_wbuf *w) {
   guide_metrics(&v, w);
   upstream_gauges(&v, w);
   rpc_families(m->ms, w);
-  eviction_families(m->ms, w);
+  eviction_families(m->ms, &v, w);
   put_and_get_families(m->ms, w);
   value_size_histogram(m->ms, w);
   client_report_families(&v, w);
@@ -427,7 +424,7 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
            "Requests (Success/Total): %s | Batch Requests (Success/Total): %s | Evicted: %llu}, ha={enabled=false}",
            used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0, (unsigned long long)v.keys,
            (unsigned long long)v.soft, (unsigned long long)v.clients, (unsigned long long)v.segs, reqs, breqs,
-           (unsigned long long)get(&m->ms->evicted_keys));
+           (unsigned long long)v.evicted);
 }
 
 void mc_metrics_kv_line(struct mc_master *m, char *buf, size_t len) {
@@ -440,6 +437,6 @@ void mc_metrics_kv_line(struct mc_master *m, char *buf, size_t len) {
            "master_evicted_key_count=%llu master_rpc_total=%llu",
            (unsigned long long)v.segs, v.eviction_rate, v.p99_s, v.hit_ratio, v.qps, (unsigned long long)v.hits,
            (unsigned long long)v.misses, (unsigned long long)v.keys, (unsigned long long)v.used,
-           (unsigned long long)v.cap, (unsigned long long)v.clients,
-           (unsigned long long)get(&m->ms->evicted_keys), (unsigned long long)v.rpcs);
+           (unsigned long long)v.cap, (unsigned long long)v.clients, (unsigned long long)v.evicted,
+           (unsigned long long)v.rpcs);
 }

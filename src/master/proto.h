@@ -130,12 +130,13 @@ uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out);
 void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n);
 
 /* What a client saw since its previous report (decisions D7): transfer latencies in the fixed log-scale
- * buckets below (1-2-5 steps from 1 us to 10 s; lat[i] counts latencies <= mc_lat_bounds_us[i] and above
+ * buckets below (1-2-5 steps from 1 us to 10 s; lat[i] counts latencies <= mc_lat_bound_us(i) and above
  * the previous bound, lat[MC_LAT_NBUCKETS - 1] those above 10 s), their sum, bytes moved, and the lookups
  * it made that found a readable object (hits) or not (misses). Wire: client id, u32 bucket count (must be
  * MC_LAT_NBUCKETS), u64 per bucket, u64 lat_sum_us, bytes_read, bytes_written, hits, misses. */
 #define MC_LAT_NBUCKETS 23
-extern const uint64_t mc_lat_bounds_us[MC_LAT_NBUCKETS - 1];
+/* Upper bound of bucket i < MC_LAT_NBUCKETS - 1, in microseconds. */
+uint64_t mc_lat_bound_us(uint32_t i);
 struct mc_client_stats {
   struct mc_uuid client;
   uint64_t lat[MC_LAT_NBUCKETS];
@@ -143,6 +144,8 @@ struct mc_client_stats {
 };
 /* Bucket index of a latency. */
 uint32_t mc_lat_bucket(uint64_t us);
+/* acc += d, field by field (the client id is left alone). */
+void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d);
 void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);
 void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st);
 
