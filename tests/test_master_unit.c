@@ -322,6 +322,11 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
     case MC_OP_BATCH_REMOVE: mc_w_u32(w, 1), mc_w_str(w, "zz"), mc_w_u8(w, 0); break;
     case MC_OP_REMOVE_BY_REGEX: mc_w_str(w, "^zz"), mc_w_u8(w, 0); break;
     case MC_OP_REMOVE_ALL: mc_w_u8(w, 0); break;
+    case MC_OP_REPORT_CLIENT_STATS: {
+      struct mc_client_stats st = {.client = mt_id(1), .lat = {[3] = 2}, .lat_sum_us = 20, .hits = 1};
+      mc_put_client_stats(w, &st);
+      break;
+    }
     default: break;
   }
 }
@@ -332,7 +337,7 @@ static const uint16_t all_ops[] = {
     MC_OP_PUT_REVOKE,     MC_OP_BATCH_PUT_START, MC_OP_BATCH_PUT_END,        MC_OP_BATCH_PUT_REVOKE,
     MC_OP_GET_REPLICA_LIST, MC_OP_BATCH_GET_REPLICA_LIST, MC_OP_EXIST_KEY,   MC_OP_BATCH_EXIST_KEY,
     MC_OP_GET_REPLICA_LIST_BY_REGEX, MC_OP_REMOVE, MC_OP_BATCH_REMOVE,       MC_OP_REMOVE_BY_REGEX,
-    MC_OP_QUERY_SEGMENTS};
+    MC_OP_QUERY_SEGMENTS, MC_OP_REPORT_CLIENT_STATS};
 
 static void test_dispatch_truncated_and_random(void) {
   mc_log_set_level(MC_LOG_ERROR); /* mutated mounts trigger (harmless) D4 warnings by the thousand */

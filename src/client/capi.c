@@ -205,6 +205,7 @@ int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
   if (!s || !key) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = *key ? mcli_exist(s->master, key) : MC_INVALID_PARAMS;
+  if (rc == 0 || rc == 1) mc_stats_lookup(s, rc);
   mc_api_leave(s);
   return rc;
 }
@@ -246,6 +247,8 @@ int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, siz
     return 0;
   }
   keyed_batch(s, keys, count, 0, results_out, exist_call);
+  for (size_t i = 0; i < count; i++)
+    if (results_out[i] == 0 || results_out[i] == 1) mc_stats_lookup(s, results_out[i]);
   mc_api_leave(s);
   return 0;
 }

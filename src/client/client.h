@@ -8,7 +8,7 @@
  * Locking: store->life is a writer-preferring rwlock; every API call holds it for reading for its
  * whole duration, setup/teardown hold it for writing, so the fields under "valid while ready" never
  * change under a call. reg_mu (rwlock) guards the registered-range table; it nests inside life.
- * The ping thread never takes life (teardown joins it while holding life for writing). */
+ * The heartbeat thread never takes life (teardown joins it while holding life for writing). */
 #ifndef MC_CLIENT_CLIENT_H
 #define MC_CLIENT_CLIENT_H
 #include <pthread.h>
@@ -22,9 +22,19 @@
 
 struct mc_mrpc_client;
 struct mc_stage;
+struct mc_xfer;
 
 struct mc_region {
   uint64_t addr, len;
+};
+
+/* Transfer and lookup statistics (stats.c): totals bumped lock-free; `sent` (under mu) is what the
+ * master has acknowledged. */
+struct mc_cstats {
+  _Atomic uint64_t lat[MC_LAT_NBUCKETS], lat_sum_us, bytes_read, bytes_written, hits, misses;
+  pthread_mutex_t mu;
+  struct mc_client_stats sent;
+  int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending (under mu) */
 };
 
 struct mc_store {
@@ -54,7 +64,9 @@ struct mc_store {
   struct mc_region *regs; /* sorted by addr: staging, segment, user buffers */
   size_t nregs, capregs;
 
-  /* ping thread (clients with a segment) */
+  struct mc_cstats stats;
+
+  /* heartbeat thread: pings (clients with a segment) and statistics reports (every client) */
   pthread_t ping_th;
   int ping_running;
   pthread_mutex_t ping_mu;
@@ -103,6 +115,15 @@ int mc_regs_add(struct mc_store *s, uint64_t addr, uint64_t len);
 int mc_regs_remove(struct mc_store *s, uint64_t addr, uint64_t *len_out);
 /* 1 when [p, p+len) lies inside one registered range. */
 int mc_regs_covers(struct mc_store *s, const void *p, uint64_t len);
+
+/* ---- stats.c ---- */
+void mc_stats_xfers(struct mc_store *s, const struct mc_xfer *x, size_t n);
+void mc_stats_lookup(struct mc_store *s, int found);
+/* A replica-list lookup's status: 0 is a hit, "absent"/"not readable yet" a miss, other errors neither. */
+void mc_stats_replica_lookup(struct mc_store *s, int status);
+/* Sends what is new since the last acknowledged report (nothing when there is nothing). 0 or an error. */
+int mc_stats_report(struct mc_store *s, int tmo_ms);
+int mc_stats_interval_ms(void);
 
 /* ---- live.c ---- */
 void mc_live_add(struct mc_store *s);

@@ -103,6 +103,7 @@ int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size)
   struct mcli_reps l;
   uint64_t lease = 0, t0 = mc_now_ms();
   int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res;
   read_many(s, &key, &buf, &size, &l, 1, t0, lease, &res);
@@ -115,6 +116,7 @@ static void get_chunk(struct mc_store *s, const char *const *keys, void *const *
   struct mcli_reps *l = mc_calloc(n, sizeof(*l));
   uint64_t lease = 0, t0 = mc_now_ms();
   int rc = mcli_batch_get_replicas(s->master, keys, n, &lease, l);
+  for (size_t i = 0; !rc && i < n; i++) mc_stats_replica_lookup(s, l[i].status);
   if (rc) {
     for (size_t i = 0; i < n; i++) results[i] = rc;
   } else {
@@ -161,6 +163,7 @@ int64_t mc_get_size(struct mc_store *s, const char *key) {
   struct mcli_reps l;
   uint64_t lease;
   int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res = object_size(s, &l);
   mcli_reps_free(&l, 1);
@@ -172,6 +175,7 @@ int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   struct mcli_reps l;
   uint64_t lease = 0, t0 = mc_now_ms();
   int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res = object_size(s, &l);
   char *p = NULL;

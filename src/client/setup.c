@@ -1,6 +1,7 @@
 /* Building and tearing down a client: argument checks, the memory check of decisions D5, the held
  * auto port, the master connection, the metadata probe, the transfer engine, the segment and staging
- * buffer, the mount, and the ping thread that keeps the client alive at the master. Every dependency
+ * buffer, the mount, and the heartbeat thread that keeps the client alive at the master (pings, for
+ * clients with a segment) and reports its statistics (every client, stats.c). Every dependency
  * is bounded so setup answers within ~10 s, and the log line names the dependency that failed. */
 #include <errno.h>
 #include <netinet/in.h>
@@ -38,6 +39,7 @@ struct mc_store *mc_store_alloc(void) {
   pthread_rwlockattr_destroy(&a);
   pthread_rwlock_init(&s->reg_mu, NULL);
   pthread_mutex_init(&s->ping_mu, NULL);
+  pthread_mutex_init(&s->stats.mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -267,28 +269,45 @@ static void remount(struct mc_store *s) {
   else LOG_INFO("segment %s remounted", s->name);
 }
 
-static void *ping_main(void *arg) {
+static void ping(struct mc_store *s, int *failures) {
+  uint64_t sent = mc_now_ns();
+  int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
+  if (rc && ++*failures >= PING_FAILURES) {
+    LOG_WARN("master: %d pings failed (%s); reconnecting", *failures, mooncake_store_err_name(rc));
+    mc_mrpc_client_reset(s->master);
+    *failures = 0;
+  } else if (!rc) {
+    *failures = 0;
+    if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
+    if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 1), remount(s); /* the master forgot our extents */
+  }
+}
+
+/* Waits on ping_cv (held) until the monotonic deadline or a stop. */
+static void wait_until(struct mc_store *s, uint64_t deadline_ns) {
+  struct timespec ts = {(time_t)(deadline_ns / 1000000000ull), (long)(deadline_ns % 1000000000ull)};
+  while (!s->ping_stop && pthread_cond_timedwait(&s->ping_cv, &s->ping_mu, &ts) != ETIMEDOUT) {
+  }
+}
+
+static void *heartbeat_main(void *arg) {
   struct mc_store *s = arg;
   int failures = 0;
+  uint64_t ping_ns = (uint64_t)PING_INTERVAL_MS * 1000000, report_ns = (uint64_t)mc_stats_interval_ms() * 1000000;
+  uint64_t next_ping = mc_now_ns() + ping_ns, next_report = mc_now_ns() + report_ns;
   pthread_mutex_lock(&s->ping_mu);
   while (!s->ping_stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += PING_INTERVAL_MS / 1000;
-    while (!s->ping_stop && pthread_cond_timedwait(&s->ping_cv, &s->ping_mu, &ts) != ETIMEDOUT) {
-    }
+    wait_until(s, s->mounted ? MC_MIN(next_ping, next_report) : next_report);
     if (s->ping_stop) break;
     pthread_mutex_unlock(&s->ping_mu);
-    uint64_t sent = mc_now_ns();
-    int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
-    if (rc && ++failures >= PING_FAILURES) {
-      LOG_WARN("master: %d pings failed (%s); reconnecting", failures, mooncake_store_err_name(rc));
-      mc_mrpc_client_reset(s->master);
-      failures = 0;
-    } else if (!rc) {
-      failures = 0;
-      if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
-      if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 1), remount(s); /* the master forgot our extents */
+    uint64_t now = mc_now_ns();
+    if (s->mounted && now >= next_ping) {
+      ping(s, &failures);
+      next_ping = now + ping_ns;
+    }
+    if (now >= next_report) {
+      mc_stats_report(s, PING_TIMEOUT_MS);
+      next_report = now + report_ns;
     }
     pthread_mutex_lock(&s->ping_mu);
   }
@@ -341,9 +360,9 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->segment) rc = mount_segment(s, deadline);
-  if (!rc && s->mounted) {
+  if (!rc) {
     s->ping_stop = 0;
-    s->ping_running = !pthread_create(&s->ping_th, NULL, ping_main, s);
+    s->ping_running = !pthread_create(&s->ping_th, NULL, heartbeat_main, s);
   }
   if (rc) {
     mc_store_do_teardown(s);
@@ -368,6 +387,7 @@ static void release_engine_memory(struct mc_store *s) {
 void mc_store_do_teardown(struct mc_store *s) {
   stop_ping(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
+  if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
   if (s->mounted) {
     int rc = mcli_unmount(s->master, s->seg_rec.id, s->client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));

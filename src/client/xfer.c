@@ -256,6 +256,7 @@ void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh) {
   }
   run_engine(s, eng, ne, refresh);
   run_bounce(s, bnc, nb, refresh);
+  mc_stats_xfers(s, x, n);
   mc_free(bnc);
   mc_free(eng);
 }

@@ -9,6 +9,7 @@
 
 #include "common/util.h"
 #include "master/master_int.h"
+#include "master/metrics.h"
 
 #define EVICT_TICK_MS 10
 #define PARALLEL_SCAN_MIN_OBJECTS 65536
@@ -103,8 +104,8 @@ static int by_age(const void *a, const void *b) {
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Evicts the candidate if it still qualifies. 1 when evicted. */
-static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft) {
+/* Evicts the candidate if it still qualifies: 1 when evicted, adding the replica bytes freed to *bytes. */
+static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft, uint64_t *bytes) {
   struct shard *sh = &m->shards[c->hash & (MC_NSHARDS - 1)];
   int done = 0;
   uint64_t now = mc_now_ns();
@@ -112,6 +113,7 @@ static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft) 
   struct object *o = mc_obj_find_seq(sh, c->hash, c->seq);
   if (o && evictable(o) && o->lease_ns <= now && (allow_soft || !soft_pinned(o, now))) {
     MLOG_V(2, "key=%s, info=evicted", o->key);
+    *bytes += o->size * o->nrep;
     for (uint32_t i = 0; i < o->nrep; i++) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
     o->nrep = 0;
     mc_obj_erase(m, sh, o);
@@ -122,11 +124,12 @@ static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft) 
 }
 
 /* Evicts candidates of the given softness, oldest first, until *evicted reaches goal. */
-static void evict_pass(struct mc_master *m, struct scan *s, int soft, uint64_t goal, uint64_t *evicted, char *taken) {
+static void evict_pass(struct mc_master *m, struct scan *s, int soft, uint64_t goal, uint64_t *evicted, uint64_t *bytes,
+                       char *taken) {
   for (size_t i = 0; i < s->n && *evicted < goal; i++) {
     if (taken[i] || s->c[i].soft != soft) continue;
     taken[i] = 1;
-    *evicted += (uint64_t)evict_one(m, &s->c[i], soft);
+    *evicted += (uint64_t)evict_one(m, &s->c[i], soft, bytes);
   }
 }
 
@@ -146,18 +149,18 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
   struct scan s;
   scan_all(m, mc_now_ns(), &s);
   if (s.n) qsort(s.c, s.n, sizeof(*s.c), by_age);
-  uint64_t evicted = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
+  uint64_t evicted = 0, bytes = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
   char *taken = mc_calloc(s.n ? s.n : 1, 1);
-  evict_pass(m, &s, 0, goal1, &evicted, taken);
+  evict_pass(m, &s, 0, goal1, &evicted, &bytes, taken);
   if (evicted < goal2) {
-    evict_pass(m, &s, 0, goal2, &evicted, taken);
-    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &s, 1, goal2, &evicted, taken);
+    evict_pass(m, &s, 0, goal2, &evicted, &bytes, taken);
+    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &s, 1, goal2, &evicted, &bytes, taken);
   }
   mc_free(taken);
   mc_free(s.c);
   /* The run answered the failed put; a later failure sets the flag again. */
   atomic_store(&m->need_eviction, 0);
-  atomic_fetch_add(&m->n_evicted, evicted);
+  mc_metrics_eviction_run(m->ms, evicted, bytes);
   double actual = s.base ? (double)evicted / (double)s.base : 0;
   if (evicted) {
     LOG_INFO("[EVICT-TRIGGER] memory_ratio=%.4f high_watermark=%g need_mem_eviction=%d eviction_ratio=%g", ratio, hw,

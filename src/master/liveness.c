@@ -1,19 +1,19 @@
 /* Client liveness (master.md §2.12, decisions D4): the housekeeping thread expires clients whose last
- * ping is older than client_ttl, fires graceful-unmount timers, and logs the metrics summary. Expiry
- * unmounts the client's segments, sweeps their replicas and deletes the client's TE metadata keys. The
- * metadata calls and the probes of D4 are blocking I/O and run with no lock held. */
+ * ping is older than client_ttl, fires graceful-unmount timers, takes the metrics snapshots and logs the
+ * metrics summary. Expiry unmounts the client's segments, sweeps their replicas and deletes the client's
+ * TE metadata keys. The metadata calls and the probes of D4 are blocking I/O and run with no lock held. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
 #include "master/master_int.h"
+#include "master/metrics.h"
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
 #include "te/metadata.h"
 #include "te/metadata_server.h"
 
 #define HOUSEKEEPING_TICK_MS 100
-#define SUMMARY_PERIOD_NS (10 * MC_NS_PER_S)
 #define PROBE_TIMEOUT_MS 1000
 
 int mc_probe_alive(const char *probe_addr) {
@@ -138,38 +138,29 @@ static void fire_grace_timers(struct mc_master *m, uint64_t now) {
   mc_sweep_and_free(m, done, n);
 }
 
-void mc_master_summary(struct mc_master *m, char *buf, size_t len) {
-  uint64_t used, cap, clients;
-  mc_usage(m, &used, &cap);
-  pthread_rwlock_rdlock(&m->seg_mu);
-  clients = m->nclients;
-  pthread_rwlock_unlock(&m->seg_mu);
-  snprintf(buf, len,
-           "Master Admin Metrics: role=leader, state=serving, service_ready=true, master={Mem Storage: %llu / %llu "
-           "(%.1f%%) | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Requests (total): PutStart=%llu/%llu, "
-           "Get=%llu, Exist=%llu, Del=%llu, Ping=%llu | Evicted: %llu}, ha={enabled=false}",
-           (unsigned long long)used, (unsigned long long)cap, cap ? 100.0 * (double)used / (double)cap : 0.0,
-           (unsigned long long)atomic_load(&m->nobjects), (unsigned long long)atomic_load(&m->n_soft_pinned),
-           (unsigned long long)clients, (unsigned long long)atomic_load(&m->n_put_start_ok),
-           (unsigned long long)atomic_load(&m->n_put_start), (unsigned long long)atomic_load(&m->n_get),
-           (unsigned long long)atomic_load(&m->n_exist), (unsigned long long)atomic_load(&m->n_remove),
-           (unsigned long long)atomic_load(&m->n_ping), (unsigned long long)atomic_load(&m->n_evicted));
+/* The summary line every metric_report_interval_sec (10 s by default); at --v=1 the key=value line after it. */
+static void report_metrics(struct mc_master *m) {
+  char line[2048];
+  mc_metrics_summary(m, line, sizeof(line));
+  LOG_INFO("Master Admin Metrics: %s", line);
+  if (mc_master_verbosity < 1) return;
+  mc_metrics_kv_line(m, line, sizeof(line));
+  LOG_INFO("Master Metrics: %s", line);
 }
 
 void *mc_housekeeping_main(void *arg) {
   struct mc_master *m = arg;
-  uint64_t next_summary = mc_now_ns() + SUMMARY_PERIOD_NS;
+  uint64_t period = (uint64_t)m->cfg.metric_report_interval_sec * MC_NS_PER_S, next_summary = mc_now_ns() + period;
   MLOG_V(1, "housekeeping thread started");
   while (!mc_bg_wait(m, HOUSEKEEPING_TICK_MS)) {
     uint64_t now = mc_now_ns();
     fire_grace_timers(m, now);
     expire_due_clients(m, now);
     mc_extents_expire(m, now);
+    mc_metrics_tick(m->ms, now);
     if (m->cfg.enable_metric_reporting && now >= next_summary) {
-      char line[1024];
-      mc_master_summary(m, line, sizeof(line));
-      LOG_INFO("%s", line);
-      next_summary = now + SUMMARY_PERIOD_NS;
+      report_metrics(m);
+      next_summary = now + period;
     }
   }
   MLOG_V(1, "housekeeping thread stopped");

@@ -34,8 +34,9 @@ int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, si
  * diagnostics, thread start/stop; 2: per-object eviction and replica-loss lines). Process-wide. */
 void mc_master_set_verbosity(int v);
 
-/* The "Master Admin Metrics: ..." summary line. */
-void mc_master_summary(struct mc_master *m, char *buf, size_t len);
+/* Starts the admin/metrics HTTP server on cfg metrics_host:metrics_port (*port_out gets the port; admin.c,
+ * docs/admin.md). It has its own threads and takes the master's locks only briefly. 0 or INTERNAL_ERROR. */
+int mc_master_start_admin(struct mc_master *m, uint16_t *port_out);
 
 /* ---- segments and clients (master.md §2.1, §2.12) ---- */
 int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client);
@@ -61,6 +62,8 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const voi
                            const struct mc_put_config *pc, struct mc_wbuf *w);
 /* On success grants a lease and appends list<replica> (readable ones). */
 int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
+/* As mc_master_get_replicas without granting a lease (admin reads are side-effect free, decisions D4). */
+int mc_master_peek_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
 /* 1 readable (lease granted), 0 absent or not yet readable. */
 int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen);
 int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force);

@@ -35,6 +35,8 @@
 struct mc_meta_server;
 struct mc_meta;
 struct mc_mrpc_server;
+struct mc_admin;
+struct mc_mstats;
 
 #define MC_NSHARDS 1024u
 #define MC_NS_PER_MS 1000000ull
@@ -136,9 +138,10 @@ struct mc_master {
   struct mc_meta *meta;
   struct mc_mrpc_server *rpc;
   struct mc_extents *ext; /* write extents (extents.c) */
-  /* counters for the summary line */
+  uint16_t rpc_port;      /* bound RPC port, once started */
+  struct mc_admin *admin; /* admin/metrics HTTP server (admin.c), NULL until started */
   _Atomic uint64_t n_soft_pinned;
-  _Atomic uint64_t n_put_start, n_put_start_ok, n_evicted, n_get, n_exist, n_remove, n_ping;
+  struct mc_mstats *ms; /* metrics (metrics.h) */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -198,6 +201,9 @@ void *mc_housekeeping_main(void *arg);
 void *mc_evict_main(void *arg);
 /* One eviction run with used ratio `ratio` (tests call it through the thread only). */
 uint64_t mc_evict_run(struct mc_master *m, double ratio);
+
+/* ---- admin HTTP (admin.c) ---- */
+void mc_admin_stop(struct mc_admin *a); /* NULL ignored */
 
 /* Sleeps up to ms on bg_cv; returns 1 when the master is stopping. */
 int mc_bg_wait(struct mc_master *m, uint64_t ms);

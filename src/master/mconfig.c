@@ -64,9 +64,10 @@ const struct mc_cfg_opt mc_master_opts[] = {
     S_(metadata_server, "", "metadata service used for that cleanup when the server is not embedded "
                             "(default $MOONCAKE_TE_META_DATA_SERVER, else metadata_server of $MOONCAKE_CONFIG_PATH)"),
     /* metrics */
-    B_(enable_metric_reporting, "true", "log the metrics summary line every 10 s"),
-    I_(metrics_port, "9003", 0, 65535, "admin/metrics HTTP port" NS),
-    S_(metrics_host, "0.0.0.0", "admin/metrics HTTP address" NS),
+    B_(enable_metric_reporting, "true", "log the metrics summary line every metric_report_interval_sec (and a key=value line at --v=1)"),
+    I_(metric_report_interval_sec, "10", 1, 86400, "seconds between metrics summary lines (not an upstream flag)"),
+    I_(metrics_port, "9003", 0, 65535, "admin/metrics HTTP port (0 = any free port)"),
+    S_(metrics_host, "0.0.0.0", "admin/metrics HTTP address (:: = IPv6 and IPv4)"),
     /* HA */
     B_(enable_ha, "false", "leader election" NS),
     S_(ha_backend_type, "etcd", "etcd | redis | k8s" NS),

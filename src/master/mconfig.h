@@ -32,7 +32,7 @@ struct mc_master_cfg {
   char *http_metadata_server_host, *metadata_server;
   /* metrics */
   int enable_metric_reporting;
-  int64_t metrics_port;
+  int64_t metrics_port, metric_report_interval_sec;
   char *metrics_host;
   /* HA (accepted; this build runs a single master) */
   int enable_ha, enable_oplog;

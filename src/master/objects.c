@@ -310,7 +310,6 @@ static int upsert_existing(struct mc_master *m, struct object *o, struct mc_uuid
 static int start_write(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
                        const struct mc_put_config *pc, struct mc_wbuf *w, int upsert) {
   uint64_t soft_ttl = 0;
-  atomic_fetch_add(&m->n_put_start, 1);
   if (!klen || !len || !pc->replica_num || soft_pin_ttl(m, pc, &soft_ttl)) return MC_INVALID_PARAMS;
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
   struct shard *sh = shard_of(m, h);
@@ -324,7 +323,6 @@ static int start_write(struct mc_master *m, struct mc_uuid client, const void *k
   }
   if (o && upsert && upsert_existing(m, o, client, len, pc, soft_ttl, now, w)) {
     pthread_mutex_unlock(&sh->mu);
-    atomic_fetch_add(&m->n_put_start_ok, 1);
     return 0;
   }
   struct replica *reps = NULL;
@@ -336,10 +334,7 @@ static int start_write(struct mc_master *m, struct mc_uuid client, const void *k
     mc_obj_erase(m, sh, o); /* a preempted put (or replaced object) whose replacement found no space */
   }
   pthread_mutex_unlock(&sh->mu);
-  if (n) {
-    atomic_fetch_add(&m->n_put_start_ok, 1);
-    return 0;
-  }
+  if (n) return 0;
   if (nok) atomic_store(&m->need_eviction, 1);
   MLOG_V(1, "key=%.*s, info=no_available_handle, value_length=%llu", (int)klen, (const char *)key, (unsigned long long)len);
   return MC_NO_AVAILABLE_HANDLE;
@@ -447,26 +442,30 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void 
 
 /* ------------------------------------------------------------------ reads */
 
-int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w) {
+static int replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w, int lease) {
   uint64_t h = mc_key_hash(key, klen);
   struct shard *sh = shard_of(m, h);
-  atomic_fetch_add(&m->n_get, 1);
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
   int rc = !o ? MC_OBJECT_NOT_FOUND : !count_readable(o) ? MC_REPLICA_IS_NOT_READY : 0;
-  if (!rc) {
-    grant_lease(m, o, mc_now_ns());
-    encode_readable(w, o);
-  }
+  if (!rc && lease) grant_lease(m, o, mc_now_ns());
+  if (!rc) encode_readable(w, o);
   pthread_mutex_unlock(&sh->mu);
-  if (rc == MC_OBJECT_NOT_FOUND) MLOG_V(1, "key=%.*s, info=object_not_found", (int)klen, (const char *)key);
+  if (rc == MC_OBJECT_NOT_FOUND && lease) MLOG_V(1, "key=%.*s, info=object_not_found", (int)klen, (const char *)key);
   return rc;
+}
+
+int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w) {
+  return replicas(m, key, klen, w, 1);
+}
+
+int mc_master_peek_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w) {
+  return replicas(m, key, klen, w, 0);
 }
 
 int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen) {
   uint64_t h = mc_key_hash(key, klen);
   struct shard *sh = shard_of(m, h);
-  atomic_fetch_add(&m->n_exist, 1);
   pthread_mutex_lock(&sh->mu);
   struct object *o = find(sh, h, key, klen);
   int yes = o && count_readable(o) > 0;
@@ -482,7 +481,6 @@ uint64_t mc_master_lease_ttl_ms(const struct mc_master *m) { return m->cfg.lease
 int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force) {
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
   struct shard *sh = shard_of(m, h);
-  atomic_fetch_add(&m->n_remove, 1);
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
   int rc = !o                                         ? MC_OBJECT_NOT_FOUND

@@ -129,6 +129,51 @@ void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n) {
   mc_free(reps);
 }
 
+/* A function, not an exported array: the store library and a program may both carry this file. */
+uint64_t mc_lat_bound_us(uint32_t i) {
+  static const uint64_t bounds[MC_LAT_NBUCKETS - 1] = {
+      1,     2,     5,     10,    20,     50,     100,    200,     500,     1000,    2000,
+      5000,  10000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000, 5000000, 10000000};
+  return bounds[i < MC_LAT_NBUCKETS - 1 ? i : MC_LAT_NBUCKETS - 2];
+}
+
+uint32_t mc_lat_bucket(uint64_t us) {
+  uint32_t i = 0;
+  while (i < MC_LAT_NBUCKETS - 1 && us > mc_lat_bound_us(i)) i++;
+  return i;
+}
+
+void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d) {
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) acc->lat[i] += d->lat[i];
+  acc->lat_sum_us += d->lat_sum_us;
+  acc->bytes_read += d->bytes_read;
+  acc->bytes_written += d->bytes_written;
+  acc->hits += d->hits;
+  acc->misses += d->misses;
+}
+
+void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st) {
+  mc_put_uuid(w, st->client);
+  mc_w_u32(w, MC_LAT_NBUCKETS);
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) mc_w_u64(w, st->lat[i]);
+  mc_w_u64(w, st->lat_sum_us);
+  mc_w_u64(w, st->bytes_read);
+  mc_w_u64(w, st->bytes_written);
+  mc_w_u64(w, st->hits);
+  mc_w_u64(w, st->misses);
+}
+
+void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st) {
+  st->client = mc_get_uuid(r);
+  if (mc_r_u32(r) != MC_LAT_NBUCKETS) r->err = 1;
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) st->lat[i] = mc_r_u64(r);
+  st->lat_sum_us = mc_r_u64(r);
+  st->bytes_read = mc_r_u64(r);
+  st->bytes_written = mc_r_u64(r);
+  st->hits = mc_r_u64(r);
+  st->misses = mc_r_u64(r);
+}
+
 struct mc_uuid mc_uuid_random(void) {
   struct mc_uuid u = {0, 0};
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);

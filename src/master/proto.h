@@ -27,6 +27,7 @@
  *   REMOVE_ALL         u8 force -> i64 count
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
+ *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
  *   RESERVE_EXTENT     client id, u64 min_len, u64 len_hint, config -> u64 extent id, replica (the extent:
  *                      address, size), u64 lease_ms, u64 client_ttl_ms, u64 view_version
  *   COMMIT_PUT         client id, u64 extent id, str key, u64 offset (from the extent's start, 8-aligned),
@@ -70,6 +71,7 @@ enum mc_master_op {
   MC_OP_REMOVE_BY_REGEX = 32,
   MC_OP_REMOVE_ALL = 33,
   MC_OP_QUERY_SEGMENTS = 40,
+  MC_OP_REPORT_CLIENT_STATS = 50,
   /* write extents (master/extents.h): one-round-trip puts */
   MC_OP_RESERVE_EXTENT = 60,
   MC_OP_COMMIT_PUT = 61,
@@ -142,6 +144,26 @@ void mc_replica_rec_free(struct mc_replica_rec *rep);
 /* Decodes list<replica>; *out malloc'ed array (free each + array). */
 uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out);
 void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n);
+
+/* What a client saw since its previous report (decisions D7): transfer latencies in the fixed log-scale
+ * buckets below (1-2-5 steps from 1 us to 10 s; lat[i] counts latencies <= mc_lat_bound_us(i) and above
+ * the previous bound, lat[MC_LAT_NBUCKETS - 1] those above 10 s), their sum, bytes moved, and the lookups
+ * it made that found a readable object (hits) or not (misses). Wire: client id, u32 bucket count (must be
+ * MC_LAT_NBUCKETS), u64 per bucket, u64 lat_sum_us, bytes_read, bytes_written, hits, misses. */
+#define MC_LAT_NBUCKETS 23
+/* Upper bound of bucket i < MC_LAT_NBUCKETS - 1, in microseconds. */
+uint64_t mc_lat_bound_us(uint32_t i);
+struct mc_client_stats {
+  struct mc_uuid client;
+  uint64_t lat[MC_LAT_NBUCKETS];
+  uint64_t lat_sum_us, bytes_read, bytes_written, hits, misses;
+};
+/* Bucket index of a latency. */
+uint32_t mc_lat_bucket(uint64_t us);
+/* acc += d, field by field (the client id is left alone). */
+void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d);
+void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);
+void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st);
 
 /* Random v4-style UUID; text form "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh" into buf (>= 37 bytes). */
 struct mc_uuid mc_uuid_random(void);

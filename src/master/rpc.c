@@ -1,6 +1,7 @@
 /* The master's RPC dispatcher: decodes each request of proto.h completely (total, bounds-checked
  * readers; any decode error -> INVALID_PARAMS before anything runs), calls the service, encodes the
- * reply. Knows the wire layout, not the locking. Regexes are POSIX extended (regcomp REG_EXTENDED),
+ * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: decisions D7).
+ * Knows the wire layout, not the locking. Regexes are POSIX extended (regcomp REG_EXTENDED),
  * matched as a substring search; ECMAScript-only syntax (\d, lookaheads, lazy quantifiers) is not
  * supported and fails to compile (INVALID_PARAMS) or matches literally. */
 #include <regex.h>
@@ -8,6 +9,7 @@
 
 #include "common/util.h"
 #include "master/master_int.h"
+#include "master/metrics.h"
 #include "mooncake/store_errors.h"
 
 #define SEGMENT_MIN_BYTES 56 /* uuid + 6 empty strings + base + size */
@@ -29,6 +31,25 @@ static void patch_i32(struct mc_wbuf *w, size_t at, int32_t v) {
   uint32_t u = (uint32_t)v;
   uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
   memcpy(w->p + at, b, 4);
+}
+
+static uint32_t read_u32_at(const struct mc_wbuf *w, size_t at) {
+  const uint8_t *p = w->p + at;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A lookup (exist or replica list) found a readable object: status 0 hits; "absent" and "not readable
+ * yet" miss; other errors (malformed input) are neither. */
+static void count_lookup(int st, uint64_t *hits, uint64_t *misses) {
+  if (!st) (*hits)++;
+  else if (st == MC_OBJECT_NOT_FOUND || st == MC_REPLICA_IS_NOT_READY) (*misses)++;
+}
+
+/* After a put/upsert start of len bytes whose reply (list<replica>) begins at `at`. */
+static void count_start(struct mc_master *m, int st, const struct mc_wbuf *w, size_t at, uint64_t len,
+                        const struct mc_put_config *pc) {
+  if (st) mc_metrics_put_failed(m->ms, st);
+  else mc_metrics_put_started(m->ms, len, read_u32_at(w, at), pc->replica_num);
 }
 
 static struct key get_key(struct mc_rbuf_rd *r) {
@@ -120,7 +141,9 @@ static int single_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbu
   uint64_t len = mc_r_u64(r);
   struct mc_put_config pc = {0};
   mc_get_config(r, &pc);
+  size_t at = w->len;
   int rc = r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, len, &pc, w);
+  if (!r->err) count_start(m, rc, w, at, len, &pc);
   mc_put_config_free(&pc);
   return rc;
 }
@@ -150,7 +173,7 @@ static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
   return single_end(m, r, mc_master_put_revoke);
 }
 
-static int batch_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, start_fn fn) {
+static int batch_start(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, struct mc_wbuf *w, start_fn fn) {
   struct mc_uuid client = mc_get_uuid(r);
   uint32_t n = mc_r_count(r, 12), n2 = n;
   struct key *k = request_array(r, &n, sizeof(*k));
@@ -164,13 +187,17 @@ static int batch_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   mc_get_config(r, &pc);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
+    uint32_t failed = 0;
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
       size_t at = slot_i32(w);
       int st = fn(m, client, k[i].p, k[i].n, len[i], &pc, w);
       if (st) mc_w_u32(w, 0);
       patch_i32(w, at, st);
+      count_start(m, st, w, at + 4, len[i], &pc);
+      failed += st != 0;
     }
+    mc_metrics_batch(m->ms, op, n, failed);
   }
   mc_put_config_free(&pc);
   mc_free(k);
@@ -179,33 +206,46 @@ static int batch_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
 }
 
 static int op_batch_put_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_start(m, r, w, mc_master_put_start);
+  return batch_start(m, MC_OP_BATCH_PUT_START, r, w, mc_master_put_start);
 }
 
 static int op_batch_upsert_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_start(m, r, w, mc_master_upsert_start);
+  return batch_start(m, MC_OP_BATCH_UPSERT_START, r, w, mc_master_upsert_start);
 }
 
-static int batch_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, end_fn fn) {
+static int batch_end(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, struct mc_wbuf *w, end_fn fn) {
   struct mc_uuid client = mc_get_uuid(r);
-  uint32_t n;
+  uint32_t n, failed = 0;
   struct key *k = get_keys(r, &n);
   uint8_t type = mc_r_u8(r);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
     mc_w_u32(w, n);
-    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, fn(m, client, k[i].p, k[i].n, type));
+    for (uint32_t i = 0; i < n; i++) {
+      int st = fn(m, client, k[i].p, k[i].n, type);
+      mc_w_i32(w, st);
+      failed += st != 0;
+    }
+    mc_metrics_batch(m->ms, op, n, failed);
   }
   mc_free(k);
   return rc;
 }
 
 static int op_batch_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_end(m, r, w, mc_master_put_end);
+  return batch_end(m, MC_OP_BATCH_PUT_END, r, w, mc_master_put_end);
 }
 
 static int op_batch_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_end(m, r, w, mc_master_put_revoke);
+  return batch_end(m, MC_OP_BATCH_PUT_REVOKE, r, w, mc_master_put_revoke);
+}
+
+static int op_batch_upsert_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_end(m, MC_OP_BATCH_UPSERT_END, r, w, mc_master_put_end);
+}
+
+static int op_batch_upsert_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return batch_end(m, MC_OP_BATCH_UPSERT_REVOKE, r, w, mc_master_put_revoke);
 }
 
 /* ------------------------------------------------------------------ reads */
@@ -214,7 +254,11 @@ static int op_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   struct key k = get_key(r);
   if (r->err) return MC_INVALID_PARAMS;
   mc_w_u64(w, mc_master_lease_ttl_ms(m));
-  return mc_master_get_replicas(m, k.p, k.n, w);
+  int rc = mc_master_get_replicas(m, k.p, k.n, w);
+  uint64_t hits = 0, misses = 0;
+  count_lookup(rc, &hits, &misses);
+  mc_metrics_lookups(m->ms, hits, misses);
+  return rc;
 }
 
 static int op_batch_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
@@ -222,6 +266,7 @@ static int op_batch_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, stru
   struct key *k = get_keys(r, &n);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
+    uint64_t hits = 0, misses = 0;
     mc_w_u64(w, mc_master_lease_ttl_ms(m));
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
@@ -229,7 +274,10 @@ static int op_batch_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, stru
       int st = mc_master_get_replicas(m, k[i].p, k[i].n, w);
       if (st) mc_w_u32(w, 0);
       patch_i32(w, at, st);
+      count_lookup(st, &hits, &misses);
     }
+    mc_metrics_lookups(m->ms, hits, misses);
+    mc_metrics_batch(m->ms, MC_OP_BATCH_GET_REPLICA_LIST, n, n - (uint32_t)hits);
   }
   mc_free(k);
   return rc;
@@ -238,7 +286,9 @@ static int op_batch_get_replicas(struct mc_master *m, struct mc_rbuf_rd *r, stru
 static int op_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct key k = get_key(r);
   if (r->err) return MC_INVALID_PARAMS;
-  mc_w_u8(w, (uint8_t)mc_master_exist(m, k.p, k.n));
+  int yes = mc_master_exist(m, k.p, k.n);
+  mc_w_u8(w, (uint8_t)yes);
+  mc_metrics_lookups(m->ms, yes, !yes);
   return 0;
 }
 
@@ -247,9 +297,16 @@ static int op_batch_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_w
   struct key *k = get_keys(r, &n);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
+    uint32_t hits = 0;
     mc_w_reserve(w, 4 + 4 * (size_t)n);
     mc_w_u32(w, n);
-    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, mc_master_exist(m, k[i].p, k[i].n));
+    for (uint32_t i = 0; i < n; i++) {
+      int yes = mc_master_exist(m, k[i].p, k[i].n);
+      mc_w_i32(w, yes);
+      hits += yes == 1;
+    }
+    mc_metrics_lookups(m->ms, hits, n - hits);
+    mc_metrics_batch(m->ms, MC_OP_BATCH_EXIST_KEY, n, 0);
   }
   mc_free(k);
   return rc;
@@ -286,8 +343,14 @@ static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   uint8_t force = mc_r_u8(r);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
+    uint32_t failed = 0;
     mc_w_u32(w, n);
-    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, mc_master_remove(m, k[i].p, k[i].n, force));
+    for (uint32_t i = 0; i < n; i++) {
+      int st = mc_master_remove(m, k[i].p, k[i].n, force);
+      mc_w_i32(w, st);
+      failed += st != 0;
+    }
+    mc_metrics_batch(m->ms, MC_OP_BATCH_REMOVE, n, failed);
   }
   mc_free(k);
   return rc;
@@ -313,6 +376,17 @@ static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
   return 0;
 }
 
+/* ------------------------------------------------------------------ statistics */
+
+/* Any client, pure ones included: merged into the cluster figures; never touches liveness (D7). */
+static int op_report_stats(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_client_stats st;
+  mc_get_client_stats(r, &st);
+  if (r->err) return MC_INVALID_PARAMS;
+  mc_metrics_report(m->ms, &st);
+  return 0;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 static const op_fn ops[] = {
@@ -333,8 +407,8 @@ static const op_fn ops[] = {
     [MC_OP_UPSERT_END] = op_put_end,
     [MC_OP_UPSERT_REVOKE] = op_put_revoke,
     [MC_OP_BATCH_UPSERT_START] = op_batch_upsert_start,
-    [MC_OP_BATCH_UPSERT_END] = op_batch_put_end,
-    [MC_OP_BATCH_UPSERT_REVOKE] = op_batch_put_revoke,
+    [MC_OP_BATCH_UPSERT_END] = op_batch_upsert_end,
+    [MC_OP_BATCH_UPSERT_REVOKE] = op_batch_upsert_revoke,
     [MC_OP_GET_REPLICA_LIST] = op_get_replicas,
     [MC_OP_BATCH_GET_REPLICA_LIST] = op_batch_get_replicas,
     [MC_OP_EXIST_KEY] = op_exist,
@@ -348,6 +422,7 @@ static const op_fn ops[] = {
     [MC_OP_RESERVE_EXTENT] = mc_op_reserve_extent,
     [MC_OP_COMMIT_PUT] = mc_op_commit_put,
     [MC_OP_RELEASE_EXTENT] = mc_op_release_extent,
+    [MC_OP_REPORT_CLIENT_STATS] = op_report_stats,
 };
 
 int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
@@ -355,6 +430,7 @@ int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, si
   struct mc_rbuf_rd r;
   mc_r_init(&r, body, len);
   int rc = ops[op](m, &r, reply);
+  mc_metrics_rpc(m->ms, op, rc);
   if (rc) reply->len = 0; /* an error carries no body */
   return rc;
 }

@@ -223,7 +223,6 @@ void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
 }
 
 int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) {
-  atomic_fetch_add(&m->n_ping, 1);
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
   *status = c->ok ? MC_PING_OK : MC_PING_NEED_REMOUNT;
@@ -348,7 +347,10 @@ static void log_seg_action(struct mc_uuid client, const char *action, const char
 static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
                         struct mc_uuid *holder, char **probe) {
   struct mseg *s = seg_find_locked(m, r->id);
-  if (s) return atomic_load(&s->state) == MC_SEG_OK ? 0 : MC_UNAVAILABLE_IN_CURRENT_STATUS;
+  if (s) { /* a re-mount keeps an admin drain (docs/admin.md) */
+    int st = atomic_load(&s->state);
+    return st == MC_SEG_OK || st == MC_SEG_DRAINING ? 0 : MC_UNAVAILABLE_IN_CURRENT_STATUS;
+  }
   for (uint32_t i = 0; i < m->nsegs; i++) {
     struct mseg *o = m->segs[i];
     if (!strcmp(o->name, r->name) && !mc_uuid_eq(o->client, client)) {

@@ -7,6 +7,7 @@
 
 #include "common/util.h"
 #include "master/master_int.h"
+#include "master/metrics.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
 #include "te/metadata.h"
@@ -84,6 +85,8 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   m->cfg = *cfg;
   m->view_version = (uint64_t)time(NULL) * 1000;
   atomic_init(&m->next_seq, 1);
+  m->ms = mc_calloc(1, sizeof(*m->ms));
+  mc_metrics_init(m->ms);
   mc_objects_init(m);
   mc_extents_init(m);
   pthread_rwlockattr_t a;
@@ -118,12 +121,14 @@ static int rpc_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *b
 }
 
 int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out) {
-  m->rpc = mc_mrpc_server_start(m->cfg.bind_ip, m->cfg.listen_port, rpc_handler, NULL, m, port_out);
+  m->rpc = mc_mrpc_server_start(m->cfg.bind_ip, m->cfg.listen_port, rpc_handler, NULL, m, &m->rpc_port);
+  if (port_out) *port_out = m->rpc_port;
   return m->rpc ? 0 : MC_INTERNAL_ERROR;
 }
 
 void mc_master_destroy(struct mc_master *m) {
   if (!m) return;
+  mc_admin_stop(m->admin);     /* no admin request runs after this */
   mc_mrpc_server_stop(m->rpc); /* no RPC runs after this */
   pthread_mutex_lock(&m->bg_mu);
   m->stopping = 1;
@@ -142,5 +147,7 @@ void mc_master_destroy(struct mc_master *m) {
   pthread_mutex_destroy(&m->discard_mu);
   pthread_mutex_destroy(&m->bg_mu);
   pthread_cond_destroy(&m->bg_cv);
+  mc_metrics_destroy(m->ms);
+  mc_free(m->ms);
   mc_free(m);
 }

@@ -6,30 +6,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "net/httpd.h"
 
-#if MHD_VERSION >= 0x00097002
-typedef enum MHD_Result mhd_ret;
-#else
-typedef int mhd_ret;
-#endif
+typedef mc_mhd_ret mhd_ret;
 
 #define BODY_MAX (16u << 20)
 #define BUFFERED_MAX (256u << 20) /* all uploads in flight together */
-#define IDLE_TIMEOUT_S 30u
-#define MAX_CONNECTIONS 1024u
 #define POOL_THREADS 4u
 
 struct mc_meta_server {
@@ -109,18 +100,8 @@ static json_t *load_map(const char *path) {
 
 /* ---- replies ---- */
 
-static mhd_ret reply(struct MHD_Connection *c, unsigned status, const char *body, size_t len,
-                     const char *ctype) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-  if (!r) return MHD_NO;
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-  mhd_ret rc = MHD_queue_response(c, status, r);
-  MHD_destroy_response(r);
-  return rc;
-}
-
 static mhd_ret reply_text(struct MHD_Connection *c, unsigned status, const char *text) {
-  return reply(c, status, text, strlen(text), "text/plain");
+  return mc_httpd_reply(c, status, text, strlen(text), "text/plain");
 }
 
 /* ---- /metadata ---- */
@@ -128,7 +109,7 @@ static mhd_ret reply_text(struct MHD_Connection *c, unsigned status, const char 
 static mhd_ret do_get(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen) {
   pthread_mutex_lock(&s->mu);
   json_t *v = json_object_getn(s->map, key, klen);
-  mhd_ret rc = v ? reply(c, MHD_HTTP_OK, json_string_value(v), json_string_length(v), "application/json")
+  mhd_ret rc = v ? mc_httpd_reply(c, MHD_HTTP_OK, json_string_value(v), json_string_length(v), "application/json")
                  : reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
   pthread_mutex_unlock(&s->mu);
   return rc;
@@ -260,55 +241,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx,
   *ctx = NULL;
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-  char buf[512];
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  size_t n = strlen(buf);
-  while (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
-  LOG_WARN("metadata server: %s", buf);
-}
-
 /* ---- lifecycle ---- */
-
-static struct addrinfo *resolve(const char *host, uint16_t port) {
-  char ps[8];
-  snprintf(ps, sizeof(ps), "%u", (unsigned)port);
-  struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-  int rc = getaddrinfo(host && *host ? host : NULL, ps, &hints, &ai);
-  if (rc) LOG_ERROR("metadata server: cannot resolve '%s': %s", host ? host : "", gai_strerror(rc));
-  return rc ? NULL : ai;
-}
-
-static struct MHD_Daemon *start_daemon(struct mc_meta_server *s, const struct addrinfo *ai, uint16_t port) {
-  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
-  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-  /* MHD's default SO_REUSEADDR allows a quick restart; LISTENING_ADDRESS_REUSE would add SO_REUSEPORT
-   * and let a second server share a port that is in use. */
-  /* clang-format off */
-  return MHD_start_daemon(flags, port, NULL, NULL, on_request, s,
-                          MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, /* must come first */
-                          MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                          MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
-                          MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
-                          MHD_OPTION_THREAD_POOL_SIZE, POOL_THREADS,
-                          MHD_OPTION_END);
-  /* clang-format on */
-}
 
 /* Binds and starts the daemon; 0, or -1 (logged). */
 static int listen_on(struct mc_meta_server *s, const char *host, uint16_t port) {
-  struct addrinfo *ai = resolve(host, port);
-  if (!ai) return -1;
-  s->d = start_daemon(s, ai, port);
-  freeaddrinfo(ai);
-  if (!s->d) {
-    LOG_ERROR("metadata server: cannot listen on %s:%u", host ? host : "", (unsigned)port);
-    return -1;
-  }
-  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = info ? info->port : port;
-  return 0;
+  struct mc_httpd_opts o = {.name = "metadata server", .host = host, .port = port, .handler = on_request,
+                            .completed = on_completed, .cls = s, .threads = POOL_THREADS};
+  s->d = mc_httpd_start(&o, &s->port);
+  return s->d ? 0 : -1;
 }
 
 struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, const char *persist_path) {

@@ -14,15 +14,16 @@
 
 struct mt_master {
   pid_t pid;
-  int port;
+  int port, metrics_port;
   char *dir, *log;
 };
 
 /* Starts mooncake_master with the NULL-terminated extra args (and extra environment entries), adding
- * --rpc_port=<free> when port is 0, else waiting for the given port. 0, or -1 (log dumped). */
+ * --rpc_port=<free> when port is 0, else waiting for the given port, and --metrics_port=<free> unless
+ * given (mm->metrics_port is the admin port). 0, or -1 (log dumped). */
 static inline int mt_master_spawn(struct mt_master *mm, const char *const extra[], char *const env[], int port) {
   const char *bindir = getenv("MC_TEST_BIN_DIR");
-  char bin[1024], portflag[32];
+  char bin[1024], portflag[32], metricsflag[40];
   snprintf(bin, sizeof(bin), "%s/mooncake_master", bindir ? bindir : ".");
   memset(mm, 0, sizeof(*mm));
   mm->dir = mc_tp_mkdtemp("master");
@@ -30,9 +31,17 @@ static inline int mt_master_spawn(struct mt_master *mm, const char *const extra[
   mm->port = port ? port : mc_tp_free_port();
   snprintf(portflag, sizeof(portflag), "--rpc_port=%d", mm->port);
   char *argv[64] = {bin};
-  int n = 1;
+  int n = 1, metrics_given = 0;
   if (!port) argv[n++] = portflag;
-  for (int i = 0; extra && extra[i] && n < 63; i++) argv[n++] = (char *)extra[i];
+  for (int i = 0; extra && extra[i] && n < 62; i++) {
+    argv[n++] = (char *)extra[i];
+    if (sscanf(extra[i], "--metrics_port=%d", &mm->metrics_port) == 1) metrics_given = 1;
+  }
+  if (!metrics_given) {
+    do mm->metrics_port = mc_tp_free_port(); while (mm->metrics_port == mm->port);
+    snprintf(metricsflag, sizeof(metricsflag), "--metrics_port=%d", mm->metrics_port);
+    argv[n++] = metricsflag;
+  }
   argv[n] = NULL;
   mm->pid = mc_tp_spawn(argv, env, mm->log);
   if (mm->pid > 0 && mc_tp_wait_port(mm->port, 10000, mm->pid) == 0) return 0;

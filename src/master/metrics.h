@@ -1,0 +1,81 @@
+/* The master's metrics (decisions D7, master.md §3): counters bumped on the RPC path (relaxed atomics,
+ * no lock), the client-reported transfer statistics, one-second snapshots for the windowed figures
+ * (eviction_rate over 60 s, master_rpc_qps over 10 s, te_transfer_latency_p99 over 60 s), and the three
+ * renderings: the Prometheus exposition, the summary line, and the key=value log line.
+ * Never included outside src/master. */
+#ifndef MC_MASTER_METRICS_H
+#define MC_MASTER_METRICS_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "master/proto.h"
+#include "net/codec.h"
+
+struct mc_master;
+
+#define MC_OPS_MAX 64           /* opcodes below this are counted */
+#define MC_VSIZE_NBUCKETS 12    /* value sizes: 1 KiB * 4^i, i < 11, then +Inf */
+#define MC_WINDOW_SLOTS 64      /* one snapshot per second: enough for the 60 s windows */
+
+struct mc_op_count {
+  _Atomic uint64_t req, fail;
+};
+
+/* Per batch opcode, beyond the op counts: requests whose every item failed, some failed, item counts. */
+struct mc_batch_count {
+  _Atomic uint64_t all_failed, partial, items, failed_items;
+};
+
+struct mc_msnap {
+  uint64_t t_ns, rpcs, evicted;
+  uint64_t lat[MC_LAT_NBUCKETS];
+};
+
+struct mc_mstats {
+  uint64_t start_ns;
+  struct mc_op_count op[MC_OPS_MAX];
+  struct mc_batch_count batch[MC_OPS_MAX];
+  _Atomic uint64_t lookup_hits, lookup_misses; /* per key, over ExistKey and GetReplicaList (+ batches) */
+  _Atomic uint64_t vsize[MC_VSIZE_NBUCKETS], vsize_sum;
+  _Atomic uint64_t put_alloc_failures, put_partial;
+  _Atomic uint64_t evict_runs, evict_runs_ok, evicted_keys, evicted_bytes;
+
+  pthread_mutex_t mu;          /* guards everything below */
+  struct mc_client_stats sum;  /* every client report added up (client field unused) */
+  uint64_t reports;
+  struct mc_msnap ring[MC_WINDOW_SLOTS]; /* newest at ring[(head + n - 1) % SLOTS] */
+  uint32_t head, n;
+};
+
+void mc_metrics_init(struct mc_mstats *ms);
+void mc_metrics_destroy(struct mc_mstats *ms);
+
+/* ---- hot path (lock-free) ---- */
+static inline void mc_metrics_rpc(struct mc_mstats *ms, uint16_t op, int rc) {
+  if (op >= MC_OPS_MAX) return;
+  atomic_fetch_add_explicit(&ms->op[op].req, 1, memory_order_relaxed);
+  if (rc) atomic_fetch_add_explicit(&ms->op[op].fail, 1, memory_order_relaxed);
+}
+void mc_metrics_batch(struct mc_mstats *ms, uint16_t op, uint32_t items, uint32_t failed);
+void mc_metrics_lookups(struct mc_mstats *ms, uint64_t hits, uint64_t misses);
+/* A successful put start of `size` bytes that got `got` of `wanted` replicas. */
+void mc_metrics_put_started(struct mc_mstats *ms, uint64_t size, uint32_t got, uint32_t wanted);
+void mc_metrics_put_failed(struct mc_mstats *ms, int rc);
+void mc_metrics_eviction_run(struct mc_mstats *ms, uint64_t keys, uint64_t bytes);
+
+/* ---- client reports and windows (take ms->mu briefly) ---- */
+void mc_metrics_report(struct mc_mstats *ms, const struct mc_client_stats *st);
+/* Takes the once-a-second snapshot when due. Called by the housekeeping thread. */
+void mc_metrics_tick(struct mc_mstats *ms, uint64_t now_ns);
+
+/* ---- renderings ---- */
+/* The Prometheus text exposition (format 0.0.4), appended to w. */
+void mc_metrics_exposition(struct mc_master *m, struct mc_wbuf *w);
+/* "role=leader, state=serving, service_ready=true, master={...}, ha={...}" (no prefix). */
+void mc_metrics_summary(struct mc_master *m, char *buf, size_t len);
+/* "master_segment_count=.. eviction_rate=.. ..." for log shippers. */
+void mc_metrics_kv_line(struct mc_master *m, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,34 @@
+/* The libmicrohttpd glue shared by the project's HTTP servers (the TE metadata server, the master's
+ * admin/metrics server): resolving and binding host:port ("::" = dual-stack IPv6 + IPv4), the bounded
+ * daemon options every server uses, MHD's log routed to ours, and one reply helper. Knows nothing of
+ * what the servers serve. */
+#ifndef MC_NET_HTTPD_H
+#define MC_NET_HTTPD_H
+#include <microhttpd.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if MHD_VERSION >= 0x00097002
+typedef enum MHD_Result mc_mhd_ret;
+#else
+typedef int mc_mhd_ret;
+#endif
+
+struct mc_httpd_opts {
+  const char *name; /* for log lines, e.g. "metadata server" */
+  const char *host; /* bind address; NULL or "" = any IPv4; "::" = dual stack */
+  uint16_t port;    /* 0 = ephemeral */
+  MHD_AccessHandlerCallback handler;
+  MHD_RequestCompletedCallback completed; /* may be NULL */
+  void *cls;        /* passed to both callbacks */
+  unsigned threads; /* thread pool size (>= 1) */
+};
+
+/* Starts a daemon with its own threads (idle connections time out after 30 s, at most 1024 connections).
+ * *port_out gets the bound port. NULL (logged) when the address cannot be resolved or bound. */
+struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_out);
+
+/* Queues a response with a copy of body and the given Content-Type. */
+mc_mhd_ret mc_httpd_reply(struct MHD_Connection *c, unsigned status, const char *body, size_t len, const char *ctype);
+
+#endif

@@ -1,0 +1,10 @@
+# Operator tools (issue 5): deploy/ checked by promtool, systemd-analyze and a real master
+# (tests/test_deploy.py), and the `mooncake` CLI + trace_replay against a live cluster (test_cli).
+add_test(NAME test_deploy COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_deploy.py ${CMAKE_SOURCE_DIR}
+         ${CMAKE_BINARY_DIR}/tools)
+set_tests_properties(test_deploy PROPERTIES TIMEOUT 120)
+mc_test(test_cli ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.c)
+target_link_libraries(test_cli PRIVATE mooncake_store m)
+add_dependencies(test_cli mooncake mooncake_master mooncake_store_node trace_replay)
+set_tests_properties(test_cli PROPERTIES TIMEOUT 120 ENVIRONMENT
+  "MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_TRACE=${CMAKE_SOURCE_DIR}/../shared/data/conversation_trace.jsonl")

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Checks deploy/: Prometheus rules (promtool check + unit tests of the guide's thresholds), the scrape
+config, the Grafana dashboard (valid JSON, every metric it or the rules name is exported by a real
+master), the master and storage-node example configs (accepted by the real binaries), and the systemd
+units (systemd-analyze verify, skipped with the reason when it is not installed).
+
+Usage: test_deploy.py <repo root> <dir with mooncake_master and mooncake_store_node>"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+ROOT, BIN = sys.argv[1], sys.argv[2]
+DEPLOY = os.path.join(ROOT, "deploy")
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, timeout=60):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+def wait_port(port, proc, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def http(port, path, timeout=5):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+# ---------------------------------------------------------------- Prometheus files
+promtool = shutil.which("promtool")
+check(promtool is not None, "promtool is installed (Debian package prometheus; scripts/install-deps.sh)")
+if promtool:
+    rc, out = run([promtool, "check", "rules", os.path.join(DEPLOY, "prometheus/alerts.yml")])
+    check(rc == 0, "promtool check rules deploy/prometheus/alerts.yml\n" + out)
+    rc, out = run([promtool, "test", "rules", os.path.join(DEPLOY, "prometheus/alerts_test.yml")])
+    check(rc == 0, "promtool test rules: every guide threshold fires above and stays silent below\n" + out)
+    rc, out = run([promtool, "check", "config", os.path.join(DEPLOY, "prometheus/prometheus.yml")])
+    check(rc == 0, "promtool check config deploy/prometheus/prometheus.yml\n" + out)
+
+rules = yaml.safe_load(open(os.path.join(DEPLOY, "prometheus/alerts.yml")))
+alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
+# The guide's thresholds, literally in the expressions.
+check("0.8 * max_over_time(master_segment_count" in alerts["MooncakeSegmentCountDropped"]["expr"], "segment drop 20 %")
+check(alerts["MooncakeEvictionRateHigh"]["expr"].strip() == "eviction_rate > 100", "eviction_rate > 100/s")
+check(alerts["MooncakeTransferLatencyHigh"]["expr"].strip() == "te_transfer_latency_p99 > 0.05", "p99 > 50 ms")
+check(") < 0.6" in alerts["MooncakeHitRatioLow"]["expr"], "hit ratio < 60 %")
+check("master_rpc_qps" in alerts["MooncakeMasterRpcNearLimit"]["expr"], "master_rpc_qps near the limit")
+
+# ---------------------------------------------------------------- metric names referenced
+PROMQL_WORDS = {"by", "without", "and", "or", "unless", "on", "ignoring", "group_left", "group_right", "offset", "bool"}
+
+
+def metric_names(expr):
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)   # strings
+    e = re.sub(r"\{[^}]*\}", "", e)               # label matchers
+    e = re.sub(r"\[[^\]]*\]", "", e)              # range selectors
+    e = re.sub(r"\b(by|without|on|ignoring)\s*\([^)]*\)", "", e)  # grouping label lists
+    names = set()
+    for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", e):
+        rest = e[m.end():].lstrip()
+        if rest.startswith("(") or m.group(0) in PROMQL_WORDS:
+            continue
+        if re.fullmatch(r"\d.*|e\d*", m.group(0)):
+            continue
+        names.add(m.group(0))
+    return names
+
+
+dash = json.load(open(os.path.join(DEPLOY, "grafana/mooncake-dashboard.json")))
+check(dash.get("title") and isinstance(dash.get("panels"), list) and dash["panels"], "dashboard JSON parses, has panels")
+referenced = set()
+for p in dash["panels"]:
+    targets = p.get("targets", [])
+    check(targets and all(t.get("expr") for t in targets), f"panel '{p.get('title')}' has queries")
+    for t in targets:
+        referenced |= metric_names(t["expr"].replace("$job", "mooncake-master"))
+for r in alerts.values():
+    referenced |= metric_names(r["expr"])
+referenced.discard("up")  # Prometheus' own series
+GUIDE = {"master_segment_count", "eviction_rate", "te_transfer_latency_p99", "store_hit_ratio", "master_rpc_qps"}
+check(GUIDE <= referenced, "dashboard + rules cover the guide's five metrics")
+
+# ---------------------------------------------------------------- a real master with the example configs
+tmp = tempfile.mkdtemp(prefix="mc_test_deploy_")
+procs = []
+
+
+def start(cmd, log):
+    p = subprocess.Popen(cmd, stdout=open(os.path.join(tmp, log), "w"), stderr=subprocess.STDOUT)
+    procs.append(p)
+    return p
+
+
+def stop(p, grace=10):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return p.returncode
+
+
+try:
+    rpc, meta, admin = free_port(), free_port(), free_port()
+    m = start([os.path.join(BIN, "mooncake_master"),
+               "--config_path=" + os.path.join(DEPLOY, "master/master-embedded-metadata.json"),
+               f"--rpc_port={rpc}", f"--http_metadata_server_port={meta}", f"--metrics_port={admin}",
+               "--http_metadata_server_host=127.0.0.1", "--metrics_host=127.0.0.1"], "master.log")
+    up = wait_port(rpc, m) and wait_port(admin, m)
+    check(up, "mooncake_master starts with deploy/master/master-embedded-metadata.json")
+    log = open(os.path.join(tmp, "master.log")).read()
+    check("unknown key" not in log, "the master knows every key of the JSON example\n" + log[-2000:])
+    st, body = http(admin, "/config")
+    if st == 200:
+        cfg = json.loads(body)
+        check(cfg.get("eviction_ratio") == 0.1 and cfg.get("client_ttl") == 60,
+              "/config shows the file's eviction_ratio 0.1 and client_live_ttl_sec 60")
+    else:
+        check(False, f"/config answers 200 (got {st})")
+    node = start([os.path.join(BIN, "mooncake_store_node"),
+                  "--config_path=" + os.path.join(DEPLOY, "storage-node/store-node.json"),
+                  "--local_hostname=127.0.0.1", f"--master_server_addr=127.0.0.1:{rpc}",
+                  f"--metadata_server=http://127.0.0.1:{meta}/metadata", "--global_segment_size=16MB"], "node.log")
+    ready = False
+    deadline = time.time() + 15
+    while time.time() < deadline and node.poll() is None and not ready:
+        ready = "ready" in open(os.path.join(tmp, "node.log")).read()
+        time.sleep(0.05)
+    check(ready, "mooncake_store_node starts from deploy/storage-node/store-node.json")
+    # Let the node's statistics reach the master (D7: reported every <= 5 s).
+    time.sleep(1)
+    st, body = http(admin, "/metrics")
+    check(st == 200, f"GET /metrics answers 200 (got {st})")
+    exported = {l.split("{")[0].split(" ")[0] for l in body.splitlines() if l and not l.startswith("#")}
+    missing = sorted(referenced - exported)
+    check(st == 200 and not missing, "every metric the dashboard and rules name is exported: missing " + str(missing))
+    st, body = http(admin, "/get_segments_detail")
+    if st == 200:
+        zones = [s.get("zone") for s in json.loads(body).get("segments", [])]
+        check(zones == ["rack-a"], f"the node's zone from the example config reaches the master ({zones})")
+    else:
+        check(False, f"/get_segments_detail answers 200 (got {st})")
+    check(stop(node) == 0, "mooncake_store_node exits 0 on SIGTERM")
+    stop(m)
+
+    # The YAML example: accepted as a whole (its etcd cleanup target is not contacted at start).
+    rpc2, admin2 = free_port(), free_port()
+    m2 = start([os.path.join(BIN, "mooncake_master"), "--config_path=" + os.path.join(DEPLOY, "master/master.yaml"),
+                f"--rpc_port={rpc2}", f"--metrics_port={admin2}", "--metrics_host=127.0.0.1"], "master2.log")
+    check(wait_port(rpc2, m2), "mooncake_master starts with deploy/master/master.yaml")
+    log = open(os.path.join(tmp, "master2.log")).read()
+    check("unknown key" not in log and "Loading config from" in log, "the master knows every key of the YAML example")
+    stop(m2)
+
+    # ------------------------------------------------------------ systemd units
+    sda = shutil.which("systemd-analyze")
+    if not sda:
+        print("SKIP systemd-analyze verify: systemd-analyze is not installed on this machine")
+    else:
+        units = os.path.join(tmp, "units")
+        os.mkdir(units)
+        for name in os.listdir(os.path.join(DEPLOY, "systemd")):
+            text = open(os.path.join(DEPLOY, "systemd", name)).read()
+            # The units name the installed paths; verify them against this build's binaries.
+            text = text.replace("/usr/local/bin/", BIN.rstrip("/") + "/")
+            if "/usr/bin/etcd" in text and not os.path.exists("/usr/bin/etcd"):
+                text = text.replace("/usr/bin/etcd", shutil.which("etcd") or "/usr/bin/etcd")
+            open(os.path.join(units, name), "w").write(text)
+        rc, out = run([sda, "verify"] + sorted(os.path.join(units, n) for n in os.listdir(units)))
+        check(rc == 0 and "Unknown" not in out, "systemd-analyze verify deploy/systemd/*.service\n" + out)
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if failures:
+        for name in ("master.log", "node.log", "master2.log"):
+            path = os.path.join(tmp, name)
+            if os.path.exists(path):
+                print(f"---- {name} ----\n" + open(path).read()[-3000:])
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
