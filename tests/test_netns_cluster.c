@@ -735,7 +735,7 @@ static void scenario(void) {
   CHECK_EQ(meta_get(mkey, body, sizeof(body)), 200);
   fprintf(stderr, "  rpc_meta now %s\n", body);
   CHECK(file_has(nodes[d4].log, "replacing stale"));  /* the engine replaced the write-once key */
-  char held[128];
+  char held[192];
   snprintf(held, sizeof(held), "segment_name=%s is held by client_id=%s", d4_name, d4_client);
   CHECK(file_has(master_log, held));
   CHECK(file_has(master_log, "no answer, unmounting its segments"));
