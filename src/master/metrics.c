@@ -301,6 +301,7 @@ static void guide_metrics(const struct view *v, struct mc_wbuf *w) {
   gauge(w, "store_hit_ratio", "Per-key hits / (hits + misses) of existence queries and read lookups since start",
         v->hit_ratio);
   gauge(w, "master_rpc_qps", "Master RPCs per second over the last 10 s", v->qps);
+  counter(w, "master_rpc_requests_total", "Master RPCs of every opcode since start", v->rpcs);
   counter(w, "store_lookup_hits_total", "Key lookups (exist, get replica list) that found a readable object",
           v->hits);
   counter(w, "store_lookup_misses_total", "Key lookups (exist, get replica list) that found no readable object",
