@@ -606,6 +606,14 @@ static void test_metric_values(void) {
   if (fabs(th_prom_value(t, "master_rpc_qps") - rpcs / 10.0) >= 1e-9)
     fprintf(stderr, "qps %g, expected %g\n", th_prom_value(t, "master_rpc_qps"), rpcs / 10.0);
   th_free(&r);
+  /* the summary's per-second rates over the same 10 s: 6 exists, 3 of 4 replica lists, 1 batch exist */
+  CHECK_EQ(th_get(M.metrics_port, "/metrics/summary", &r), 200);
+  CHECK(strstr(r.body, "Requests (Success/Total per sec): PutStart=5.0/5.0, ") != NULL);
+  CHECK(strstr(r.body, ", Get=0.3/0.4, Exist=0.6/0.6, ") != NULL);
+  CHECK(strstr(r.body, "Batch Requests (Success/Total per sec): PutStart=0.0/0.0, PutEnd=0.0/0.0, Get=0.1/0.1, "
+                       "Exist=0.1/0.1, ") != NULL);
+  if (!strstr(r.body, ", Get=0.3/0.4, Exist=0.6/0.6, ")) fprintf(stderr, "summary: %s\n", r.body);
+  th_free(&r);
   stop();
 }
 
