@@ -92,7 +92,8 @@ start_memcached() {
 start_holder() {
   local out=$WORK/holder_$3.out
   : >"$out"
-  MC_FORCE_TCP=$1 "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size="$2" --local_buffer_size=1MiB \
+  MC_LOG_LEVEL=${HOLDER_LOG:-$MC_LOG_LEVEL} MC_FORCE_TCP=$1 "$BENCH" --mode=holder "${ADDR[@]}" \
+    --global_segment_size="$2" --local_buffer_size=1MiB \
     >"$out" 2>"$WORK/holder_$3.err" &
   HOLDER_PID=$!
   BG_PIDS+=("$HOLDER_PID")
@@ -255,6 +256,21 @@ for path in tcp shm; do
   FRESH_ROWS+=("| $path | $(fmt "$f") | $(field "$first" p50_us) / $(field "$first" p99_us) | $(fmt "$w") | $(field "$second" p50_us) / $(field "$second" p99_us) | $(ratio "$f" "$w") |")
   eval "FRESH_$path=$f WARM_$path=$w"
 done
+# Fresh segments again, but first given the time the holder's background warm-up takes (it logs
+# "prefault: ... warm in X s" at INFO when done); then one pass of the same puts.
+for path in tcp shm; do
+  ft=1; [ $path = shm ] && ft=0
+  HOLDER_LOG=INFO start_holder "$ft" 1GiB "warmup_$path"
+  for _ in $(seq 1200); do grep -q 'prefault: .* warm in' "$WORK/holder_warmup_$path.err" && break; sleep 0.1; done
+  secs=$(sed -n 's/.*prefault: .* warm in \([0-9.]*\) s.*/\1/p' "$WORK/holder_warmup_$path.err")
+  [ -n "$secs" ] || fail "holder warmup_$path did not finish warming up within 120 s"
+  first=$(client "$ft" "afterwarm_$path" --preferred="$HOLDER_NAME" --cases=put:1MiB:1 --max_bytes=896MiB \
+    --cap_bytes=896MiB | grep '^RESULT') || exit 1
+  f=$(field "$first" gbps); w=$(eval echo "\$WARM_$path")
+  FRESH_ROWS+=("| $path, after the background warm-up ($(fmt "$secs" 1) s) | $(fmt "$f") | $(field "$first" p50_us) / $(field "$first" p99_us) | $(fmt "$w") (row above) | | $(ratio "$f" "$w") |")
+  eval "AFTER_$path=$f WARMUP_S_$path=$secs"
+  stop_bg "$HOLDER_PID"
+done
 FRESH_ROWS+=("| memcached, fresh process, 4 conns (reference) | $(fmt "$(field "$MC_FRESH" gbps)") | $(field "$MC_FRESH" p50_us) / $(field "$MC_FRESH" p99_us) | $(fmt "$(field "$MC_WARM" gbps)") | $(field "$MC_WARM" p50_us) / $(field "$MC_WARM" p99_us) | $(ratio "$(field "$MC_FRESH" gbps)" "$(field "$MC_WARM" gbps)") |")
 
 # The engine took the intended path (the client logs each remote read at INFO).
@@ -401,9 +417,11 @@ else
   target "setup with 16 GiB <= 2x setup with 16 MiB" "not measured: $BIG_WHY" "not measured"
 fi
 for path in tcp shm; do
-  f=FRESH_$path w=WARM_$path
+  f=FRESH_$path w=WARM_$path a=AFTER_$path ws=WARMUP_S_$path
   q=$(ratio "${!f}" "${!w}")
-  target "no slow first pass, $path (fresh >= 0.5x warm)" "$(fmt "${!f}") vs $(fmt "${!w}") GB/s = ${q}x" "$(meets "$q" 0.5)"
+  target "no slow first pass, $path, right after setup (fresh >= 0.5x warm)" "$(fmt "${!f}") vs $(fmt "${!w}") GB/s = ${q}x" "$(meets "$q" 0.5)"
+  q=$(ratio "${!a}" "${!w}")
+  target "no slow first pass, $path, after the $(fmt "${!ws}" 1) s background warm-up (>= 0.5x warm)" "$(fmt "${!a}") vs $(fmt "${!w}") GB/s = ${q}x" "$(meets "$q" 0.5)"
 done
 echo "## Targets"
 echo

@@ -9,7 +9,8 @@
  *                  --warm_bytes first puts and removes that many bytes of 1 MiB objects (untimed, reported).
  *                  One "RESULT ..." line per case.
  *   --mode=rpc     raw master RPC rate with --threads connections (one per thread): exist, batch_exist,
- *                  batch_lookup (BatchGetReplicaList), put (PutStart + PutEnd, 4 KiB, no data moved).
+ *                  batch_lookup (BatchGetReplicaList), put (PutStart + PutEnd, 4 KiB, no data moved),
+ *                  xput (one COMMIT_PUT per 4 KiB put into a write extent reserved once per 16 MiB).
  *                  It mounts a metadata-only segment of its own (the master never touches bytes), keeps it
  *                  alive with pings, and unmounts it at the end. One "RPC ..." line per case.
  *
@@ -32,6 +33,7 @@
 
 #include "common/config.h"
 #include "common/util.h"
+#include "lib/extents_client.h"
 #include "lib/master_client.h"
 #include "mooncake/store.h"
 #include "net/sock.h"
@@ -49,7 +51,7 @@ struct opts {
 static const struct mc_cfg_opt opt_table[] = {
     {"mode", MC_CFG_STRING, "client", 1, 0, offsetof(struct opts, mode), "holder | client | rpc"},
     {"op", MC_CFG_STRING, "get", 1, 0, offsetof(struct opts, op),
-     "client: put | get | putget | exist | batch_exist; rpc: exist | batch_exist | batch_lookup | put"},
+     "client: put | get | putget | exist | batch_exist; rpc: exist | batch_exist | batch_lookup | put | xput"},
     {"cases", MC_CFG_STRING, "", 1, 0, offsetof(struct opts, cases),
      "client: op:size:batch,... ; rpc: op:threads,... (overrides --op/--value_size/--batch/--threads)"},
     {"value_size", MC_CFG_SIZE, "1MiB", 8, 1e12, offsetof(struct opts, value_size), "bytes per object"},
@@ -537,7 +539,7 @@ static int run_client(void) {
 
 /* ------------------------------------------------------------------ rpc */
 
-enum { R_EXIST, R_BATCH_EXIST, R_BATCH_LOOKUP, R_PUT };
+enum { R_EXIST, R_BATCH_EXIST, R_BATCH_LOOKUP, R_PUT, R_XPUT };
 
 #define RPC_BATCH 1000
 #define RPC_PUT_LEN 4096
@@ -577,6 +579,9 @@ static void *rpc_thread(void *arg) {
   uint64_t counter = 0;
   char key[KEYLEN];
   if (mt_exist(c, RKEYS[0]) != 1) t->errors++; /* connects before the clock starts */
+  struct grant g = {0};
+  uint64_t cur = 0;
+  if (RC->op == R_XPUT && x_reserve(c, RCLIENT, RPC_PUT_LEN, 16 << 20, RCFG.preferred[0], &g)) t->errors++;
   pthread_barrier_wait(&BAR);
   double start = now_s(), now = start;
   while (now - start < O.duration) {
@@ -601,6 +606,16 @@ static void *rpc_thread(void *arg) {
         snprintf(key, sizeof(key), "sbrpc/%d/%d/%d/%llu", (int)getpid(), RCASE_NO, t->id, (unsigned long long)counter++);
         ok = mt_put_start(c, RCLIENT, key, RPC_PUT_LEN, &RCFG, NULL, NULL) == 0 && mt_put_end(c, RCLIENT, key) == 0;
         break;
+      case R_XPUT: /* one COMMIT_PUT per put; a fresh extent (release + reserve, timed) when one is used up */
+        if (cur + RPC_PUT_LEN > g.len) {
+          x_release(c, RCLIENT, g.id);
+          if (x_reserve(c, RCLIENT, RPC_PUT_LEN, 16 << 20, RCFG.preferred[0], &g)) break;
+          cur = 0;
+        }
+        snprintf(key, sizeof(key), "sbrpc/%d/%d/%d/%llu", (int)getpid(), RCASE_NO, t->id, (unsigned long long)counter++);
+        ok = x_commit(c, RCLIENT, g.id, key, cur, RPC_PUT_LEN) == 0;
+        cur += RPC_PUT_LEN;
+        break;
     }
     now = now_s();
     lat_add(&t->lat, (now - t0) * 1e6);
@@ -609,6 +624,7 @@ static void *rpc_thread(void *arg) {
     t->errors += (uint64_t)(want - ok);
   }
   t->secs = now - start;
+  if (RC->op == R_XPUT) x_release(c, RCLIENT, g.id);
   free(nrep);
   free(st);
   mc_mrpc_client_free(c);
@@ -644,7 +660,8 @@ static int rpc_cases(struct rcase *cs, int max) {
   static const struct {
     const char *n;
     int op;
-  } ops[] = {{"exist", R_EXIST}, {"batch_exist", R_BATCH_EXIST}, {"batch_lookup", R_BATCH_LOOKUP}, {"put", R_PUT}};
+  } ops[] = {{"exist", R_EXIST}, {"batch_exist", R_BATCH_EXIST}, {"batch_lookup", R_BATCH_LOOKUP}, {"put", R_PUT},
+                {"xput", R_XPUT}};
   char *dup = strdup(*O.cases ? O.cases : O.op), *save = NULL;
   int n = 0;
   for (char *tok = strtok_r(dup, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {

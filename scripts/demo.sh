@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: installs what is needed, builds, and runs a working single-machine cluster on the
 # embedded metadata service: mooncake_master (with its HTTP metadata server), a storage client that
-# contributes memory to the pool, and a second client that puts and gets through it. Then a raw
-# transfer-engine round trip, over the same-host path and over real TCP. Ctrl-C stops everything.
+# contributes memory to the pool, and a Python client (the mooncake package of the build) that puts and
+# gets through it. Then a raw transfer-engine round trip, over the same-host path and over real TCP.
+# Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -29,8 +30,18 @@ echo "== a storage client contributes 256 MiB to the pool =="
 "${STORE[@]}" --global_segment_size=256MB --hold_s=3600 &
 pids+=($!)
 sleep 1
-echo "== another client (contributing nothing) puts and gets through the pool =="
-"${STORE[@]}" --global_segment_size=0 put test_key hello_mooncake get test_key exist test_key size test_key
+echo "== a Python client (mooncake.store, contributing nothing) puts and gets through the pool =="
+PYTHONPATH=build/python /usr/bin/python3 - "$META" "127.0.0.1:$RPC_PORT" <<'EOF'
+import sys
+from mooncake.store import MooncakeDistributedStore
+store = MooncakeDistributedStore()
+rc = store.setup("127.0.0.1", sys.argv[1], 0, 16 * 1024 * 1024, "tcp", "", sys.argv[2])
+assert rc == 0, "setup failed: %d" % rc
+print("put('test_key', b'hello_mooncake') ->", store.put("test_key", b"hello_mooncake"))
+print("get('test_key') ->", store.get("test_key"))
+print("is_exist('test_key') ->", store.is_exist("test_key"), " get_size('test_key') ->", store.get_size("test_key"))
+store.close()
+EOF
 
 run_pair() { # $1 = label, rest = env for the initiator
   local label=$1; shift

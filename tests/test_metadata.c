@@ -672,7 +672,9 @@ static void redis_db_index(int port) {
 static void test_redis_backend(void) {
   struct mc_tp_service r = {0};
   REQUIRE(mc_tp_start_redis(&r, 0, NULL) == 0);
+  setenv("MC_METADATA_TTL_S", "0", 1); /* plain keys: a restarted server must come back empty below */
   struct mc_meta *m = open_redis(r.port);
+  unsetenv("MC_METADATA_TTL_S");
   roundtrip(m, "redis");
   concurrent(m);
   redis_db_index(r.port);
@@ -686,6 +688,145 @@ static void test_redis_backend(void) {
     check_get(m, "after", "2");
   }
   mc_meta_close(m);
+  mc_tp_service_stop(&r);
+}
+
+/* ---- keys bound to the writer's liveness (decisions D4) ---- */
+
+#define BOUND_KEY "mooncake/test/bound"
+
+/* Child: writes BOUND_KEY through a bound mc_meta and waits to be killed. */
+static void child_bound_writer(void) {
+  const char *conn = getenv("MC_TEST_BOUND_CONN");
+  if (!conn) return;
+  struct mc_meta *m = open_ok(conn);
+  REQUIRE(m && m->live);
+  CHECK_EQ(mc_meta_set(m, BOUND_KEY, "alive"), 0);
+  mc_tp_sleep_ms(60000);
+  mc_meta_close(m);
+}
+
+/* An observer that never binds (MC_METADATA_TTL_S=0). */
+static struct mc_meta *open_unbound(const char *conn) {
+  setenv("MC_METADATA_TTL_S", "0", 1);
+  struct mc_meta *m = open_ok(conn);
+  unsetenv("MC_METADATA_TTL_S");
+  CHECK(!m || !m->live);
+  return m;
+}
+
+/* Polls until key has (want != NULL) or lacks (want == NULL) a value; returns the ms it took or -1. */
+static long wait_key(struct mc_meta *m, const char *key, const char *want, long timeout_ms) {
+  long t0 = mc_tp_now_ms();
+  while (mc_tp_now_ms() - t0 < timeout_ms) {
+    char *v = NULL;
+    int rc = mc_meta_get(m, key, &v);
+    int ok = want ? rc == 0 && v && !strcmp(v, want) : rc == MC_META_NOT_FOUND;
+    free(v);
+    if (ok) return mc_tp_now_ms() - t0;
+    mc_tp_sleep_ms(50);
+  }
+  return -1;
+}
+
+/* A live writer's key outlives its TTL (renewed) and is written again when lost; a SIGKILLed writer's
+ * key is gone within the TTL (3 s here). `lose` makes the service drop the key as if it had expired. */
+static void bound_keys(const char *conn, void (*lose)(const char *key, void *arg), void *arg) {
+  struct mc_meta *obs = open_unbound(conn);
+  REQUIRE(obs);
+  setenv("MC_METADATA_TTL_S", "3", 1);
+  /* in this process: a key lost at the service comes back, a removed key stays removed */
+  struct mc_meta *m = open_ok(conn);
+  if (m) {
+    CHECK(m->live != NULL);
+    CHECK_EQ(mc_meta_set(m, "mooncake/test/bound_here", "v1"), 0);
+    CHECK_EQ(mc_meta_set(m, "mooncake/test/bound_gone", "v2"), 0);
+    CHECK_EQ(mc_meta_remove(m, "mooncake/test/bound_gone"), 0);
+    lose("mooncake/test/bound_here", arg);
+    CHECK(wait_key(obs, "mooncake/test/bound_here", "v1", 4000) >= 0);
+    check_get(obs, "mooncake/test/bound_gone", NULL);
+    CHECK_EQ(mc_meta_remove(m, "mooncake/test/bound_here"), 0);
+    mc_meta_close(m);
+  }
+  /* another process, killed */
+  char self[512], *dir = mc_tp_mkdtemp("bound");
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  REQUIRE(n > 0 && dir);
+  self[n] = 0;
+  char *log = mc_tp_path(dir, "log"), env_conn[256];
+  snprintf(env_conn, sizeof(env_conn), "MC_TEST_BOUND_CONN=%s", conn);
+  char *argv[] = {self, "child_bound_writer", NULL}, *env[] = {env_conn, "MC_METADATA_TTL_S=3", NULL};
+  unsetenv("MC_METADATA_TTL_S");
+  pid_t pid = mc_tp_spawn(argv, env, log);
+  CHECK(pid > 0);
+  CHECK(wait_key(obs, BOUND_KEY, "alive", 10000) >= 0);
+  mc_tp_sleep_ms(5000); /* beyond the TTL: renewed */
+  check_get(obs, BOUND_KEY, "alive");
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  long gone = wait_key(obs, BOUND_KEY, NULL, 10000);
+  fprintf(stderr, "  %s: key gone %ld ms after SIGKILL\n", conn, gone);
+  CHECK(gone >= 0);
+  if (mc_test_failures) mc_tp_dump_log(log);
+  free(log);
+  mc_tp_rmrf(dir);
+  free(dir);
+  mc_meta_close(obs);
+}
+
+static int ETCD_PORT;
+
+/* Revokes the lease the key carries (found with etcdctl): etcd deletes every key of that lease. */
+static void etcd_lose(const char *key, void *arg) {
+  (void)arg;
+  char cmd[512], out[4096] = {0};
+  snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:%d get %s -w json", ETCD_PORT, key);
+  FILE *f = popen(cmd, "r");
+  size_t n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+  if (f) pclose(f);
+  out[n] = 0;
+  const char *l = strstr(out, "\"lease\":");
+  unsigned long long id = l ? strtoull(l + 8, NULL, 10) : 0;
+  CHECK(id != 0); /* the key carries a lease */
+  if (!id) return;
+  snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:%d lease revoke %llx >/dev/null", ETCD_PORT,
+           id);
+  CHECK_EQ(system(cmd), 0);
+}
+
+static void test_etcd_bound_keys(void) {
+  struct mc_tp_service etcd;
+  REQUIRE(mc_tp_start_etcd(&etcd) == 0);
+  ETCD_PORT = etcd.port;
+  char conn[160];
+  snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", etcd.port);
+  bound_keys(conn, etcd_lose, NULL);
+  mc_tp_service_stop(&etcd);
+}
+
+/* Deletes the key behind the writer's back, after checking it carries a TTL. */
+static void redis_lose(const char *key, void *arg) {
+  int port = *(int *)arg;
+  char cmd[256], out[64] = {0};
+  snprintf(cmd, sizeof(cmd), "redis-cli -p %d TTL %s", port, key);
+  FILE *f = popen(cmd, "r");
+  if (f && fgets(out, sizeof(out), f)) {
+    long ttl = atol(out);
+    CHECK(ttl > 0 && ttl <= 3);
+  } else {
+    CHECK(!"redis-cli TTL answered");
+  }
+  if (f) pclose(f);
+  snprintf(cmd, sizeof(cmd), "redis-cli -p %d DEL %s >/dev/null", port, key);
+  CHECK_EQ(system(cmd), 0);
+}
+
+static void test_redis_bound_keys(void) {
+  struct mc_tp_service r = {0};
+  REQUIRE(mc_tp_start_redis(&r, 0, NULL) == 0);
+  char conn[64];
+  snprintf(conn, sizeof(conn), "redis://127.0.0.1:%d", r.port);
+  bound_keys(conn, redis_lose, &r.port);
   mc_tp_service_stop(&r);
 }
 
@@ -787,5 +928,6 @@ TEST_MAIN(TEST_CASE(test_key_layout), TEST_CASE(child_cluster_prefix), TEST_CASE
           TEST_CASE(test_http_contract), TEST_CASE(test_http_body_limit), TEST_CASE(test_http_persistence),
           TEST_CASE(test_server_bind_errors), TEST_CASE(test_malformed_requests),
           TEST_CASE(test_standalone_binary), TEST_CASE(test_etcd_backend), TEST_CASE(test_redis_backend),
+          TEST_CASE(child_bound_writer), TEST_CASE(test_etcd_bound_keys), TEST_CASE(test_redis_bound_keys),
           TEST_CASE(test_redis_auth), TEST_CASE(test_unreachable_fails_fast),
           TEST_CASE(test_silent_peer_times_out))

@@ -233,6 +233,17 @@ static void roundtrip_sizes(int force_tcp, int shared, const char *want_path) {
 }
 
 static void test_roundtrip_tcp(void) { roundtrip_sizes(1, 0, "tcp"); }
+/* Engine-allocated memory on both paths with its pages cold (copied through the kernel), warmed by
+ * the background pass (as it comes), and with warming off (plain copies). */
+static void roundtrip_prefault(const char *mode) {
+  if (mode) setenv("MC_SEGMENT_PREFAULT", mode, 1);
+  roundtrip_sizes(1, 1, "tcp");
+  roundtrip_sizes(0, 1, "shm");
+  unsetenv("MC_SEGMENT_PREFAULT");
+}
+static void test_roundtrip_cold_pages(void) { roundtrip_prefault("populate"); }
+static void test_roundtrip_warming_pages(void) { roundtrip_prefault(NULL); }
+static void test_roundtrip_prefault_off(void) { roundtrip_prefault("0"); }
 static void test_roundtrip_shm_memfd(void) { roundtrip_sizes(0, 1, "shm"); }
 static void test_roundtrip_shm_vm(void) { roundtrip_sizes(0, 0, "shm"); }
 
@@ -548,6 +559,56 @@ static void test_registration_rules(void) {
   CHECK(createTransferEngine("bogus://x", "127.0.0.1", NULL, 0, 1) == NULL);
 }
 
+/* Resident pages of [p, p+len) by mincore (page-cache residency of the memfd). */
+static size_t resident_pages(void *p, size_t len) {
+  size_t n = len / 4096, r = 0;
+  unsigned char *v = malloc(n);
+  if (mincore(p, len, v)) n = 0;
+  for (size_t i = 0; i < n; i++) r += v[i] & 1;
+  free(v);
+  return r;
+}
+
+static int wait_prefault(transfer_engine_t e, int ms) {
+  for (int i = 0; i < ms / 10 && mc_te_prefault_pending(e); i++) usleep(10000);
+  return mc_te_prefault_pending(e) == 0;
+}
+
+/* Shared memory is populated in the background after allocation, bytes unchanged; freeing while it
+ * runs is safe; MC_SEGMENT_PREFAULT=0 leaves pages to the first writes. */
+static void test_prefault(void) {
+  transfer_engine_t e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 1);
+  REQUIRE(e);
+  size_t len = 64 * MiB;
+  uint8_t *p = mc_te_alloc_shared(e, len, "cpu:0");
+  REQUIRE(p);
+  memset(p + len - 4096, 0xab, 4096); /* written before the background pass gets there */
+  CHECK(wait_prefault(e, 20000));
+  CHECK_EQ(resident_pages(p, len), len / 4096);
+  size_t bad = 0;
+  for (size_t i = 0; i < len - 4096; i += 512) bad += p[i] != 0;
+  for (size_t i = len - 4096; i < len; i++) bad += p[i] != 0xab;
+  CHECK_EQ(bad, 0);
+  /* free at once, while the pass is running */
+  uint8_t *q = mc_te_alloc_shared(e, 512 * MiB, "cpu:0");
+  REQUIRE(q);
+  CHECK_EQ(mc_te_free_shared(e, q), 0);
+  CHECK(wait_prefault(e, 20000));
+  CHECK_EQ(mc_te_free_shared(e, p), 0);
+  destroyTransferEngine(e);
+
+  setenv("MC_SEGMENT_PREFAULT", "0", 1);
+  e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 1);
+  unsetenv("MC_SEGMENT_PREFAULT");
+  REQUIRE(e);
+  p = mc_te_alloc_shared(e, 16 * MiB, "cpu:0");
+  REQUIRE(p);
+  CHECK_EQ(mc_te_prefault_pending(e), 0);
+  usleep(200000);
+  CHECK_EQ(resident_pages(p, 16 * MiB), 0);
+  destroyTransferEngine(e); /* frees p */
+}
+
 static void test_http_metadata_discovery(void) {
   struct mc_meta_server *ms = mc_meta_server_start("127.0.0.1", 0, NULL);
   REQUIRE(ms);
@@ -657,7 +718,9 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc == 5 && !strcmp(argv[1], "--serve")) return serve(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
   static const struct mc_test_case cases[] = {
-      TEST_CASE(test_registration_rules),  TEST_CASE(test_roundtrip_tcp),
+      TEST_CASE(test_registration_rules),  TEST_CASE(test_prefault), TEST_CASE(test_roundtrip_tcp),
+      TEST_CASE(test_roundtrip_cold_pages), TEST_CASE(test_roundtrip_warming_pages),
+      TEST_CASE(test_roundtrip_prefault_off),
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm),

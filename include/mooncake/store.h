@@ -177,6 +177,10 @@ struct mc_store_config {
   const char *device_name;
   const char *master_server_addr;
   const char *zone; /* NULL = $MC_ZONE (or none); "" = no zone */
+  /* An existing engine (transfer_engine_t of transfer_engine.h) to use instead of creating one; NULL =
+   * create one. It must outlive the client's teardown, which frees what the client allocated in it and
+   * unregisters the client's buffers but leaves the engine running. */
+  void *engine;
 };
 typedef struct mc_store_config mc_store_config_t;
 
@@ -216,6 +220,74 @@ int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void *
 /* Per key remove results (0 or negative as mooncake_store_remove); a key repeated in one batch: the
  * first occurrence is removed, the rest get -704. -1/no-touch rules as batch_is_exist. */
 int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out);
+
+
+/* ------------------------------------------------------------------ additions for the Python package */
+
+/* The full placement policy of Python's ReplicateConfig (python-api.md §2) that the master understands.
+ * Zero the struct, then set what you need; replica_num 0 fails the write with -600. */
+enum mc_soft_pin { MC_SOFT_PIN_KEEP = 0, MC_SOFT_PIN_SET = 1, MC_SOFT_PIN_CLEAR = 2 };
+struct mc_replicate_config {
+  size_t replica_num;
+  int soft_pin_action;     /* enum mc_soft_pin: keep the current pin, pin, clear the pin */
+  int64_t soft_pin_ttl_ms; /* < 0: the master's default; >= 0 only with MC_SOFT_PIN_SET (else -600) */
+  int with_hard_pin;
+  const char **preferred_segments; /* tried first, in order; NULL entries skipped */
+  size_t preferred_segments_count;
+};
+typedef struct mc_replicate_config mc_replicate_config_t;
+
+/* Flags of the mc_store_*write* calls: MC_WRITE_COPY copies values through the staging buffer first
+ * (put / put_batch semantics, -600 for a value larger than local_buffer_size); without it the call
+ * is zero-copy (put_from semantics). MC_WRITE_UPSERT replaces existing keys (mc_store_upsert). */
+#define MC_WRITE_COPY 1
+#define MC_WRITE_UPSERT 2
+
+/* One write with the full config (NULL = defaults). Conventions as mooncake_store_put /
+ * mooncake_store_put_from / mc_store_upsert*, selected by flags. */
+int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
+                   const mc_replicate_config_t *config, int flags);
+
+/* Batch write with the full config; argument rules and results as mooncake_store_batch_put_from. */
+int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out);
+
+/* Multi-buffer batch write: object i is the concatenation, in order, of the nbufs[i] buffers that follow
+ * those of object i-1 in bufs/sizes (flattened). Zero-copy semantics (flags: MC_WRITE_UPSERT only).
+ * -1 without touching results_out for NULL arrays, a NULL key or a NULL buffer with a size > 0. Per key
+ * as mooncake_store_batch_put_from (a total size of 0 -> -600). */
+int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
+                               const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
+                               int *results_out);
+
+/* Multi-buffer batch read: object i is scattered over its nbufs[i] buffers (flattened as above). Per
+ * key the object size, or negative as mooncake_store_batch_get_into (-600 when the object is larger
+ * than the sum of its buffers). -1/no-touch rules as mc_store_batch_write_multi. */
+int mc_store_batch_get_into_multi(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
+                                  const size_t *nbufs, size_t count, int64_t *results_out);
+
+/* One readable replica as the master reports it. Strings are owned by the array. */
+struct mc_replica_desc {
+  int status;        /* ReplicaStatus: 3 = COMPLETE */
+  uint64_t size;     /* object bytes */
+  uint64_t address;  /* buffer address in the holder's process */
+  char *endpoint;    /* transfer-engine segment name of the holder */
+  char *segment_name;
+};
+typedef struct mc_replica_desc mc_replica_desc_t;
+
+/* The replicas of key (grants a read lease). On success returns the count and stores a malloc'ed array
+ * in *out (free with mc_store_replica_desc_free); on failure a negative code and *out = NULL. */
+int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replica_desc_t **out);
+void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count);
+
+/* 1 when [ptr, ptr+len) lies inside one range registered with this client (its staging buffer and
+ * segment included), else 0 (also before setup); -1 for a NULL handle. */
+int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
+
+/* Tears the client down as destroy does but keeps the handle usable for a new setup (Python close()).
+ * Idempotent; 0, or -1 for a NULL handle. */
+int mc_store_close(mooncake_store_t store);
 
 #ifdef __cplusplus
 }

@@ -189,10 +189,14 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
 /* ---- Native extensions ---- */
 
 /* Allocates `length` bytes of memfd-backed memory that same-host peers can map (the fast same-host
- * path), registers it with `location`, and returns it (NULL on failure). Pages are committed lazily.
- * Free with mc_te_free_shared(), which unregisters it. */
+ * path), registers it with `location`, and returns it (NULL on failure). The call does not wait for
+ * the memory: a low-priority background thread of the engine populates its pages afterwards, so the
+ * first writes into it do not pay a page fault per 4 KiB (MC_SEGMENT_PREFAULT=0: pages are committed
+ * by the first writes only). Free with mc_te_free_shared(), which unregisters it. */
 void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
 int mc_te_free_shared(transfer_engine_t engine, void *addr);
+/* Bytes of mc_te_alloc_shared memory still waiting for background population (0 when done or off). */
+uint64_t mc_te_prefault_pending(transfer_engine_t engine);
 /* Publishes this engine's rpc_meta key and segment descriptor again (e.g. after the metadata service
  * restarted empty). No-op under P2PHANDSHAKE. Returns 0 or ERR_METADATA. */
 int mc_te_republish(transfer_engine_t engine);

@@ -13,16 +13,6 @@
 #define HEALTH_TIMEOUT_MS 2000
 #define EXIST_CHUNK 65536
 
-/* Takes the life lock for a call; 1 with the lock held when the client is set up, else 0 (unlocked). */
-static int enter(struct mc_store *s) {
-  pthread_rwlock_rdlock(&s->life);
-  if (s->ready) return 1;
-  pthread_rwlock_unlock(&s->life);
-  return 0;
-}
-
-static void leave(struct mc_store *s) { pthread_rwlock_unlock(&s->life); }
-
 /* ------------------------------------------------------------------ lifecycle */
 
 mooncake_store_t mooncake_store_create(void) {
@@ -35,9 +25,7 @@ void mooncake_store_destroy(mooncake_store_t store) {
   struct mc_store *s = store;
   if (!s) return;
   mc_live_remove(s);
-  pthread_rwlock_wrlock(&s->life);
-  if (s->ready) mc_store_do_teardown(s);
-  pthread_rwlock_unlock(&s->life);
+  mc_store_close(s);
   pthread_rwlock_destroy(&s->life);
   pthread_rwlock_destroy(&s->reg_mu);
   pthread_mutex_destroy(&s->ping_mu);
@@ -78,114 +66,94 @@ int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const 
 int mooncake_store_health_check(mooncake_store_t store) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
-  if (!enter(s)) return 1;
+  if (!mc_api_enter(s)) return 1;
   char *version = NULL;
   int rc = mcli_service_ready(s->master, HEALTH_TIMEOUT_MS, &version);
   mc_free(version);
-  leave(s);
+  mc_api_leave(s);
   return rc ? 2 : 0;
 }
 
 int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len) {
   struct mc_store *s = store;
   if (!s || !buf_out || !buf_len) return BAD_CALL;
-  if (!enter(s)) {
+  if (!mc_api_enter(s)) {
     buf_out[0] = 0;
     return 0;
   }
   size_t n = strlen(s->name);
   int rc = n < buf_len ? 0 : BAD_CALL;
   if (!rc) memcpy(buf_out, s->name, n + 1);
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
 /* ------------------------------------------------------------------ writes */
 
-static int put_common(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value,
-                      size_t size, const mooncake_replicate_config_t *config, int copy) {
-  if (!enter(s)) return MC_INVALID_PARAMS;
-  struct mc_put_config cfg = {0};
-  int rc = !*key ? MC_INVALID_PARAMS : mc_put_config_from(s, config, &cfg);
-  if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
-  else if (!rc)
-    rc = copy ? mc_put_copy(s, ops, key, value, size, &cfg) : mc_put_from(s, ops, key, (void *)value, size, &cfg);
-  mc_put_config_free(&cfg);
-  leave(s);
-  return rc;
+/* The upstream config as the native one (NULL stays NULL = defaults). */
+static const mc_replicate_config_t *native_config(const mooncake_replicate_config_t *in, mc_replicate_config_t *out) {
+  if (!in) return NULL;
+  *out = (mc_replicate_config_t){in->replica_num, in->with_soft_pin ? MC_SOFT_PIN_SET : MC_SOFT_PIN_KEEP, -1,
+                                 in->with_hard_pin, in->preferred_segments, in->preferred_segments_count};
+  return out;
 }
 
 int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
                        const mooncake_replicate_config_t *config) {
-  if (!store || !key || (!value && size)) return BAD_CALL;
-  return put_common(store, &mc_put_ops, key, value, size, config, 1);
+  mc_replicate_config_t c;
+  return mc_store_write(store, key, value, size, native_config(config, &c), MC_WRITE_COPY);
 }
 
 int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
                             const mooncake_replicate_config_t *config) {
-  if (!store || !key || (!buffer && size)) return BAD_CALL;
-  return put_common(store, &mc_put_ops, key, buffer, size, config, 0);
+  mc_replicate_config_t c;
+  return mc_store_write(store, key, buffer, size, native_config(config, &c), 0);
 }
 
 int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
                     const mooncake_replicate_config_t *config) {
-  if (!store || !key || (!value && size)) return BAD_CALL;
-  return put_common(store, &mc_upsert_ops, key, value, size, config, 1);
+  mc_replicate_config_t c;
+  return mc_store_write(store, key, value, size, native_config(config, &c), MC_WRITE_COPY | MC_WRITE_UPSERT);
 }
 
 int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
                          const mooncake_replicate_config_t *config) {
-  if (!store || !key || (!buffer && size)) return BAD_CALL;
-  return put_common(store, &mc_upsert_ops, key, buffer, size, config, 0);
+  mc_replicate_config_t c;
+  return mc_store_write(store, key, buffer, size, native_config(config, &c), MC_WRITE_UPSERT);
 }
 
 /* The batch no-touch rules (c-api.md §1.2). */
-static int batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
-                         const void *results) {
+int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
+                     const void *results) {
   if (!keys || !bufs || !sizes || !results) return 0;
   for (size_t i = 0; i < count; i++)
     if (!keys[i] || (!bufs[i] && sizes[i] > 0)) return 0;
   return 1;
 }
 
-static void fill_int(int *r, size_t n, int v) {
+void mc_fill_int(int *r, size_t n, int v) {
   for (size_t i = 0; i < n; i++) r[i] = v;
-}
-
-static int batch_put_common(mooncake_store_t store, const struct mc_write_ops *ops, const char **keys,
-                            const void *const *bufs, const size_t *sizes, size_t count,
-                            const mooncake_replicate_config_t *config, int *results, int copy) {
-  struct mc_store *s = store;
-  if (!s || !batch_args_ok(keys, bufs, sizes, count, results)) return BAD_CALL;
-  if (!count) return 0;
-  if (!enter(s)) {
-    fill_int(results, count, MC_INVALID_PARAMS);
-    return 0;
-  }
-  struct mc_put_config cfg;
-  int rc = mc_put_config_from(s, config, &cfg);
-  if (rc) fill_int(results, count, rc);
-  else if (copy) mc_put_batch_copy(s, ops, keys, bufs, sizes, count, &cfg, results);
-  else mc_put_batch(s, ops, keys, (void *const *)bufs, sizes, count, &cfg, results);
-  mc_put_config_free(&cfg);
-  leave(s);
-  return 0;
 }
 
 int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
                                   size_t count, const mooncake_replicate_config_t *config, int *results_out) {
-  return batch_put_common(store, &mc_put_ops, keys, (const void *const *)buffers, sizes, count, config, results_out, 0);
+  mc_replicate_config_t c;
+  return mc_store_batch_write(store, keys, (const void *const *)buffers, sizes, count, native_config(config, &c), 0,
+                              results_out);
 }
 
 int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
                                size_t count, const mooncake_replicate_config_t *config, int *results_out) {
-  return batch_put_common(store, &mc_upsert_ops, keys, (const void *const *)buffers, sizes, count, config,
-                          results_out, 0);
+  mc_replicate_config_t c;
+  return mc_store_batch_write(store, keys, (const void *const *)buffers, sizes, count, native_config(config, &c),
+                              MC_WRITE_UPSERT, results_out);
 }
 
 int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                        size_t count, const mooncake_replicate_config_t *config, int *results_out) {
-  return batch_put_common(store, &mc_put_ops, keys, values, sizes, count, config, results_out, 1);
+  mc_replicate_config_t c;
+  return mc_store_batch_write(store, keys, values, sizes, count, native_config(config, &c), MC_WRITE_COPY,
+                              results_out);
 }
 
 /* ------------------------------------------------------------------ reads */
@@ -193,23 +161,23 @@ int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *co
 int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size) {
   struct mc_store *s = store;
   if (!s || !key || (!buffer && size)) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_into(s, key, buffer, size) : MC_INVALID_PARAMS;
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
 int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
                                   size_t count, int64_t *results_out) {
   struct mc_store *s = store;
-  if (!s || !batch_args_ok(keys, (const void *const *)buffers, sizes, count, results_out)) return BAD_CALL;
+  if (!s || !mc_batch_args_ok(keys, (const void *const *)buffers, sizes, count, results_out)) return BAD_CALL;
   if (!count) return 0;
-  if (!enter(s)) {
+  if (!mc_api_enter(s)) {
     for (size_t i = 0; i < count; i++) results_out[i] = MC_INVALID_PARAMS;
     return 0;
   }
   mc_get_batch(s, keys, buffers, sizes, count, results_out);
-  leave(s);
+  mc_api_leave(s);
   return 0;
 }
 
@@ -217,28 +185,28 @@ int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out) 
   struct mc_store *s = store;
   if (!s || !key || !value_out) return BAD_CALL;
   *value_out = NULL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_copy(s, key, value_out) : MC_INVALID_PARAMS;
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
 int64_t mooncake_store_get_size(mooncake_store_t store, const char *key) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_size(s, key) : MC_INVALID_PARAMS;
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
 int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = *key ? mcli_exist(s->master, key) : MC_INVALID_PARAMS;
   if (rc == 0 || rc == 1) mc_stats_lookup(s, rc);
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
@@ -256,7 +224,7 @@ static void keyed_batch(struct mc_store *s, const char **keys, size_t count, int
   for (size_t off = 0; off < m; off += EXIST_CHUNK) {
     size_t n = MC_MIN(EXIST_CHUNK, m - off);
     int rc = fn(s->master, k + off, n, arg, r + off);
-    if (rc) fill_int(r + off, n, rc);
+    if (rc) mc_fill_int(r + off, n, rc);
   }
   for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
   mc_free(r);
@@ -274,14 +242,14 @@ int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, siz
   for (size_t i = 0; i < count; i++)
     if (!keys[i]) return BAD_CALL;
   if (!count) return 0;
-  if (!enter(s)) {
-    fill_int(results_out, count, MC_INVALID_PARAMS);
+  if (!mc_api_enter(s)) {
+    mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
   }
   keyed_batch(s, keys, count, 0, results_out, exist_call);
   for (size_t i = 0; i < count; i++)
     if (results_out[i] == 0 || results_out[i] == 1) mc_stats_lookup(s, results_out[i]);
-  leave(s);
+  mc_api_leave(s);
   return 0;
 }
 
@@ -290,9 +258,9 @@ int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, siz
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = *key ? mcli_remove(s->master, key, force) : MC_INVALID_PARAMS;
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
@@ -306,30 +274,30 @@ int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t coun
   for (size_t i = 0; i < count; i++)
     if (!keys[i]) return BAD_CALL;
   if (!count) return 0;
-  if (!enter(s)) {
-    fill_int(results_out, count, MC_INVALID_PARAMS);
+  if (!mc_api_enter(s)) {
+    mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
   }
   keyed_batch(s, keys, count, force, results_out, remove_call);
-  leave(s);
+  mc_api_leave(s);
   return 0;
 }
 
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force) {
   struct mc_store *s = store;
   if (!s || !pattern) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = mcli_remove_by_regex(s->master, pattern, force);
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
 int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = mcli_remove_all(s->master, force);
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }
 
@@ -338,18 +306,18 @@ int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
 int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size) {
   struct mc_store *s = store;
   if (!s || !buffer || !size) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = registerLocalMemory(s->te, buffer, size, "cpu:0", 1);
   if (rc) LOG_WARN("register_buffer %p+%zu failed: %s", buffer, size, mc_te_err_name(rc));
   else mc_regs_add(s, (uint64_t)(uintptr_t)buffer, size);
-  leave(s);
+  mc_api_leave(s);
   return rc ? MC_INVALID_PARAMS : 0;
 }
 
 int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer) {
   struct mc_store *s = store;
   if (!s || !buffer) return BAD_CALL;
-  if (!enter(s)) return MC_INVALID_PARAMS;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   uint64_t a = (uint64_t)(uintptr_t)buffer, len = 0;
   int rc = MC_INVALID_PARAMS;
   /* our own segment and staging buffer are not the caller's to unregister */
@@ -362,6 +330,6 @@ int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer) {
       rc = 0;
     }
   }
-  leave(s);
+  mc_api_leave(s);
   return rc;
 }

@@ -48,6 +48,7 @@ struct mc_store {
   char zone[128];
   char protocol[16];
   transfer_engine_t te;
+  int te_external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
   struct mc_mrpc_client *master;
   struct mc_uuid client_id;
   int port_fd; /* the held auto port, or -1 */
@@ -71,7 +72,36 @@ struct mc_store {
   pthread_mutex_t ping_mu;
   pthread_cond_t ping_cv;
   int ping_stop; /* guarded by ping_mu */
+
+  /* write extents (fastput.c) */
+  struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) or no segment */
+  _Atomic uint64_t ping_ok_ns; /* send time of the last mount or ping answered OK */
 };
+
+/* ---- capi.c: helpers of the public entry points ---- */
+/* Takes the life lock for a call; 1 with the lock held when the client is set up, else 0 (unlocked). */
+static inline int mc_api_enter(struct mc_store *s) {
+  pthread_rwlock_rdlock(&s->life);
+  if (s->ready) return 1;
+  pthread_rwlock_unlock(&s->life);
+  return 0;
+}
+static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->life); }
+/* The batch no-touch rules (c-api.md §1.2): 0 when an array or a key is NULL, or a buffer is NULL with
+ * a size > 0. */
+int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
+                     const void *results);
+void mc_fill_int(int *r, size_t n, int v);
+
+/* ---- fastput.c: one-round-trip puts through write extents ---- */
+void mc_fastput_init(struct mc_store *s);
+/* Releases the current extent and frees the state (teardown, no put in flight). */
+void mc_fastput_free(struct mc_store *s);
+/* Stops carving from the current extent; dead = the master already dropped it (no release sent). */
+void mc_fastput_retire(struct mc_store *s, int dead);
+/* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
+ * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
+int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);

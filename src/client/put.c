@@ -71,8 +71,9 @@ static void run_writes(struct mc_store *s, struct mc_xfer *x, size_t n) {
   mc_free(w);
 }
 
-static int put_object(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
-                      const struct mc_put_config *cfg) {
+/* The two-round-trip path: PutStart, writes, PutEnd (or PutRevoke). */
+static int put_slow(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
+                    const struct mc_put_config *cfg) {
   struct mcli_reps r;
   int rc = mcli_put_start(s->master, ops, s->client_id, key, len, cfg, &r);
   if (rc == MC_OBJECT_ALREADY_EXISTS) return 0;
@@ -92,6 +93,14 @@ static int put_object(struct mc_store *s, const struct mc_write_ops *ops, const 
   return rc;
 }
 
+/* A put tries one round trip through a write extent first (fastput.c; it declines upserts and
+ * anything it cannot do exactly like put_slow). */
+static int put_object(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
+                      const struct mc_put_config *cfg) {
+  if (ops == &mc_put_ops && !mc_fastput_put(s, key, src, len, cfg)) return 0;
+  return put_slow(s, ops, key, src, len, cfg);
+}
+
 int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value, size_t size,
                 const struct mc_put_config *cfg) {
   if (!s->stage || size > s->stage_size) {
@@ -99,10 +108,12 @@ int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *
              key, size, (unsigned long long)s->stage_size, ops->name);
     return MC_INVALID_PARAMS;
   }
+  /* the extent path copies straight from the caller's value (a same-segment extent is one memcpy) */
+  if (ops == &mc_put_ops && !mc_fastput_put(s, key, value, size, cfg)) return 0;
   char *p = mc_stage_alloc(s->stage, size, STAGE_WAIT_MS);
   if (!p) return MC_INVALID_PARAMS;
   memcpy(p, value, size);
-  int rc = put_object(s, ops, key, p, size, cfg);
+  int rc = put_slow(s, ops, key, p, size, cfg);
   mc_stage_release(s->stage, p, size);
   return rc;
 }

@@ -192,8 +192,9 @@ static int probe_metadata(const char *conn, const char *name) {
   return MC_ETCD_OPERATION_ERROR;
 }
 
-static int start_engine(struct mc_store *s, const char *meta, const char *protocol) {
-  s->te = createTransferEngine(meta, s->name, NULL, 0, 0);
+static int start_engine(struct mc_store *s, const char *meta, const char *protocol, void *engine) {
+  s->te_external = engine != NULL;
+  s->te = engine ? engine : createTransferEngine(meta, s->name, NULL, 0, 0);
   if (!s->te) {
     int rc = probe_metadata(meta, s->name);
     LOG_ERROR("setup: cannot create the transfer engine for %s (metadata %s)", s->name, meta);
@@ -252,9 +253,10 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
       .host_id = mc_strdup(mc_host_id()),
       .probe_addr = mc_strdup(probe),
   };
+  uint64_t sent = mc_now_ns();
   int rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
   if (rc) LOG_ERROR("setup: mounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
-  else s->mounted = 1;
+  else s->mounted = 1, atomic_store(&s->ping_ok_ns, sent), mc_fastput_init(s);
   return rc;
 }
 
@@ -268,6 +270,7 @@ static void remount(struct mc_store *s) {
 }
 
 static void ping(struct mc_store *s, int *failures) {
+  uint64_t sent = mc_now_ns();
   int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
   if (rc && ++*failures >= PING_FAILURES) {
     LOG_WARN("master: %d pings failed (%s); reconnecting", *failures, mooncake_store_err_name(rc));
@@ -275,7 +278,8 @@ static void ping(struct mc_store *s, int *failures) {
     *failures = 0;
   } else if (!rc) {
     *failures = 0;
-    if (status == MC_PING_NEED_REMOUNT) remount(s);
+    if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
+    if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 1), remount(s); /* the master forgot our extents */
   }
 }
 
@@ -353,7 +357,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);
   if (!rc) rc = probe_metadata(meta, s->name);
-  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"));
+  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->segment) rc = mount_segment(s, deadline);
   if (!rc) {
@@ -370,16 +374,29 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   return 0;
 }
 
+/* A caller's engine stays up: give back only what this client put into it. */
+static void release_engine_memory(struct mc_store *s) {
+  for (size_t i = 0; i < s->nregs; i++) {
+    void *p = (void *)(uintptr_t)s->regs[i].addr;
+    if (p != s->segment && p != s->stage_base) unregisterLocalMemory(s->te, p);
+  }
+  if (s->segment) mc_te_free_shared(s->te, s->segment);
+  if (s->stage_base) mc_te_free_shared(s->te, s->stage_base);
+}
+
 void mc_store_do_teardown(struct mc_store *s) {
   stop_ping(s);
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
+  mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->mounted) {
     int rc = mcli_unmount(s->master, s->seg_rec.id, s->client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
     s->mounted = 0;
   }
-  destroyTransferEngine(s->te); /* frees the segment and staging memory, deletes our metadata keys */
+  if (s->te_external) release_engine_memory(s);
+  else destroyTransferEngine(s->te); /* frees the segment and staging memory, deletes our metadata keys */
   s->te = NULL;
+  s->te_external = 0;
   mc_stage_free(s->stage);
   s->stage = NULL;
   s->stage_base = s->segment = NULL;

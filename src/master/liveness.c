@@ -93,6 +93,7 @@ static uint32_t expire(struct mc_master *m, struct mc_uuid id, const char *why, 
   LOG_INFO("client_id=%s, action=client_expired, reason=%s", cid, why);
   uint32_t n = detach_client_locked(m, id, &segs, &eps, &neps);
   pthread_rwlock_unlock(&m->seg_mu);
+  mc_extents_release_client(m, id); /* after it left the table: no new extent can appear */
   mc_sweep_and_free(m, segs, n);
   for (uint32_t i = 0; i < neps; i++) {
     cleanup_endpoint(m, eps[i], keep);
@@ -155,6 +156,7 @@ void *mc_housekeeping_main(void *arg) {
     uint64_t now = mc_now_ns();
     fire_grace_timers(m, now);
     expire_due_clients(m, now);
+    mc_extents_expire(m, now);
     mc_metrics_tick(m->ms, now);
     if (m->cfg.enable_metric_reporting && now >= next_summary) {
       report_metrics(m);

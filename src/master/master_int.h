@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/log.h"
+#include "master/extents.h"
 #include "master/master.h"
 #include "master/proto.h"
 #include "master/tlsf.h"
@@ -60,7 +61,14 @@ struct mseg {
   pthread_mutex_t alloc_mu;
   struct mc_tlsf *tlsf;  /* alloc_mu */
   _Atomic uint64_t used; /* written under alloc_mu */
+  _Atomic uint64_t alloc_after_ns; /* no new allocations before this (remount quiet period) */
 };
+
+/* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
+ * this long: writers holding write extents from before stop writing within MC_FASTPUT_CONTACT_NS of
+ * their last contact with the master that granted them (docs/master.md, "Write extents"), so nothing
+ * the new allocations receive can be overwritten by such a late write. */
+#define MC_REMOUNT_QUIET_NS (MC_FASTPUT_CONTACT_NS + 1000ull * 1000000ull)
 
 struct mclient {
   struct mc_uuid id;
@@ -131,6 +139,7 @@ struct mc_master {
   struct mc_mrpc_server *rpc;
   uint16_t rpc_port;      /* bound RPC port, once started */
   struct mc_admin *admin; /* admin/metrics HTTP server (admin.c), NULL until started */
+  struct mc_extents *ext; /* write extents (extents.c) */
   _Atomic uint64_t n_soft_pinned;
   struct mc_mstats *ms; /* metrics (metrics.h) */
 };
@@ -151,6 +160,13 @@ struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
 void mc_obj_drop_dead(struct object *o);
 void mc_objects_init(struct mc_master *m);
 void mc_objects_destroy(struct mc_master *m);
+/* A put whose one replica is already written (extent commit, extents.c): validates like PutStart, then
+ * under the key's shard lock either refuses (OBJECT_ALREADY_EXISTS, or a stale put preempted as PutStart
+ * does) and calls carve(ctx, 0, NULL), or calls carve(ctx, 1, &rep) for the COMPLETE replica and
+ * installs the object as PutStart + PutEnd leave it. carve's error is returned as is. */
+int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                      const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
+                      void *ctx);
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);

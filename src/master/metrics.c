@@ -234,6 +234,9 @@ static const struct op_name op_names[] = {
     {MC_OP_REMOVE_ALL, "remove_all", 0},
     {MC_OP_QUERY_SEGMENTS, "query_segments", 0},
     {MC_OP_REPORT_CLIENT_STATS, "report_client_stats", 0},
+    {MC_OP_RESERVE_EXTENT, "reserve_extent", 0},
+    {MC_OP_COMMIT_PUT, "commit_put", 0},
+    {MC_OP_RELEASE_EXTENT, "release_extent", 0},
     {MC_OP_BATCH_PUT_START, "put_start", 1},
     {MC_OP_BATCH_PUT_END, "put_end", 1},
     {MC_OP_BATCH_PUT_REVOKE, "put_revoke", 1},
@@ -271,7 +274,7 @@ static void rpc_families(struct mc_mstats *ms, struct mc_wbuf *w) {
 }
 
 static void value_size_histogram(struct mc_mstats *ms, struct mc_wbuf *w) {
-  family(w, "master_value_size_bytes", "histogram", "Sizes of the values of successful put/upsert starts");
+  family(w, "master_value_size_bytes", "histogram", "Sizes of the values of successful put/upsert starts and commits");
   uint64_t cum = 0, bound = 1024;
   for (uint32_t i = 0; i < MC_VSIZE_NBUCKETS - 1; i++, bound *= 4) {
     cum += get(&ms->vsize[i]);

@@ -350,6 +350,44 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const voi
   return start_write(m, client, key, klen, len, pc, w, 1);
 }
 
+/* The object an extent commit creates: one COMPLETE replica, then the PutEnd effects (LRU stamp, soft
+ * pin clock) at once. Mirrors start_write + do_put_end for a put that cannot fail in between. */
+int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
+                      const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
+                      void *ctx) {
+  uint64_t soft_ttl = 0;
+  if (!klen || !len || soft_pin_ttl(m, pc, &soft_ttl)) return MC_INVALID_PARAMS;
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = o ? may_replace(m, o, now) : 0;
+  if (rc) {
+    carve(ctx, 0, NULL);
+    pthread_mutex_unlock(&sh->mu);
+    MLOG_V(1, "key=%.*s, info=object_already_exists", (int)klen, (const char *)key);
+    return rc;
+  }
+  struct replica *rep = mc_malloc(sizeof(*rep));
+  rc = carve(ctx, 1, rep);
+  if (rc) {
+    mc_free(rep);
+    if (o) mc_obj_erase(m, sh, o); /* a preempted put whose replacement failed, as in start_write */
+    pthread_mutex_unlock(&sh->mu);
+    return rc;
+  }
+  if (!o) o = insert_new(m, sh, h, key, klen);
+  mc_free(o->rep);
+  o->rep = rep;
+  o->nrep = 1;
+  set_new_put(m, o, client, len, pc, soft_ttl, now);
+  log_allocated(o, client);
+  o->lease_ns = now; /* PutEnd: not leased, the LRU age starts here */
+  if (soft_ttl) o->soft_pin_deadline_ns = now + soft_ttl * MC_NS_PER_MS;
+  pthread_mutex_unlock(&sh->mu);
+  return 0;
+}
+
 /* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */
 static int targets_memory(uint8_t type) { return type == MC_REPLICA_MEMORY || type == MC_REPLICA_ALL; }
 

@@ -28,6 +28,12 @@
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
  *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
+ *   RESERVE_EXTENT     client id, u64 min_len, u64 len_hint, config -> u64 extent id, replica (the extent:
+ *                      address, size), u64 lease_ms, u64 client_ttl_ms, u64 view_version
+ *   COMMIT_PUT         client id, u64 extent id, str key, u64 offset (from the extent's start, 8-aligned),
+ *                      u64 length, u8 soft_pin_action, i64 soft_pin_ttl_ms, u8 with_hard_pin -> -
+ *                      (OBJECT_ALREADY_EXISTS: key exists, value kept; LEASE_EXPIRED: extent reclaimed)
+ *   RELEASE_EXTENT     client id, u64 extent id -> -
  * Segment records carry zone and host_id (decisions D6) and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (D4). */
 #ifndef MC_MASTER_PROTO_H
@@ -66,7 +72,17 @@ enum mc_master_op {
   MC_OP_REMOVE_ALL = 33,
   MC_OP_QUERY_SEGMENTS = 40,
   MC_OP_REPORT_CLIENT_STATS = 50,
+  /* write extents (master/extents.h): one-round-trip puts */
+  MC_OP_RESERVE_EXTENT = 60,
+  MC_OP_COMMIT_PUT = 61,
+  MC_OP_RELEASE_EXTENT = 62,
 };
+
+/* A writer starts a write into an extent only within this long of its last successful contact with
+ * the master that granted it (OK ping, reserve or commit); the master keeps re-mounted segments free
+ * of new allocations for longer (MC_REMOUNT_QUIET_NS), so a late write from before a master restart
+ * cannot land in space the new master handed out. */
+#define MC_FASTPUT_CONTACT_NS (2000ull * 1000000ull)
 
 #define MC_STORE_VERSION "mooncake-c 0.1.0"
 

@@ -420,6 +420,9 @@ static const op_fn ops[] = {
     [MC_OP_REMOVE_ALL] = op_remove_all,
     [MC_OP_QUERY_SEGMENTS] = op_query_segments,
     [MC_OP_REPORT_CLIENT_STATS] = op_report_stats,
+    [MC_OP_RESERVE_EXTENT] = mc_op_reserve_extent,
+    [MC_OP_COMMIT_PUT] = mc_op_commit_put,
+    [MC_OP_RELEASE_EXTENT] = mc_op_release_extent,
 };
 
 int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {

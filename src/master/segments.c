@@ -53,7 +53,7 @@ static int in_tier(const struct place *p, const struct mseg *s, int tier) {
 }
 
 static int allocatable(const struct place *p, const struct mseg *s) {
-  return atomic_load(&s->state) == MC_SEG_OK && !name_used(p, s->name);
+  return atomic_load(&s->state) == MC_SEG_OK && !name_used(p, s->name) && mc_now_ns() >= atomic_load(&s->alloc_after_ns);
 }
 
 /* One replica on s if it has room. */
@@ -321,6 +321,7 @@ void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
   if (!n) return;
   for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
   sweep_discards(m);
+  mc_extents_drop_unmounting(m);
   for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
 }
 
@@ -393,8 +394,17 @@ int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struc
 int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client) {
   int first = 0;
   for (uint32_t i = 0; i < n; i++) {
+    pthread_rwlock_rdlock(&m->seg_mu);
+    int known = seg_find_locked(m, segs[i].id) != NULL;
+    pthread_rwlock_unlock(&m->seg_mu);
     int rc = mount_one(m, &segs[i], client);
     if (rc && !first) first = rc;
+    if (rc || known) continue;
+    /* the master had forgotten this segment (restart, expiry): MC_REMOUNT_QUIET_NS */
+    pthread_rwlock_rdlock(&m->seg_mu);
+    struct mseg *sg = seg_find_locked(m, segs[i].id);
+    if (sg) atomic_store(&sg->alloc_after_ns, mc_now_ns() + MC_REMOUNT_QUIET_NS);
+    pthread_rwlock_unlock(&m->seg_mu);
   }
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());

@@ -88,6 +88,7 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   m->ms = mc_calloc(1, sizeof(*m->ms));
   mc_metrics_init(m->ms);
   mc_objects_init(m);
+  mc_extents_init(m);
   pthread_rwlockattr_t a;
   pthread_rwlockattr_init(&a);
   pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
@@ -138,6 +139,7 @@ void mc_master_destroy(struct mc_master *m) {
     pthread_join(m->house_th, NULL);
   }
   mc_objects_destroy(m);
+  mc_extents_destroy(m);
   mc_segments_destroy(m);
   mc_meta_server_stop(m->meta_server);
   if (m->meta) mc_meta_close(m->meta);

@@ -151,9 +151,8 @@ static struct mc_tlsf_block *find_fit(struct mc_tlsf *t, uint64_t u) {
   return t->heads[fl][__builtin_ctz(sm)];
 }
 
-/* Cuts the tail of b beyond u units into a new free block. */
-static void split(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t u) {
-  if (b->size == u) return;
+/* Inserts a new allocated node for [b->off + u, end of b) after b (b keeps the first u units). */
+static struct mc_tlsf_block *cut_allocated(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t u) {
   struct mc_tlsf_block *rest = node_get(t);
   rest->off = b->off + u;
   rest->size = b->size - u;
@@ -162,7 +161,12 @@ static void split(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t u) {
   if (rest->next_phys) rest->next_phys->prev_phys = rest;
   b->next_phys = rest;
   b->size = u;
-  list_insert(t, rest);
+  return rest; /* free == 0: allocated, on no list */
+}
+
+/* Cuts the tail of b beyond u units into a new free block. */
+static void split(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t u) {
+  if (b->size != u) list_insert(t, cut_allocated(t, b, u));
 }
 
 struct mc_tlsf_block *mc_tlsf_alloc(struct mc_tlsf *t, uint64_t size, uint64_t *off) {
@@ -176,6 +180,29 @@ struct mc_tlsf_block *mc_tlsf_alloc(struct mc_tlsf *t, uint64_t size, uint64_t *
   *off = b->off * MC_TLSF_ALIGN;
   return b;
 }
+
+struct mc_tlsf_block *mc_tlsf_carve(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t off, uint64_t size,
+                                    struct mc_tlsf_block **head, struct mc_tlsf_block **tail) {
+  *head = *tail = NULL;
+  if (!b || b->free || !size || off % MC_TLSF_ALIGN) return NULL;
+  uint64_t uoff = off / MC_TLSF_ALIGN, u = (size + MC_TLSF_ALIGN - 1) / MC_TLSF_ALIGN;
+  if (u < size / MC_TLSF_ALIGN || uoff < b->off || uoff - b->off >= b->size || u > b->size - (uoff - b->off))
+    return NULL;
+  struct mc_tlsf_block *mid = b;
+  if (uoff > b->off) { /* b keeps the head (the lowest node never changes: t->first stays valid) */
+    mid = cut_allocated(t, b, uoff - b->off);
+    *head = b;
+  }
+  if (mid->size > u) *tail = cut_allocated(t, mid, u);
+  return mid;
+}
+
+void mc_tlsf_block_range(const struct mc_tlsf_block *b, uint64_t *off, uint64_t *size) {
+  *off = b->off * MC_TLSF_ALIGN;
+  *size = b->size * MC_TLSF_ALIGN;
+}
+
+int mc_tlsf_block_is_free(const struct mc_tlsf_block *b) { return b->free; }
 
 /* Absorbs b's free physical successor into b (both out of their lists). */
 static void absorb_next(struct mc_tlsf *t, struct mc_tlsf_block *b) {

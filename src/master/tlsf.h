@@ -20,6 +20,19 @@ void mc_tlsf_destroy(struct mc_tlsf *t);
  * block fits. The handle stays valid until mc_tlsf_free or mc_tlsf_destroy. */
 struct mc_tlsf_block *mc_tlsf_alloc(struct mc_tlsf *t, uint64_t size, uint64_t *off);
 void mc_tlsf_free(struct mc_tlsf *t, struct mc_tlsf_block *b);
+/* Splits the ALLOCATED block b so that the byte range [off, off + size) (off a multiple of
+ * MC_TLSF_ALIGN, size rounded up to it, the whole range inside b) becomes an allocated block of its own;
+ * the parts of b before and after it (if any) stay allocated as separate blocks, returned in *head and
+ * *tail (NULL when empty). No byte changes hands: used bytes are unchanged and nothing coalesces (a
+ * later free of any piece merges only with FREE neighbours). The block of the range is returned; its
+ * handle is b itself when the range starts at b's offset. NULL (nothing changed) when b is free or the
+ * range is empty, unaligned or not inside b. O(1); needs at most two spare nodes. */
+struct mc_tlsf_block *mc_tlsf_carve(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t off, uint64_t size,
+                                    struct mc_tlsf_block **head, struct mc_tlsf_block **tail);
+/* Byte offset and (rounded) byte size of a block. */
+void mc_tlsf_block_range(const struct mc_tlsf_block *b, uint64_t *off, uint64_t *size);
+/* 1 when b is a free block (test hook). */
+int mc_tlsf_block_is_free(const struct mc_tlsf_block *b);
 /* Bytes handed out (rounded sizes) and bytes managed (size rounded down to the alignment). */
 uint64_t mc_tlsf_used(const struct mc_tlsf *t);
 uint64_t mc_tlsf_capacity(const struct mc_tlsf *t);

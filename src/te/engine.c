@@ -122,6 +122,7 @@ static void engine_free(struct mc_engine *e) {
   for (size_t i = 0; i < e->nbufs; i++) {
     if (e->bufs[i]->owned) munmap((void *)(uintptr_t)e->bufs[i]->addr, e->bufs[i]->len);
     if (e->bufs[i]->memfd >= 0) close(e->bufs[i]->memfd);
+    mc_free(e->bufs[i]->warm);
     mc_free(e->bufs[i]->location);
     mc_free(e->bufs[i]);
   }
@@ -156,6 +157,7 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   if (mc_meta_open(conn, &e->meta) || init_rpc(e, local_server_name)) goto fail;
   new_seg(e, e->name, NULL, MC_PATH_NONE);
   if (pthread_create(&e->notifier, NULL, notifier_main, e)) goto fail_rpc;
+  e->prefault = mc_prefault_create(e);
   if (!e->p2p && publish_rpc_meta(e)) {
     destroyTransferEngine(e);
     return NULL;
@@ -185,6 +187,8 @@ void destroyTransferEngine(transfer_engine_t engine) {
   pthread_cond_signal(&e->out_cv);
   pthread_mutex_unlock(&e->out_mu);
   pthread_join(e->notifier, NULL);
+  mc_prefault_destroy(e->prefault);
+  e->prefault = NULL;
   mc_rpc_server_stop(e->rpc);
   for (int i = e->ntps - 1; i >= 0; i--) e->tps[i]->ops->fini(e->tps[i]);
   if (e->meta) {
@@ -419,6 +423,7 @@ static int unregister_one(struct mc_engine *e, void *addr, struct mc_buf **out) 
 }
 
 static void free_buf(struct mc_buf *b) {
+  mc_free(b->warm);
   if (b->owned) munmap((void *)(uintptr_t)b->addr, b->len);
   if (b->memfd >= 0) close(b->memfd);
   mc_free(b->location);
@@ -472,7 +477,11 @@ void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *lo
   }
   pthread_mutex_lock(&e->reg_mu);
   int rc = register_locked(e, p, length, location, 1, fd);
-  if (!rc) e->bufs[buf_lower_bound(e, (uint64_t)(uintptr_t)p)]->owned = 1;
+  if (!rc) {
+    struct mc_buf *b = e->bufs[buf_lower_bound(e, (uint64_t)(uintptr_t)p)];
+    b->owned = 1;
+    if (e->prefault) b->warm = mc_warm_bits_new(length);
+  }
   pthread_mutex_unlock(&e->reg_mu);
   if (rc) {
     munmap(p, length);
@@ -480,7 +489,13 @@ void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *lo
     return NULL;
   }
   mc_engine_publish(e);
+  mc_prefault_add(e->prefault, (uint64_t)(uintptr_t)p, length);
   return p;
+}
+
+uint64_t mc_te_prefault_pending(transfer_engine_t engine) {
+  struct mc_engine *e = engine;
+  return e ? mc_prefault_pending(e->prefault) : 0;
 }
 
 int mc_te_free_shared(transfer_engine_t engine, void *addr) {

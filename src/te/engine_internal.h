@@ -24,6 +24,7 @@ struct mc_buf {
   int memfd;          /* memfd backing (engine-allocated shared memory) or -1 */
   int owned;          /* allocated by mc_te_alloc_shared: unmap on free */
   atomic_int pins;    /* server-side transfers using the range right now (guarded by reg_mu to gain) */
+  atomic_uint_least64_t *warm; /* owned buffers with prefault on: MC_WARM_CHUNKs touched (prefault.c) */
 };
 
 /* ---- remote segment descriptors ---- */
@@ -46,6 +47,7 @@ struct mc_desc {
   int shm_registry_fd; /* the owner's registration registry (memfd number), -1 if none */
   pthread_mutex_t shm_mu;
   void **shm_maps;    /* per buffer: mapping base or NULL */
+  atomic_uint_least64_t **shm_warm; /* per mapped buffer: warm chunk bits, then queued bits */
   void *shm_registry; /* mapping of the owner's registry, or NULL */
   size_t shm_registry_len;
 };
@@ -162,7 +164,28 @@ struct mc_engine {
   struct mc_outnote *outbox;
   int out_stop;
   pthread_t notifier;
+
+  struct mc_prefault *prefault; /* NULL when MC_SEGMENT_PREFAULT=0 */
 };
+
+/* ---- warming memory ahead of use (prefault.c) ---- */
+#define MC_WARM_CHUNK (2ull << 20)
+struct mc_prefault *mc_prefault_create(struct mc_engine *e); /* NULL when MC_SEGMENT_PREFAULT=0 */
+/* Bits for a buffer of len bytes: one warm bit per chunk, then one queued bit per chunk. */
+atomic_uint_least64_t *mc_warm_bits_new(uint64_t len);
+/* Queues the owned buffer [addr, addr+len) (whose mc_buf already has warm bits) for background
+ * population and touching. NULL p: no-op. */
+void mc_prefault_add(struct mc_prefault *p, uint64_t addr, uint64_t len);
+/* Queues the chunks of [off, off+len) of d's mapped buffer `buf` for touching in this process. */
+void mc_prefault_peer(struct mc_prefault *p, struct mc_desc *d, size_t buf, uint64_t off, uint64_t len);
+uint64_t mc_prefault_pending(struct mc_prefault *p);
+void mc_prefault_destroy(struct mc_prefault *p);
+/* 1 when every chunk of [off, off+len) is warm (NULL bits: always). */
+int mc_chunks_warm(atomic_uint_least64_t *bits, uint64_t off, uint64_t len);
+int mc_buf_warm(const struct mc_buf *b, uint64_t addr, uint64_t len);
+/* process_vm_writev (op WRITE) / readv to pid, looping over partial copies: 0 or -errno. With our own
+ * pid it reaches this process's pages through the kernel, without a user page fault. */
+int mc_vm_copy_raw(int pid, int op, void *local, uint64_t remote, uint64_t len);
 
 /* Marks a slice finished (ok = 1) and updates its task and batch; drops the slice. Thread-safe. */
 void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);

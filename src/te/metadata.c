@@ -3,14 +3,17 @@
  * never an abort (metadata.md §6.3). */
 #include "te/metadata.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "mooncake/transfer_engine.h"
 
 #define P2P_LITERAL "P2PHANDSHAKE"
@@ -36,6 +39,109 @@ static int open_backend(const char *conn, struct mc_meta **out) {
   return ERR_METADATA;
 }
 
+/* ---- keys bound to this process's liveness ---- */
+
+struct mc_meta_live {
+  int ttl_s;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char **keys, **values;
+  size_t n, cap;
+  int started, stop, failing;
+  pthread_t th;
+};
+
+static void *live_main(void *arg) {
+  struct mc_meta *m = arg;
+  struct mc_meta_live *l = m->live;
+  pthread_mutex_lock(&l->mu);
+  while (!l->stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)l->ttl_s * 1000000000ull / 3;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec = (long)(ns % 1000000000ull);
+    while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT) {
+    }
+    if (l->stop || !l->n) continue;
+    size_t n = l->n; /* a snapshot, so that the service is called without the lock */
+    char **k = mc_calloc(n, sizeof(char *)), **v = mc_calloc(n, sizeof(char *));
+    for (size_t i = 0; i < n; i++) k[i] = mc_strdup(l->keys[i]), v[i] = mc_strdup(l->values[i]);
+    pthread_mutex_unlock(&l->mu);
+    int rc = m->ops->keepalive(m, l->ttl_s, k, v, n);
+    for (size_t i = 0; i < n; i++) mc_free(k[i]), mc_free(v[i]);
+    mc_free(k);
+    mc_free(v);
+    pthread_mutex_lock(&l->mu);
+    if (rc && !l->failing) LOG_WARN("metadata %s: cannot renew %zu key(s); retrying every %d s", m->conn, n, l->ttl_s / 3 ? l->ttl_s / 3 : 1);
+    if (!rc && l->failing) LOG_INFO("metadata %s: keys renewed again", m->conn);
+    l->failing = rc != 0;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+static long live_find(struct mc_meta_live *l, const char *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->keys[i], key)) return (long)i;
+  return -1;
+}
+
+int mc_meta_set(struct mc_meta *m, const char *key, const char *v) {
+  struct mc_meta_live *l = m->live;
+  if (!l) return m->ops->set(m, key, v);
+  int rc = m->ops->set_bound(m, key, v, l->ttl_s);
+  if (rc) return rc;
+  pthread_mutex_lock(&l->mu);
+  long i = live_find(l, key);
+  if (i >= 0) {
+    mc_free(l->values[i]);
+    l->values[i] = mc_strdup(v);
+  } else {
+    if (l->n == l->cap) {
+      l->cap = l->cap ? 2 * l->cap : 4;
+      l->keys = mc_realloc(l->keys, l->cap * sizeof(char *));
+      l->values = mc_realloc(l->values, l->cap * sizeof(char *));
+    }
+    l->keys[l->n] = mc_strdup(key);
+    l->values[l->n++] = mc_strdup(v);
+  }
+  if (!l->started && !pthread_create(&l->th, NULL, live_main, m)) l->started = 1;
+  pthread_mutex_unlock(&l->mu);
+  return 0;
+}
+
+int mc_meta_remove(struct mc_meta *m, const char *key) {
+  struct mc_meta_live *l = m->live;
+  if (l) {
+    pthread_mutex_lock(&l->mu);
+    long i = live_find(l, key);
+    if (i >= 0) {
+      mc_free(l->keys[i]);
+      mc_free(l->values[i]);
+      l->keys[i] = l->keys[--l->n];
+      l->values[i] = l->values[l->n];
+    }
+    pthread_mutex_unlock(&l->mu);
+  }
+  return m->ops->remove(m, key);
+}
+
+static void live_free(struct mc_meta_live *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_signal(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  if (l->started) pthread_join(l->th, NULL);
+  for (size_t i = 0; i < l->n; i++) mc_free(l->keys[i]), mc_free(l->values[i]);
+  mc_free(l->keys);
+  mc_free(l->values);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
+  mc_free(l);
+}
+
 int mc_meta_open(const char *conn, struct mc_meta **out) {
   *out = NULL;
   if (!conn) {
@@ -50,12 +156,21 @@ int mc_meta_open(const char *conn, struct mc_meta **out) {
     return ERR_METADATA;
   }
   m->conn = mc_strdup(conn);
+  int ttl = (int)mc_env_long("MC_METADATA_TTL_S", 10, 0, 86400);
+  if (ttl > 0 && m->ops->set_bound && m->ops->keepalive) {
+    struct mc_meta_live *l = mc_calloc(1, sizeof(*l));
+    l->ttl_s = ttl < 3 ? 3 : ttl;
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    m->live = l;
+  }
   *out = m;
   return 0;
 }
 
 void mc_meta_close(struct mc_meta *m) {
   if (!m) return;
+  live_free(m->live);
   char *conn = m->conn;
   m->ops->destroy(m);
   mc_free(conn);

@@ -17,11 +17,20 @@ struct mc_meta_ops {
   /* 0 (also when the key did not exist) or ERR_METADATA. */
   int (*remove)(struct mc_meta *m, const char *key);
   void (*destroy)(struct mc_meta *m);
+  /* Optional (etcd, Redis): set, with the key bound to this writer's liveness (etcd lease / Redis
+   * EXPIRE of ttl_s seconds) so that it disappears when the process dies. 0 or ERR_METADATA. */
+  int (*set_bound)(struct mc_meta *m, const char *key, const char *value, int ttl_s);
+  /* Optional, with set_bound: extends the bound keys by ttl_s; a key found gone (lease lost, key
+   * expired) is written again with its value. 0 or ERR_METADATA. */
+  int (*keepalive)(struct mc_meta *m, int ttl_s, char *const *keys, char *const *values, size_t n);
 };
+
+struct mc_meta_live;
 
 struct mc_meta {
   const struct mc_meta_ops *ops;
-  char *conn; /* the connection string as given */
+  char *conn;                /* the connection string as given */
+  struct mc_meta_live *live; /* bound keys and their keep-alive thread (metadata.c), or NULL */
 };
 
 #define MC_META_NOT_FOUND 1
@@ -34,8 +43,13 @@ int mc_meta_is_p2p(const char *conn);
 int mc_meta_open(const char *conn, struct mc_meta **out);
 void mc_meta_close(struct mc_meta *m);
 static inline int mc_meta_get(struct mc_meta *m, const char *key, char **v) { return m->ops->get(m, key, v); }
-static inline int mc_meta_set(struct mc_meta *m, const char *key, const char *v) { return m->ops->set(m, key, v); }
-static inline int mc_meta_remove(struct mc_meta *m, const char *key) { return m->ops->remove(m, key); }
+/* Writes key. On etcd and Redis the key is bound to this process's liveness (decisions D4): it carries
+ * a lease / EXPIRE of MC_METADATA_TTL_S seconds (default 10; 0 = unbound, keys stay until removed) that
+ * a background thread of this mc_meta renews every third of it, writing the key again if it was lost
+ * while the process lives. A process that dies leaves no key behind after the TTL. */
+int mc_meta_set(struct mc_meta *m, const char *key, const char *v);
+/* Deletes key (and stops renewing it). */
+int mc_meta_remove(struct mc_meta *m, const char *key);
 
 /* Key prefix "mooncake/" or "mooncake/<MC_METADATA_CLUSTER_ID>/" (no doubled '/'). Static string. */
 const char *mc_meta_prefix(void);

@@ -23,6 +23,7 @@ struct etcd_meta {
   int n_eps;
   pthread_mutex_t mu;
   int cur; /* endpoint to try first; guarded by mu */
+  char lease[32]; /* the lease bound keys carry (decimal id), "" before the first grant; guarded by mu */
 };
 
 /* ---- base64 (RFC 4648, standard alphabet; padding optional on input) ---- */
@@ -197,6 +198,72 @@ static int etcd_remove(struct mc_meta *m, const char *key) {
   return rc;
 }
 
+/* ---- keys bound to a lease (mc_meta_set on etcd) ---- */
+
+/* Reads an int64 field that the gateway renders as a string (or a number). 0 when absent. */
+static long long int64_field(json_t *o, const char *name) {
+  json_t *v = json_object_get(o, name);
+  if (json_is_string(v)) return strtoll(json_string_value(v), NULL, 10);
+  return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+/* Grants a fresh lease of ttl_s seconds into e->lease. 0 or ERR_METADATA. */
+static int grant_lease(struct etcd_meta *e, int ttl_s) {
+  json_t *ans = etcd_call(e, "/v3/lease/grant", json_pack("{s:I}", "TTL", (json_int_t)ttl_s), "(lease)");
+  long long id = ans ? int64_field(ans, "ID") : 0;
+  json_decref(ans);
+  if (!id) return ERR_METADATA;
+  pthread_mutex_lock(&e->mu);
+  snprintf(e->lease, sizeof(e->lease), "%lld", id);
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}
+
+static int put_leased(struct etcd_meta *e, const char *key, const char *value) {
+  char lease[32];
+  pthread_mutex_lock(&e->mu);
+  memcpy(lease, e->lease, sizeof(lease));
+  pthread_mutex_unlock(&e->mu);
+  json_t *req = json_pack("{s:o, s:o, s:s}", "key", b64_json(key), "value", b64_json(value), "lease", lease);
+  json_t *ans = etcd_call(e, "/v3/kv/put", req, key);
+  int rc = ans ? 0 : ERR_METADATA;
+  json_decref(ans);
+  return rc;
+}
+
+static int etcd_set_bound(struct mc_meta *m, const char *key, const char *value, int ttl_s) {
+  struct etcd_meta *e = (struct etcd_meta *)m;
+  pthread_mutex_lock(&e->mu);
+  int have = e->lease[0] != 0;
+  pthread_mutex_unlock(&e->mu);
+  if (!have && grant_lease(e, ttl_s)) return ERR_METADATA;
+  if (!put_leased(e, key, value)) return 0;
+  /* the lease may have expired meanwhile (a partition longer than the TTL): one fresh lease */
+  return grant_lease(e, ttl_s) ? ERR_METADATA : put_leased(e, key, value);
+}
+
+static int etcd_keepalive(struct mc_meta *m, int ttl_s, char *const *keys, char *const *values, size_t n) {
+  struct etcd_meta *e = (struct etcd_meta *)m;
+  char lease[32];
+  pthread_mutex_lock(&e->mu);
+  memcpy(lease, e->lease, sizeof(lease));
+  pthread_mutex_unlock(&e->mu);
+  json_t *ans = lease[0] ? etcd_call(e, "/v3/lease/keepalive", json_pack("{s:s}", "ID", lease), "(lease)") : NULL;
+  if (lease[0] && !ans) return ERR_METADATA; /* etcd unreachable: try again next period */
+  json_t *res = json_object_get(ans, "result");
+  long long ttl = int64_field(res ? res : ans, "TTL");
+  json_decref(ans);
+  if (ttl > 0) return 0;
+  /* The lease is gone (it expired while we could not renew it): its keys went with it. */
+  LOG_WARN("etcd lease %s of %s expired; writing its %zu key(s) again under a new lease", lease[0] ? lease : "-",
+           m->conn, n);
+  if (grant_lease(e, ttl_s)) return ERR_METADATA;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++)
+    if (put_leased(e, keys[i], values[i])) rc = ERR_METADATA;
+  return rc;
+}
+
 static void etcd_destroy(struct mc_meta *m) {
   struct etcd_meta *e = (struct etcd_meta *)m;
   for (int i = 0; i < e->n_eps; i++) mc_free(e->eps[i]);
@@ -206,8 +273,13 @@ static void etcd_destroy(struct mc_meta *m) {
   mc_curl_unref();
 }
 
-static const struct mc_meta_ops etcd_ops = {
-    .scheme = "etcd", .get = etcd_get, .set = etcd_set, .remove = etcd_remove, .destroy = etcd_destroy};
+static const struct mc_meta_ops etcd_ops = {.scheme = "etcd",
+                                           .get = etcd_get,
+                                           .set = etcd_set,
+                                           .remove = etcd_remove,
+                                           .destroy = etcd_destroy,
+                                           .set_bound = etcd_set_bound,
+                                           .keepalive = etcd_keepalive};
 
 /* ---- endpoint list ---- */
 

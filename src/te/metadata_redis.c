@@ -136,6 +136,41 @@ static int redis_set(struct mc_meta *m, const char *key, const char *value) {
   return 0;
 }
 
+static int redis_set_bound(struct mc_meta *m, const char *key, const char *value, int ttl_s) {
+  char ttl[16];
+  snprintf(ttl, sizeof(ttl), "%d", ttl_s);
+  const char *argv[] = {"SET", key, value, "EX", ttl};
+  size_t lens[] = {3, strlen(key), strlen(value), 2, strlen(ttl)};
+  redisReply *rep = run((struct redis_meta *)m, 5, argv, lens);
+  if (!rep || rep->type != REDIS_REPLY_STATUS) return bad_reply(rep, "SET", key);
+  freeReplyObject(rep);
+  return 0;
+}
+
+/* EXPIRE each key again; one that is gone (expired while Redis was unreachable, or a restarted
+ * server) is written again. */
+static int redis_keepalive(struct mc_meta *m, int ttl_s, char *const *keys, char *const *values, size_t n) {
+  char ttl[16];
+  snprintf(ttl, sizeof(ttl), "%d", ttl_s);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *argv[] = {"EXPIRE", keys[i], ttl};
+    size_t lens[] = {6, strlen(keys[i]), strlen(ttl)};
+    redisReply *rep = run((struct redis_meta *)m, 3, argv, lens);
+    if (!rep || rep->type != REDIS_REPLY_INTEGER) {
+      rc = bad_reply(rep, "EXPIRE", keys[i]);
+      continue;
+    }
+    long long found = rep->integer;
+    freeReplyObject(rep);
+    if (!found) {
+      LOG_WARN("redis key '%s' had expired; writing it again", keys[i]);
+      if (redis_set_bound(m, keys[i], values[i], ttl_s)) rc = ERR_METADATA;
+    }
+  }
+  return rc;
+}
+
 static int redis_remove(struct mc_meta *m, const char *key) {
   const char *argv[] = {"DEL", key};
   size_t lens[] = {3, strlen(key)};
@@ -155,8 +190,13 @@ static void redis_destroy(struct mc_meta *m) {
   mc_free(r);
 }
 
-static const struct mc_meta_ops redis_ops = {
-    .scheme = "redis", .get = redis_get, .set = redis_set, .remove = redis_remove, .destroy = redis_destroy};
+static const struct mc_meta_ops redis_ops = {.scheme = "redis",
+                                            .get = redis_get,
+                                            .set = redis_set,
+                                            .remove = redis_remove,
+                                            .destroy = redis_destroy,
+                                            .set_bound = redis_set_bound,
+                                            .keepalive = redis_keepalive};
 
 /* Splits "host[:port]" / "[v6]:port" (trailing '/' ignored). Returns 0, or -1 on junk. */
 static int parse_hostport(const char *s, char **host, int *port) {

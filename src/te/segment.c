@@ -85,6 +85,7 @@ struct mc_desc *mc_desc_decode(const char *text) {
     return NULL;
   }
   d->shm_maps = mc_calloc(d->nbuf ? d->nbuf : 1, sizeof(void *));
+  d->shm_warm = mc_calloc(d->nbuf ? d->nbuf : 1, sizeof(*d->shm_warm));
   return d;
 }
 
@@ -108,9 +109,11 @@ void mc_desc_unref(struct mc_desc *d) {
   if (!d || atomic_fetch_sub(&d->refs, 1) != 1) return;
   for (size_t i = 0; i < d->nbuf; i++) {
     if (d->shm_maps && d->shm_maps[i]) munmap(d->shm_maps[i], d->bufs[i].len);
+    if (d->shm_warm) mc_free(d->shm_warm[i]);
     mc_free(d->bufs[i].name);
   }
   mc_free(d->shm_maps);
+  mc_free(d->shm_warm);
   if (d->shm_registry) munmap(d->shm_registry, d->shm_registry_len);
   mc_free(d->bufs);
   mc_free(d->name);

@@ -98,17 +98,19 @@ static void *map_peer_buf(const struct mc_desc *d, const struct mc_rbuf *b) {
   return p == MAP_FAILED ? NULL : p;
 }
 
-/* The local address of a peer's memfd buffer, mapped on first use; NULL if it cannot be mapped. */
-static char *peer_base(struct mc_desc *d, const struct mc_rbuf *b) {
+/* The local address of a peer's memfd buffer, mapped on first use; NULL if it cannot be mapped.
+ * *warm receives the mapping's warm-chunk bits (prefault.c). */
+static char *peer_base(struct mc_desc *d, const struct mc_rbuf *b, atomic_uint_least64_t **warm) {
   size_t i = (size_t)(b - d->bufs);
   pthread_mutex_lock(&d->shm_mu);
-  if (!d->shm_maps[i]) d->shm_maps[i] = map_peer_buf(d, b);
+  if (!d->shm_maps[i] && (d->shm_maps[i] = map_peer_buf(d, b))) d->shm_warm[i] = mc_warm_bits_new(b->len);
   char *p = d->shm_maps[i];
+  *warm = d->shm_warm[i];
   pthread_mutex_unlock(&d->shm_mu);
   return p;
 }
 
-static int vm_copy_raw(int pid, int op, void *local, uint64_t remote, uint64_t len) {
+int mc_vm_copy_raw(int pid, int op, void *local, uint64_t remote, uint64_t len) {
   while (len) {
     struct iovec l = {local, len}, r = {(void *)(uintptr_t)remote, len};
     ssize_t n = op == OPCODE_WRITE ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
@@ -128,7 +130,7 @@ static int vm_copy(struct mc_desc *d, int op, void *local, uint64_t remote, uint
   pthread_mutex_unlock(&d->shm_mu);
   if (!r) return -EACCES;
   atomic_fetch_add(&r->users, 1);
-  int rc = registry_covers(r, remote, len) ? vm_copy_raw(d->pid, op, local, remote, len) : -EFAULT;
+  int rc = registry_covers(r, remote, len) ? mc_vm_copy_raw(d->pid, op, local, remote, len) : -EFAULT;
   atomic_fetch_sub(&r->users, 1);
   return rc;
 }
@@ -142,9 +144,21 @@ static int copy_slice(struct mc_slice *s) {
     return -EFAULT;
   }
   char *dst;
-  if (d->pid == getpid()) dst = (char *)(uintptr_t)s->remote;
-  else if (b->shm_fd >= 0 && (dst = peer_base(d, b))) dst += s->remote - b->addr;
-  else return vm_copy(d, s->opcode, s->local, s->remote, s->len);
+  atomic_uint_least64_t *warm;
+  uint64_t off = s->remote - b->addr;
+  if (d->pid == getpid()) {
+    struct mc_buf *own = s->eng->prefault ? mc_engine_pin_range(s->eng, s->remote, s->len) : NULL;
+    int cold = own && !mc_buf_warm(own, s->remote, s->len);
+    int rc = cold ? mc_vm_copy_raw(getpid(), s->opcode, s->local, s->remote, s->len) : 0;
+    if (own) mc_engine_unpin(own);
+    if (cold) return rc;
+    dst = (char *)(uintptr_t)s->remote;
+  } else if (b->shm_fd < 0 || !(dst = peer_base(d, b, &warm))) return vm_copy(d, s->opcode, s->local, s->remote, s->len);
+  else if (s->eng->prefault && !mc_chunks_warm(warm, off, s->len)) {
+    /* our mapping of these pages is cold: copy through the kernel, warm the mapping meanwhile */
+    mc_prefault_peer(s->eng->prefault, d, (size_t)(b - d->bufs), off, s->len);
+    return vm_copy(d, s->opcode, s->local, s->remote, s->len);
+  } else dst += off;
   if (s->opcode == OPCODE_WRITE) memcpy(dst, s->local, s->len);
   else memcpy(s->local, dst, s->len);
   return 0;
@@ -173,7 +187,7 @@ static int shm_reachable(struct mc_transport *t, const struct mc_desc *d) {
       if (fd < 0) return 0;
     } else {
       char byte;
-      if (d->shm_registry_fd < 0 || vm_copy_raw(d->pid, OPCODE_READ, &byte, b->addr, 1)) return 0;
+      if (d->shm_registry_fd < 0 || mc_vm_copy_raw(d->pid, OPCODE_READ, &byte, b->addr, 1)) return 0;
     }
   }
   return 1;

@@ -156,7 +156,37 @@ static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeou
 struct pend {
   uint8_t buf[8 * 256];
   int n;
+  char *bounce; /* BOUNCE bytes, allocated on first use: staging for cold destination pages */
 };
+
+/* Payload into/out of registered memory whose pages this process has not touched yet (prefault.c)
+ * goes through a bounce buffer and process_vm_*v on our own pid: no user page fault per 4 KiB. */
+#define BOUNCE (256u << 10)
+
+static int recv_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd, atomic_uint_least64_t *progress,
+                     int timeout_ms, atomic_int *stop) {
+  if (!pd->bounce) pd->bounce = mc_malloc(BOUNCE);
+  for (uint64_t off = 0; off < size;) {
+    size_t k = (size_t)MC_MIN(size - off, BOUNCE);
+    int rc = recv_progress(fd, pd->bounce, k, progress, timeout_ms, stop, 0);
+    if (!rc) rc = mc_vm_copy_raw(getpid(), OPCODE_WRITE, pd->bounce, addr + off, k);
+    if (rc) return rc;
+    off += k;
+  }
+  return 0;
+}
+
+static int send_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd) {
+  if (!pd->bounce) pd->bounce = mc_malloc(BOUNCE);
+  for (uint64_t off = 0; off < size;) {
+    size_t k = (size_t)MC_MIN(size - off, BOUNCE);
+    int rc = mc_vm_copy_raw(getpid(), OPCODE_READ, pd->bounce, addr + off, k);
+    if (!rc) rc = mc_sock_write_full(fd, pd->bounce, k);
+    if (rc) return rc;
+    off += k;
+  }
+  return 0;
+}
 
 static int flush_pend(int fd, struct pend *pd) {
   if (!pd->n) return 0;
@@ -186,15 +216,18 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   struct mc_buf *b = mc_engine_pin_range(tp->base.eng, addr, size);
   if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside registered memory",
                    op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
+  int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
-    rc = b ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0)
-           : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
+    rc = cold ? recv_cold(fd, addr, size, pd, progress, tp->io_timeout_ms, &tp->stop)
+         : b  ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0)
+              : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
     if (!rc) put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
   } else {
     put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
     /* never hand the kernel an unvalidated address, even with length 0 */
     struct iovec iov[2] = {{pd->buf, (size_t)pd->n * 8}, {(void *)(uintptr_t)addr, size}};
-    rc = mc_sock_writev_full(fd, iov, b ? 2 : 1, NULL);
+    rc = mc_sock_writev_full(fd, iov, b && !cold ? 2 : 1, NULL);
+    if (!rc && cold) rc = send_cold(fd, addr, size, pd);
     pd->n = 0;
   }
   if (b) mc_engine_unpin(b);
@@ -205,9 +238,10 @@ static void *conn_main(void *arg) {
   struct srv_conn *c = arg;
   atomic_uint_least64_t progress;
   atomic_init(&progress, mc_now_ns());
-  struct pend pd = {.n = 0};
+  struct pend pd = {.n = 0, .bounce = NULL};
   while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress, &pd) == 0) {
   }
+  mc_free(pd.bounce);
   shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   pthread_mutex_lock(&c->tp->mu);
   c->done = 1;

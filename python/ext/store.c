@@ -1,0 +1,639 @@
+/* mooncake._mooncake.Store: the data methods of MooncakeDistributedStore (python-api.md §4.2-§4.3) over
+ * libmooncake_store. The Python subclass (mooncake/store.py) adds setup's argument forms and the P2
+ * names. Failures are return values (G1/G3); the GIL is released around every library call (G2); the
+ * library handle lives as long as the object, so close() never frees memory another thread may use. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpy.h"
+
+typedef struct {
+  PyObject_HEAD mooncake_store_t h;
+  int ready;        /* setup succeeded and close() not called since (the library's own state may differ
+                       after an atexit teardown: it then answers with its not-initialized values) */
+  PyObject *engine; /* the engine object a setup(engine=...) borrowed, kept alive while set up */
+  PyObject *weak;
+} StoreObj;
+
+#define NOT_INIT MC_INVALID_PARAMS
+#define KW(...) static char *kwl[] = {__VA_ARGS__, NULL}
+
+static PyObject *Store_new(PyTypeObject *t, PyObject *a, PyObject *k) {
+  StoreObj *self = (StoreObj *)t->tp_alloc(t, 0);
+  if (!self) return NULL;
+  self->h = mooncake_store_create();
+  if (!self->h) {
+    Py_DECREF(self);
+    return PyErr_NoMemory();
+  }
+  return (PyObject *)self;
+}
+
+static void Store_dealloc(StoreObj *self) {
+  if (self->weak) PyObject_ClearWeakRefs((PyObject *)self);
+  mooncake_store_t h = self->h;
+  self->h = NULL;
+  Py_BEGIN_ALLOW_THREADS mooncake_store_destroy(h);
+  Py_END_ALLOW_THREADS Py_CLEAR(self->engine);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+/* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
+ *        rdma_devices, master_server_addr, engine=None, engine_ptr=0, zone=None) -> int */
+static PyObject *Store_setup(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size", "protocol", "rdma_devices",
+     "master_server_addr", "engine", "engine_ptr", "zone");
+  const char *host, *meta, *proto, *dev, *master, *zone = NULL;
+  PyObject *gss_o, *lbs_o, *engine = Py_None, *eptr_o = NULL;
+  uint64_t gss, lbs, eptr = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssOOsss|OOz", kwl, &host, &meta, &gss_o, &lbs_o, &proto, &dev, &master,
+                                   &engine, &eptr_o, &zone))
+    return NULL;
+  if (mcpy_u64(gss_o, &gss, "global_segment_size") || mcpy_u64(lbs_o, &lbs, "local_buffer_size") ||
+      (eptr_o && mcpy_u64(eptr_o, &eptr, "engine_ptr")))
+    return NULL;
+  mc_store_config_t c = {host, meta, gss, lbs, proto, dev, master, zone, (void *)(uintptr_t)eptr};
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_setup(self->h, &c);
+  Py_END_ALLOW_THREADS self->ready = rc == 0;
+  Py_CLEAR(self->engine);
+  if (!rc && eptr) {
+    Py_INCREF(engine);
+    self->engine = engine;
+  }
+  return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_close(StoreObj *self, PyObject *unused) {
+  Py_BEGIN_ALLOW_THREADS mc_store_close(self->h);
+  Py_END_ALLOW_THREADS self->ready = 0;
+  Py_CLEAR(self->engine);
+  return PyLong_FromLong(0);
+}
+
+static PyObject *Store_health_check(StoreObj *self, PyObject *unused) {
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mooncake_store_health_check(self->h);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_get_hostname(StoreObj *self, PyObject *unused) {
+  char buf[512] = "";
+  if (mooncake_store_get_hostname(self->h, buf, sizeof(buf))) buf[0] = 0;
+  return PyUnicode_FromString(buf);
+}
+
+/* ------------------------------------------------------------------ writes */
+
+/* A contiguous buffer-protocol object; TypeError otherwise. */
+static int get_value(PyObject *o, Py_buffer *v, const char *what) {
+  if (PyObject_GetBuffer(o, v, PyBUF_ANY_CONTIGUOUS) == 0) return 0;
+  PyErr_Clear();
+  PyErr_Format(PyExc_TypeError, "%s: expected a contiguous bytes-like object, got %s", what, Py_TYPE(o)->tp_name);
+  return -1;
+}
+
+static PyObject *write_copy(StoreObj *self, PyObject *args, PyObject *kw, int flags) {
+  KW("key", "value", "config");
+  PyObject *key_o, *val_o, *cfg_o = Py_None;
+  const char *key;
+  Py_buffer v;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwl, &key_o, &val_o, &cfg_o) || mcpy_str(key_o, &key, "key") ||
+      get_value(val_o, &v, "value"))
+    return NULL;
+  if (mcpy_config(cfg_o, 0, &c)) {
+    PyBuffer_Release(&v);
+    return NULL;
+  }
+  int rc = c.bad;
+  if (!rc) {
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_write(self->h, key, v.buf, (size_t)v.len, &c.c, flags | MC_WRITE_COPY);
+    Py_END_ALLOW_THREADS
+  }
+  mcpy_config_free(&c);
+  PyBuffer_Release(&v);
+  return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_put(StoreObj *self, PyObject *a, PyObject *k) { return write_copy(self, a, k, 0); }
+static PyObject *Store_upsert(StoreObj *self, PyObject *a, PyObject *k) { return write_copy(self, a, k, MC_WRITE_UPSERT); }
+
+static PyObject *write_from(StoreObj *self, PyObject *args, PyObject *kw, int flags) {
+  KW("key", "buffer_ptr", "size", "config");
+  PyObject *key_o, *p_o, *n_o, *cfg_o = Py_None;
+  const char *key;
+  uint64_t p, n;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O", kwl, &key_o, &p_o, &n_o, &cfg_o) || mcpy_str(key_o, &key, "key") ||
+      mcpy_u64(p_o, &p, "buffer_ptr") || mcpy_u64(n_o, &n, "size") || mcpy_config(cfg_o, 0, &c))
+    return NULL;
+  int rc = c.bad;
+  if (!rc && !p && n) rc = MC_INVALID_PARAMS;
+  if (!rc) {
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_write(self->h, key, (void *)(uintptr_t)p, (size_t)n, &c.c, flags);
+    Py_END_ALLOW_THREADS
+  }
+  mcpy_config_free(&c);
+  return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_put_from(StoreObj *self, PyObject *a, PyObject *k) { return write_from(self, a, k, 0); }
+static PyObject *Store_upsert_from(StoreObj *self, PyObject *a, PyObject *k) { return write_from(self, a, k, MC_WRITE_UPSERT); }
+
+/* Runs a batch write of n keys (ptrs/sizes parallel), results into r. A NULL pointer with a size fails
+ * the whole call in the library: every key -600. */
+static void batch_write(StoreObj *self, const struct mcpy_strs *keys, const void *const *ptrs, const size_t *sizes,
+                        const struct mcpy_config *c, int flags, int *r) {
+  size_t n = keys->n;
+  int rc = c->bad;
+  if (!rc) {
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write(self->h, keys->v, ptrs, sizes, n, &c->c, flags, r);
+    Py_END_ALLOW_THREADS if (rc) rc = MC_INVALID_PARAMS;
+  }
+  for (size_t i = 0; rc && i < n; i++) r[i] = rc;
+}
+
+/* batch_put_from / batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> list[int] */
+static PyObject *batch_from(StoreObj *self, PyObject *args, PyObject *kw, int flags) {
+  KW("keys", "buffer_ptrs", "sizes", "config");
+  PyObject *k_o, *p_o, *s_o, *cfg_o = Py_None, *res = NULL;
+  struct mcpy_strs keys;
+  struct mcpy_u64s ptrs, sizes;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O", kwl, &k_o, &p_o, &s_o, &cfg_o)) return NULL;
+  if (mcpy_strs(k_o, &keys, "keys")) return NULL;
+  if (mcpy_u64s(p_o, &ptrs, "buffer_ptrs")) goto out_k;
+  if (mcpy_u64s(s_o, &sizes, "sizes")) goto out_p;
+  if (mcpy_config(cfg_o, keys.n, &c)) goto out_s;
+  if (ptrs.n != keys.n || sizes.n != keys.n) {
+    res = mcpy_const_list(MC_INVALID_PARAMS, keys.n);
+  } else {
+    int *r = PyMem_Calloc(keys.n ? keys.n : 1, sizeof(int));
+    batch_write(self, &keys, (const void *const *)ptrs.v, (const size_t *)sizes.v, &c, flags, r);
+    res = mcpy_int_list(r, keys.n);
+    PyMem_Free(r);
+  }
+  mcpy_config_free(&c);
+out_s:
+  mcpy_u64s_free(&sizes);
+out_p:
+  mcpy_u64s_free(&ptrs);
+out_k:
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+static PyObject *Store_batch_put_from(StoreObj *self, PyObject *a, PyObject *k) { return batch_from(self, a, k, 0); }
+static PyObject *Store_batch_upsert_from(StoreObj *self, PyObject *a, PyObject *k) {
+  return batch_from(self, a, k, MC_WRITE_UPSERT);
+}
+
+/* put_batch / upsert_batch(keys, values, config=None) -> status (first failing key's code) */
+static PyObject *batch_copy(StoreObj *self, PyObject *args, PyObject *kw, int flags) {
+  KW("keys", "values", "config");
+  PyObject *k_o, *v_o, *cfg_o = Py_None, *vf = NULL;
+  struct mcpy_strs keys;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwl, &k_o, &v_o, &cfg_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  if (v_o == Py_None || !PySequence_Check(v_o) || !(vf = PySequence_Fast(v_o, "values"))) {
+    PyErr_Clear();
+    mcpy_strs_free(&keys);
+    return PyErr_Format(PyExc_TypeError, "values: expected a list of bytes-like objects");
+  }
+  size_t n = keys.n, nv = (size_t)PySequence_Fast_GET_SIZE(vf), got = 0;
+  int rc = 0;
+  if (mcpy_config(cfg_o, n, &c)) {
+    Py_DECREF(vf);
+    mcpy_strs_free(&keys);
+    return NULL;
+  }
+  Py_buffer *views = PyMem_Calloc(nv ? nv : 1, sizeof(Py_buffer));
+  for (; got < nv; got++)
+    if (get_value(PySequence_Fast_GET_ITEM(vf, (Py_ssize_t)got), &views[got], "values")) break;
+  if (got < nv) {
+    rc = -1;
+  } else if (nv != n) {
+    rc = MC_INVALID_PARAMS;
+  } else if (n) {
+    const void **p = PyMem_Calloc(n, sizeof(void *));
+    size_t *z = PyMem_Calloc(n, sizeof(size_t));
+    int *r = PyMem_Calloc(n, sizeof(int));
+    for (size_t i = 0; i < n; i++) p[i] = views[i].buf ? views[i].buf : "", z[i] = (size_t)views[i].len;
+    batch_write(self, &keys, p, z, &c, flags | MC_WRITE_COPY, r);
+    for (size_t i = 0; i < n && !rc; i++) rc = r[i];
+    PyMem_Free(r);
+    PyMem_Free(z);
+    PyMem_Free(p);
+  }
+  for (size_t i = 0; i < got; i++) PyBuffer_Release(&views[i]);
+  PyMem_Free(views);
+  mcpy_config_free(&c);
+  Py_DECREF(vf);
+  mcpy_strs_free(&keys);
+  return rc == -1 ? NULL : PyLong_FromLong(rc);
+}
+
+static PyObject *Store_put_batch(StoreObj *self, PyObject *a, PyObject *k) { return batch_copy(self, a, k, 0); }
+static PyObject *Store_upsert_batch(StoreObj *self, PyObject *a, PyObject *k) { return batch_copy(self, a, k, MC_WRITE_UPSERT); }
+
+/* Converts keys + nested ptrs/sizes; 1 when the shapes match, 0 on mismatch, -1 on TypeError. */
+struct multi {
+  struct mcpy_strs keys;
+  struct mcpy_u64s ptrs, sizes;
+  size_t *np, *ns, rp, rs;
+};
+
+static int multi_args(PyObject *k_o, PyObject *p_o, PyObject *s_o, struct multi *m) {
+  memset(m, 0, sizeof(*m));
+  if (mcpy_strs(k_o, &m->keys, "keys")) return -1;
+  if (mcpy_u64_rows(p_o, &m->ptrs, &m->np, &m->rp, "all_buffer_ptrs") ||
+      mcpy_u64_rows(s_o, &m->sizes, &m->ns, &m->rs, "all_sizes"))
+    return -1;
+  if (m->rp != m->keys.n || m->rs != m->keys.n) return 0;
+  for (size_t i = 0; i < m->rp; i++)
+    if (m->np[i] != m->ns[i]) return 0;
+  for (size_t j = 0; j < m->ptrs.n; j++)
+    if (!m->ptrs.v[j] && m->sizes.v[j]) return 0;
+  return 1;
+}
+
+static void multi_free(struct multi *m) {
+  mcpy_strs_free(&m->keys);
+  mcpy_u64s_free(&m->ptrs);
+  mcpy_u64s_free(&m->sizes);
+  PyMem_Free(m->np);
+  PyMem_Free(m->ns);
+}
+
+static PyObject *Store_batch_put_from_multi_buffers(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "all_buffer_ptrs", "all_sizes", "config");
+  PyObject *k_o, *p_o, *s_o, *cfg_o = Py_None, *res = NULL;
+  struct multi m;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|O", kwl, &k_o, &p_o, &s_o, &cfg_o)) return NULL;
+  int ok = multi_args(k_o, p_o, s_o, &m);
+  if (ok >= 0 && !mcpy_config(cfg_o, m.keys.n, &c)) {
+    size_t n = m.keys.n;
+    if (!ok || c.bad) {
+      res = mcpy_const_list(ok ? c.bad : MC_INVALID_PARAMS, n);
+    } else {
+      int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = 0;
+      Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_multi(self->h, m.keys.v, (const void *const *)m.ptrs.v,
+                                                             (const size_t *)m.sizes.v, m.np, n, &c.c, 0, r);
+      Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+      res = mcpy_int_list(r, n);
+      PyMem_Free(r);
+    }
+    mcpy_config_free(&c);
+  }
+  multi_free(&m);
+  return res;
+}
+
+/* ------------------------------------------------------------------ reads */
+
+static PyObject *Store_get(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("key");
+  PyObject *key_o;
+  const char *key;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &key_o) || mcpy_str(key_o, &key, "key")) return NULL;
+  void *v = NULL;
+  int64_t n;
+  Py_BEGIN_ALLOW_THREADS n = mc_store_get(self->h, key, &v);
+  Py_END_ALLOW_THREADS PyObject *r = PyBytes_FromStringAndSize(n > 0 ? v : "", n > 0 ? (Py_ssize_t)n : 0);
+  free(v);
+  return r;
+}
+
+/* Copy-out reads of every key, GIL released once: vals[i]/lens[i] (lens < 0 = failed). */
+static void get_many(StoreObj *self, const struct mcpy_strs *keys, void **vals, int64_t *lens) {
+  Py_BEGIN_ALLOW_THREADS for (size_t i = 0; i < keys->n; i++) lens[i] = mc_store_get(self->h, keys->v[i], &vals[i]);
+  Py_END_ALLOW_THREADS
+}
+
+static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int handles) {
+  KW("keys");
+  PyObject *k_o;
+  struct mcpy_strs keys;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  size_t n = keys.n;
+  if (!handles && (!n || !self->ready)) { /* upstream quirk (§4.3): no result at all -> [b""] */
+    mcpy_strs_free(&keys);
+    return Py_BuildValue("[y]", "");
+  }
+  void **vals = PyMem_Calloc(n ? n : 1, sizeof(void *));
+  int64_t *lens = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+  get_many(self, &keys, vals, lens);
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  for (size_t i = 0; i < n; i++) {
+    PyObject *it;
+    if (handles && lens[i] > 0) it = mcpy_buffer_handle(vals[i], (size_t)lens[i]), vals[i] = NULL;
+    else if (handles) it = Py_NewRef(Py_None);
+    else it = PyBytes_FromStringAndSize(lens[i] > 0 ? vals[i] : "", lens[i] > 0 ? (Py_ssize_t)lens[i] : 0);
+    free(vals[i]);
+    PyList_SET_ITEM(l, (Py_ssize_t)i, it);
+  }
+  PyMem_Free(lens);
+  PyMem_Free(vals);
+  mcpy_strs_free(&keys);
+  return l;
+}
+
+static PyObject *Store_get_batch(StoreObj *self, PyObject *a, PyObject *k) { return get_list(self, a, k, 0); }
+static PyObject *Store_batch_get_buffer(StoreObj *self, PyObject *a, PyObject *k) { return get_list(self, a, k, 1); }
+
+static PyObject *Store_get_buffer(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("key");
+  PyObject *key_o;
+  const char *key;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &key_o) || mcpy_str(key_o, &key, "key")) return NULL;
+  void *v = NULL;
+  int64_t n;
+  Py_BEGIN_ALLOW_THREADS n = mc_store_get(self->h, key, &v);
+  Py_END_ALLOW_THREADS if (n > 0) return mcpy_buffer_handle(v, (size_t)n);
+  free(v);
+  Py_RETURN_NONE;
+}
+
+static PyObject *Store_get_into(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("key", "buffer_ptr", "size");
+  PyObject *key_o, *p_o, *n_o;
+  const char *key;
+  uint64_t p, n;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO", kwl, &key_o, &p_o, &n_o) || mcpy_str(key_o, &key, "key") ||
+      mcpy_u64(p_o, &p, "buffer_ptr") || mcpy_u64(n_o, &n, "size"))
+    return NULL;
+  int64_t rc = MC_INVALID_PARAMS;
+  if (p || !n) {
+    Py_BEGIN_ALLOW_THREADS rc = mooncake_store_get_into(self->h, key, (void *)(uintptr_t)p, (size_t)n);
+    Py_END_ALLOW_THREADS
+  }
+  return PyLong_FromLongLong(rc);
+}
+
+static PyObject *Store_batch_get_into(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "buffer_ptrs", "sizes");
+  PyObject *k_o, *p_o, *s_o, *res = NULL;
+  struct mcpy_strs keys;
+  struct mcpy_u64s ptrs, sizes;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO", kwl, &k_o, &p_o, &s_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  if (mcpy_u64s(p_o, &ptrs, "buffer_ptrs")) goto out_k;
+  if (mcpy_u64s(s_o, &sizes, "sizes")) goto out_p;
+  size_t n = keys.n;
+  int shape_ok = ptrs.n == n && sizes.n == n;
+  for (size_t i = 0; shape_ok && i < n; i++) shape_ok = ptrs.v[i] || !sizes.v[i];
+  if (!shape_ok) {
+    res = mcpy_const_list(MC_INVALID_PARAMS, n);
+  } else {
+    int64_t *r = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS rc = mooncake_store_batch_get_into(self->h, keys.v, (void **)ptrs.v, (const size_t *)sizes.v, n, r);
+    Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+    res = mcpy_i64_list(r, n);
+    PyMem_Free(r);
+  }
+  mcpy_u64s_free(&sizes);
+out_p:
+  mcpy_u64s_free(&ptrs);
+out_k:
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+static PyObject *Store_batch_get_into_multi_buffers(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "all_buffer_ptrs", "all_sizes", "prefer_alloc_in_same_node");
+  PyObject *k_o, *p_o, *s_o, *res = NULL;
+  int same_node = 0;
+  struct multi m;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|p", kwl, &k_o, &p_o, &s_o, &same_node)) return NULL;
+  int ok = multi_args(k_o, p_o, s_o, &m);
+  size_t n = m.keys.n;
+  if (ok == 0) {
+    res = mcpy_const_list(MC_INVALID_PARAMS, n);
+  } else if (ok > 0) {
+    int64_t *r = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_get_into_multi(self->h, m.keys.v, (void *const *)m.ptrs.v,
+                                                              (const size_t *)m.sizes.v, m.np, n, r);
+    Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+    res = mcpy_i64_list(r, n);
+    PyMem_Free(r);
+  }
+  multi_free(&m);
+  return res;
+}
+
+/* ------------------------------------------------------------------ keyed queries and removal */
+
+/* One key -> int64: get_size, is_exist. */
+static PyObject *key_call(StoreObj *self, PyObject *args, PyObject *kw, int which) {
+  KW("key");
+  PyObject *key_o;
+  const char *key;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &key_o) || mcpy_str(key_o, &key, "key")) return NULL;
+  int64_t rc;
+  Py_BEGIN_ALLOW_THREADS rc = which ? mooncake_store_is_exist(self->h, key) : mooncake_store_get_size(self->h, key);
+  Py_END_ALLOW_THREADS return PyLong_FromLongLong(rc);
+}
+
+static PyObject *Store_get_size(StoreObj *self, PyObject *a, PyObject *k) { return key_call(self, a, k, 0); }
+static PyObject *Store_is_exist(StoreObj *self, PyObject *a, PyObject *k) { return key_call(self, a, k, 1); }
+
+static PyObject *Store_remove(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("key", "force");
+  PyObject *key_o;
+  const char *key;
+  int force = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwl, &key_o, &force) || mcpy_str(key_o, &key, "key")) return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mooncake_store_remove(self->h, key, force);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
+}
+
+/* batch_is_exist(keys) (force < 0) / batch_remove(keys, force=False) */
+static PyObject *keys_call(StoreObj *self, PyObject *args, PyObject *kw, int remove) {
+  static char *kw_rm[] = {"keys", "force", NULL}, *kw_ex[] = {"keys", NULL};
+  PyObject *k_o;
+  int force = 0;
+  struct mcpy_strs keys;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, remove ? "O|p" : "O", remove ? kw_rm : kw_ex, &k_o, &force) ||
+      mcpy_strs(k_o, &keys, "keys"))
+    return NULL;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc;
+  Py_BEGIN_ALLOW_THREADS rc = remove ? mc_store_batch_remove(self->h, keys.v, n, force, r)
+                                     : mooncake_store_batch_is_exist(self->h, keys.v, n, r);
+  Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+  PyObject *res = mcpy_int_list(r, n);
+  PyMem_Free(r);
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+static PyObject *Store_batch_is_exist(StoreObj *self, PyObject *a, PyObject *k) { return keys_call(self, a, k, 0); }
+static PyObject *Store_batch_remove(StoreObj *self, PyObject *a, PyObject *k) { return keys_call(self, a, k, 1); }
+
+static PyObject *Store_remove_by_regex(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("regex_pattern", "force");
+  PyObject *re_o;
+  const char *re;
+  int force = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p", kwl, &re_o, &force) || mcpy_str(re_o, &re, "regex_pattern"))
+    return NULL;
+  int64_t rc;
+  Py_BEGIN_ALLOW_THREADS rc = mooncake_store_remove_by_regex(self->h, re, force);
+  Py_END_ALLOW_THREADS return PyLong_FromLongLong(rc);
+}
+
+static PyObject *Store_remove_all(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("force");
+  int force = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwl, &force)) return NULL;
+  int64_t rc;
+  Py_BEGIN_ALLOW_THREADS rc = mooncake_store_remove_all(self->h, force);
+  Py_END_ALLOW_THREADS return PyLong_FromLongLong(rc);
+}
+
+/* ------------------------------------------------------------------ registered memory, replicas */
+
+static PyObject *Store_register_buffer(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("buffer_ptr", "size");
+  PyObject *p_o, *n_o;
+  uint64_t p, n;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", kwl, &p_o, &n_o) || mcpy_u64(p_o, &p, "buffer_ptr") ||
+      mcpy_u64(n_o, &n, "size"))
+    return NULL;
+  int rc = MC_INVALID_PARAMS;
+  if (p && n) {
+    Py_BEGIN_ALLOW_THREADS rc = mooncake_store_register_buffer(self->h, (void *)(uintptr_t)p, (size_t)n);
+    Py_END_ALLOW_THREADS
+  }
+  return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_unregister_buffer(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("buffer_ptr");
+  PyObject *p_o;
+  uint64_t p;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &p_o) || mcpy_u64(p_o, &p, "buffer_ptr")) return NULL;
+  int rc = MC_INVALID_PARAMS;
+  if (p) {
+    Py_BEGIN_ALLOW_THREADS rc = mooncake_store_unregister_buffer(self->h, (void *)(uintptr_t)p);
+    Py_END_ALLOW_THREADS
+  }
+  return PyLong_FromLong(rc);
+}
+
+/* _replica_desc(key) -> [(status, size, address, endpoint, segment_name)] or a negative int */
+static PyObject *Store_replica_desc(StoreObj *self, PyObject *args) {
+  const char *key;
+  if (!PyArg_ParseTuple(args, "s", &key)) return NULL;
+  mc_replica_desc_t *d = NULL;
+  int n;
+  Py_BEGIN_ALLOW_THREADS n = mc_store_get_replica_desc(self->h, key, &d);
+  Py_END_ALLOW_THREADS if (n < 0) return PyLong_FromLong(n);
+  PyObject *l = PyList_New(n);
+  for (int i = 0; l && i < n; i++)
+    PyList_SET_ITEM(l, i, Py_BuildValue("iKKss", d[i].status, (unsigned long long)d[i].size,
+                                        (unsigned long long)d[i].address, d[i].endpoint, d[i].segment_name));
+  mc_store_replica_desc_free(d, n);
+  return l;
+}
+
+/* _is_registered(ptr, length) -> bool */
+static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
+  unsigned long long p, n;
+  if (!PyArg_ParseTuple(args, "KK", &p, &n)) return NULL;
+  return PyBool_FromLong(mc_store_is_registered(self->h, (void *)(uintptr_t)p, (size_t)n) == 1);
+}
+
+static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromLong(self->ready); }
+
+#define M(name, flags) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, NULL}
+#define MK(name) M(name, METH_VARARGS | METH_KEYWORDS)
+static PyMethodDef Store_methods[] = {
+    {"_setup", (PyCFunction)(void (*)(void))Store_setup, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
+    {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
+    M(close, METH_NOARGS), M(health_check, METH_NOARGS), M(get_hostname, METH_NOARGS),
+    MK(put), MK(upsert), MK(put_from), MK(upsert_from), MK(put_batch), MK(upsert_batch),
+    MK(batch_put_from), MK(batch_upsert_from), MK(batch_put_from_multi_buffers),
+    MK(get), MK(get_batch), MK(get_buffer), MK(batch_get_buffer), MK(get_into), MK(batch_get_into),
+    MK(batch_get_into_multi_buffers), MK(get_size), MK(is_exist), MK(batch_is_exist),
+    MK(remove), MK(batch_remove), MK(remove_by_regex), MK(remove_all),
+    MK(register_buffer), MK(unregister_buffer),
+    {NULL}};
+
+static PyGetSetDef Store_getset[] = {{"_ready", (getter)Store_ready, NULL, NULL, NULL}, {NULL}};
+
+PyTypeObject McpyStoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake._mooncake.Store",
+    .tp_basicsize = sizeof(StoreObj),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = Store_new,
+    .tp_dealloc = (destructor)Store_dealloc,
+    .tp_methods = Store_methods,
+    .tp_getset = Store_getset,
+    .tp_weaklistoffset = offsetof(StoreObj, weak),
+};
+
+/* ------------------------------------------------------------------ BufferHandle */
+
+typedef struct {
+  PyObject_HEAD void *data;
+  Py_ssize_t size;
+  Py_ssize_t exports;
+} BufObj;
+
+PyObject *mcpy_buffer_handle(void *data, size_t size) {
+  BufObj *b = PyObject_New(BufObj, &McpyBufferHandleType);
+  if (!b) {
+    free(data);
+    return NULL;
+  }
+  b->data = data;
+  b->size = (Py_ssize_t)size;
+  b->exports = 0;
+  return (PyObject *)b;
+}
+
+static void Buf_dealloc(BufObj *b) {
+  free(b->data);
+  PyObject_Free(b);
+}
+
+static int Buf_getbuffer(BufObj *b, Py_buffer *v, int flags) {
+  int rc = PyBuffer_FillInfo(v, (PyObject *)b, b->data, b->size, 0, flags);
+  if (!rc) {
+    if (flags & PyBUF_FORMAT) v->format = "b";
+    b->exports++;
+  }
+  return rc;
+}
+
+static void Buf_releasebuffer(BufObj *b, Py_buffer *v) { b->exports--; }
+
+static PyBufferProcs Buf_as_buffer = {(getbufferproc)Buf_getbuffer, (releasebufferproc)Buf_releasebuffer};
+
+static PyObject *Buf_ptr(BufObj *b, PyObject *u) { return PyLong_FromUnsignedLongLong((uintptr_t)b->data); }
+static PyObject *Buf_size(BufObj *b, PyObject *u) { return PyLong_FromSsize_t(b->size); }
+static Py_ssize_t Buf_len(BufObj *b) { return b->size; }
+
+static PyMethodDef Buf_methods[] = {{"ptr", (PyCFunction)Buf_ptr, METH_NOARGS, "Address of the bytes."},
+                                    {"size", (PyCFunction)Buf_size, METH_NOARGS, "Number of bytes."},
+                                    {NULL}};
+static PySequenceMethods Buf_as_seq = {.sq_length = (lenfunc)Buf_len};
+
+PyTypeObject McpyBufferHandleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake.store.BufferHandle",
+    .tp_basicsize = sizeof(BufObj),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of one object read by get_buffer(); buffer protocol: 1-D, format 'b', writable.",
+    .tp_dealloc = (destructor)Buf_dealloc,
+    .tp_as_buffer = &Buf_as_buffer,
+    .tp_as_sequence = &Buf_as_seq,
+    .tp_methods = Buf_methods,
+};

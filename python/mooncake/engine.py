@@ -1,0 +1,109 @@
+"""mooncake.engine: the Transfer Engine (python-api.md §5).
+
+TransferEngine's methods are implemented in C (mooncake._mooncake.Engine, over libmooncake_te); this
+module adds initialize()'s metadata forms, the helper names and the P2 methods. Before a successful
+initialize() every method returns its failure value (-1, 0, [] or b"").
+"""
+
+import json
+
+from . import _mooncake
+from ._util import PybindEnum
+
+SUPPORT_CUDA = False
+SUPPORT_EFA = False
+SUPPORT_HIP = False
+SUPPORT_MNNVL = False
+SUPPORT_MUSA = False
+SUPPORT_INTRA_NVLINK = False
+
+
+class TransferOpcode(PybindEnum):
+    Read = 0
+    Write = 1
+
+
+Read = TransferOpcode.Read
+Write = TransferOpcode.Write
+
+
+class TransferNotify:
+    """A notification delivered to the peer after a transfer completes."""
+
+    def __init__(self, name="", msg=""):
+        self.name = name
+        self.msg = msg
+
+    def __repr__(self):
+        return "TransferNotify(name=%r, msg=%r)" % (self.name, self.msg)
+
+
+class InnerTransferEngine:
+    """Opaque handle of an initialized engine, for MooncakeDistributedStore.setup(engine=...). Keeps the
+    engine alive while a store uses it."""
+
+    def __init__(self, engine):
+        self._engine = engine
+
+    def get_engine_ptr(self):
+        return self._engine.get_engine_ptr()
+
+
+_BACKENDS = ("etcd", "redis", "http", "https")
+
+
+class TransferEngine(_mooncake.Engine):
+    TransferOpcode = TransferOpcode
+
+    def initialize(self, local_hostname, metadata_server, protocol, device_name):
+        for name, v in (("local_hostname", local_hostname), ("metadata_server", metadata_server),
+                        ("protocol", protocol), ("device_name", device_name)):
+            if not isinstance(v, str):
+                raise TypeError("initialize(): %s must be str, not %s" % (name, type(v).__name__))
+        if not local_hostname or not metadata_server:
+            return -1
+        self._host = local_hostname
+        return self._initialize(local_hostname, metadata_server)
+
+    def initialize_ext(self, local_hostname, metadata_server, protocol, device_name, metadata_type):
+        if not isinstance(metadata_type, str):
+            raise TypeError("initialize_ext(): metadata_type must be str")
+        conn = metadata_server
+        if isinstance(conn, str) and metadata_type in _BACKENDS and "://" not in conn and conn != "P2PHANDSHAKE":
+            conn = "%s://%s" % (metadata_type, conn)
+        return self.initialize(local_hostname, conn, protocol, device_name)
+
+    def get_session_id(self):
+        """This engine's session id (what peers pass as target_hostname); "" before initialize()."""
+        return self._session_id()
+
+    def get_first_buffer_address(self, segment_name):
+        if not isinstance(segment_name, str):
+            raise TypeError("segment_name: expected str")
+        text = self._segment_json(segment_name)
+        try:
+            bufs = json.loads(text).get("buffers") or [] if text else []
+            return min(int(b["addr"]) for b in bufs) if bufs else 0
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return 0
+
+    def get_notifies(self):
+        return [TransferNotify(n, m) for n, m in self._notifies()]
+
+    def get_engine(self):
+        return InnerTransferEngine(self) if self.get_engine_ptr() else None
+
+    # P2
+    def get_local_topology(self, device_name=None):
+        return json.dumps({})
+
+    def warmup_efa_segment(self, segment_name):
+        return 0
+
+    def _no_cuda(self, *args, **kwargs):
+        """CUDA variants: this build has no accelerator support (returns None)."""
+        return None
+
+    transfer_sync_write_on_cuda = transfer_sync_read_on_cuda = _no_cuda
+    batch_transfer_sync_write_on_cuda = batch_transfer_sync_read_on_cuda = _no_cuda
+    batch_transfer_async_write_on_cuda = batch_transfer_async_read_on_cuda = _no_cuda

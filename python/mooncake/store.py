@@ -1,0 +1,586 @@
+"""mooncake.store: the Mooncake Store client (python-api.md §1-§4).
+
+MooncakeDistributedStore's data methods are implemented in C (mooncake._mooncake.Store, over
+libmooncake_store); this module adds setup()'s argument forms, the helper classes and enums, and the
+long-tail (P2) names, which return their documented failure values. Failures are return values, never
+exceptions, except TypeError from argument conversion (G1).
+"""
+
+import atexit
+import ctypes
+import logging
+import weakref
+
+from . import _mooncake
+from ._util import PybindEnum, parse_bool, parse_size
+
+_log = logging.getLogger("mooncake")
+
+INVALID_PARAMS = -600
+NOT_SUPPORTED = -1012
+_U64 = 1 << 64
+
+# ------------------------------------------------------------------ enums
+
+
+class SoftPinAction(PybindEnum):
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
+
+
+class ReplicaStatus(PybindEnum):
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+class ObjectDataType(PybindEnum):
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+class TaskType(PybindEnum):
+    REPLICA_COPY = 0
+    REPLICA_MOVE = 1
+
+
+class TaskStatus(PybindEnum):
+    PENDING = 0
+    PROCESSING = 1
+    FAILED = 2
+    SUCCESS = 3
+
+
+class ParallelAxis(PybindEnum):  # P2 (tensor parallel helpers need torch)
+    NONE = 0
+    ROW = 1
+    COLUMN = 2
+
+
+class ReadTarget(PybindEnum):  # P2
+    AUTO = 0
+    MEMORY = 1
+    DISK = 2
+
+
+for _e in (ReplicaStatus, ObjectDataType):
+    globals().update(_e.__members__)
+
+# ------------------------------------------------------------------ ReplicateConfig
+
+
+def _check_uint(name, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= _U64:
+        raise TypeError("%s: expected an int in [0, 2^64), got %r" % (name, v))
+    return v
+
+
+class ReplicateConfig:
+    """Per-put placement policy (python-api.md §2). Takes no arguments; every field is an attribute."""
+
+    __slots__ = ("_replica_num", "_nof_replica_num", "_dfs_replica_num", "_soft_pin_action", "_soft_pin_ttl_ms",
+                 "with_hard_pin", "preferred_segments", "preferred_segment", "preferred_nof_segments",
+                 "prefer_alloc_in_same_node", "data_type", "group_ids")
+
+    def __init__(self):
+        self._replica_num = 1
+        self._nof_replica_num = 0
+        self._dfs_replica_num = 0
+        self._soft_pin_action = SoftPinAction.PRESERVE
+        self._soft_pin_ttl_ms = None
+        self.with_hard_pin = False
+        self.preferred_segments = []
+        self.preferred_segment = ""
+        self.preferred_nof_segments = []
+        self.prefer_alloc_in_same_node = False
+        self.data_type = ObjectDataType.UNKNOWN
+        self.group_ids = None
+
+    def _uint_property(attr):  # noqa: N805 - a property factory used in the class body
+        def get(self):
+            return getattr(self, attr)
+
+        def set_(self, v):
+            setattr(self, attr, _check_uint(attr[1:], v))
+        return property(get, set_)
+
+    replica_num = _uint_property("_replica_num")
+    nof_replica_num = _uint_property("_nof_replica_num")
+    dfs_replica_num = _uint_property("_dfs_replica_num")
+
+    @property
+    def soft_pin_action(self):
+        return self._soft_pin_action
+
+    @soft_pin_action.setter
+    def soft_pin_action(self, v):
+        try:
+            self._soft_pin_action = SoftPinAction(v)
+        except ValueError:
+            raise TypeError("soft_pin_action: expected a SoftPinAction, got %r" % (v,)) from None
+
+    @property
+    def soft_pin_ttl_ms(self):
+        return self._soft_pin_ttl_ms
+
+    @soft_pin_ttl_ms.setter
+    def soft_pin_ttl_ms(self, v):
+        self._soft_pin_ttl_ms = None if v is None else _check_uint("soft_pin_ttl_ms", v)
+
+    def __str__(self):
+        parts = ["replica_num: %d" % self.replica_num, "nof_replica_num: %d" % self.nof_replica_num,
+                 "dfs_replica_num: %d" % self.dfs_replica_num,
+                 "soft_pin_action: %s" % SoftPinAction(self.soft_pin_action).name,
+                 "soft_pin_ttl_ms: %s" % ("default" if self.soft_pin_ttl_ms is None else self.soft_pin_ttl_ms),
+                 "with_hard_pin: %d" % bool(self.with_hard_pin),
+                 "preferred_segments: [%s]" % ", ".join(self.preferred_segments)]
+        if self.preferred_segment:
+            parts.append("preferred_segment: %s" % self.preferred_segment)
+        parts += ["preferred_nof_segments: [%s]" % ", ".join(self.preferred_nof_segments),
+                  "prefer_alloc_in_same_node: %d" % bool(self.prefer_alloc_in_same_node),
+                  "data_type: %s" % ObjectDataType(self.data_type).name]
+        if self.group_ids is not None:
+            parts.append("group_ids: [%s]" % ", ".join(self.group_ids))
+        return "ReplicateConfig: { " + ", ".join(parts) + " }"
+
+    __repr__ = __str__
+
+# ------------------------------------------------------------------ helper classes
+
+
+BufferHandle = _mooncake.BufferHandle
+
+
+class Descriptor:
+    """Where one memory replica lives."""
+
+    def __init__(self, size=0, buffer_address=0, transport_endpoint=""):
+        self.size = size
+        self.buffer_address = buffer_address
+        self.transport_endpoint = transport_endpoint
+
+    def __repr__(self):
+        return "<Descriptor size=%d buffer_address=%d transport_endpoint=%s>" % (
+            self.size, self.buffer_address, self.transport_endpoint)
+
+
+class MemoryDescriptor:
+    def __init__(self, buffer_descriptor=None):
+        self.buffer_descriptor = buffer_descriptor if buffer_descriptor is not None else Descriptor()
+
+
+class DiskDescriptor:
+    def __init__(self, file_path="", object_size=0):
+        self.file_path = file_path
+        self.object_size = object_size
+
+
+class ReplicaDescriptor:
+    """One replica of an object (this store only has memory replicas)."""
+
+    def __init__(self, status, memory=None, disk=None):
+        self._status = ReplicaStatus(status)
+        self._memory = memory
+        self._disk = disk
+
+    @property
+    def status(self):
+        return self._status
+
+    def is_memory_replica(self):
+        return self._memory is not None
+
+    def is_disk_replica(self):
+        return self._disk is not None
+
+    def is_local_disk_replica(self):
+        return False
+
+    def get_memory_descriptor(self):
+        return self._memory if self._memory is not None else MemoryDescriptor()
+
+    def get_disk_descriptor(self):
+        return self._disk if self._disk is not None else DiskDescriptor()
+
+
+class QueryTaskResponse:  # P2: copy/move tasks are not supported, so none is ever returned
+    def __init__(self, id=(0, 0), type=TaskType.REPLICA_COPY, status=TaskStatus.FAILED, created_at_ms_epoch=0,
+                 last_updated_at_ms_epoch=0, assigned_client="", message=""):
+        self.id, self.type, self.status = id, type, status
+        self.created_at_ms_epoch, self.last_updated_at_ms_epoch = created_at_ms_epoch, last_updated_at_ms_epoch
+        self.assigned_client, self.message = assigned_client, message
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype = ctypes.c_void_p
+_libc.malloc.argtypes = [ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+
+
+class MooncakeHostMemAllocator:
+    """Host memory for SGLang's standalone mode: alloc(size) -> address (0 on failure), free(ptr) -> 0."""
+
+    def alloc(self, size):
+        _check_uint("size", size)
+        return (_libc.malloc(size) or 0) if size else 0
+
+    def free(self, ptr):
+        _check_uint("ptr", ptr)
+        if ptr:
+            _libc.free(ptr)
+        return 0
+
+
+def bind_to_numa_node(node):  # P2: NUMA binding is not implemented
+    return -1
+
+
+def get_alloc_func_addr():
+    return ctypes.cast(_libc.malloc, ctypes.c_void_p).value
+
+
+def get_free_func_addr():
+    return ctypes.cast(_libc.free, ctypes.c_void_p).value
+
+
+class TensorParallelism:  # P2 (needs torch)
+    def __init__(self, tp_size=1, tp_rank=0, split_dim=0):
+        self.tp_size, self.tp_rank, self.split_dim = tp_size, tp_rank, split_dim
+
+
+class MooncakeDistributedNoFRegister:  # P2: NVMe-oF is not supported
+    def register(self, *args, **kwargs):
+        return NOT_SUPPORTED
+
+
+BufferPool = None
+
+# ------------------------------------------------------------------ the store
+
+_MISSING = object()
+_live = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    """Interpreter exit tears every store down as close() would (G4; SGLang never calls close)."""
+    for s in list(_live):
+        try:
+            s.close()
+        except Exception:  # pragma: no cover - never let exit fail
+            pass
+
+
+def _dict_setup_args(cfg):
+    """The dict form of setup (python-api.md §4.1): (positional tuple, keywords) or an error code."""
+    def get(key, alias=None, default=""):
+        if key in cfg:
+            return str(cfg[key])
+        if alias and alias in cfg:
+            return str(cfg[alias])
+        return default
+
+    host, meta = get("local_hostname"), get("metadata_server")
+    if not host or not meta:
+        _log.error("setup: local_hostname and metadata_server are required")
+        return INVALID_PARAMS
+    gss = parse_size(get("global_segment_size", default="16777216"))
+    lbs = parse_size(get("local_buffer_size", default="16777216"))
+    if gss is None or (0 < gss < 1024):
+        _log.error("setup: invalid global_segment_size %r", cfg.get("global_segment_size"))
+        return INVALID_PARAMS
+    if lbs is None or (lbs and not (1024 <= lbs <= (1 << 40))):
+        _log.error("setup: invalid local_buffer_size %r", cfg.get("local_buffer_size"))
+        return INVALID_PARAMS
+    port = get("client_http_port", default="9300").strip()
+    if not port.isdigit():
+        _log.error("setup: invalid client_http_port %r", port)
+        return INVALID_PARAMS
+    kw = dict(enable_ssd_offload=parse_bool(get("enable_ssd_offload", default="false"), False),
+              ssd_offload_path=get("ssd_offload_path"), tenant_id=get("tenant_id", default="default"),
+              enable_client_http_server=parse_bool(get("enable_client_http_server", default="false"), False),
+              client_http_port=int(port), zone=get("zone"))
+    return (host, meta, gss, lbs, get("protocol", default="tcp"), get("rdma_devices", "device_name"),
+            get("master_server_addr", "master_server_address", "127.0.0.1:50051")), kw
+
+
+class MooncakeDistributedStore(_mooncake.Store):
+    """A store client (python-api.md §4). States: NEW -> setup -> READY -> close -> CLOSED -> setup ..."""
+
+    def __init__(self):
+        _live.add(self)
+
+    def setup(self, local_hostname=_MISSING, metadata_server=_MISSING, global_segment_size=16 * 1024 * 1024,
+              local_buffer_size=16 * 1024 * 1024, protocol="tcp", rdma_devices=_MISSING,
+              master_server_addr=_MISSING, engine=None, enable_ssd_offload=False, ssd_offload_path="",
+              tenant_id="default", enable_client_http_server=False, client_http_port=9300, *,
+              device_name=_MISSING, master_server_address=_MISSING, zone=None):
+        if isinstance(local_hostname, dict) and metadata_server is _MISSING:
+            parsed = _dict_setup_args(local_hostname)
+            if isinstance(parsed, int):
+                return parsed
+            args, kw = parsed
+            return self.setup(*args, **kw)
+        if local_hostname is _MISSING or metadata_server is _MISSING:
+            raise TypeError("setup() missing required argument: %s" %
+                            ("'local_hostname'" if local_hostname is _MISSING else "'metadata_server'"))
+        if rdma_devices is not _MISSING and device_name is not _MISSING:
+            raise TypeError("setup(): rdma_devices and its alias device_name given together (device_name)")
+        if master_server_addr is not _MISSING and master_server_address is not _MISSING:
+            raise TypeError("setup(): master_server_addr and its alias master_server_address given together "
+                            "(master_server_address)")
+        dev = rdma_devices if rdma_devices is not _MISSING else (device_name if device_name is not _MISSING else "")
+        master = master_server_addr if master_server_addr is not _MISSING else (
+            master_server_address if master_server_address is not _MISSING else "127.0.0.1:50051")
+        for name, v in (("local_hostname", local_hostname), ("metadata_server", metadata_server),
+                        ("protocol", protocol), ("rdma_devices", dev), ("master_server_addr", master),
+                        ("ssd_offload_path", ssd_offload_path), ("tenant_id", tenant_id)):
+            if not isinstance(v, str):
+                raise TypeError("setup(): %s must be str, not %s" % (name, type(v).__name__))
+        if isinstance(client_http_port, bool) or not isinstance(client_http_port, int):
+            raise TypeError("setup(): client_http_port must be int")
+        engine_ptr = 0
+        if engine is not None:
+            get_ptr = getattr(engine, "get_engine_ptr", None)
+            if get_ptr is None:
+                raise TypeError("setup(): engine must be None or TransferEngine.get_engine()")
+            engine_ptr = get_ptr()
+            if not engine_ptr:
+                _log.error("setup: the engine passed with engine= is not initialized")
+                return INVALID_PARAMS
+        if enable_client_http_server and not 1 <= client_http_port <= 65535:
+            _log.error("setup: client_http_port %d is not in 1-65535", client_http_port)
+            return INVALID_PARAMS
+        if enable_client_http_server:
+            _log.warning("setup: the client HTTP server is not implemented; continuing without it")
+        if enable_ssd_offload:
+            _log.warning("setup: SSD offload is not supported; continuing without it")
+        if tenant_id != "default":
+            _log.warning("setup: tenant namespaces are not supported; tenant_id %r is ignored", tenant_id)
+        return self._setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, dev,
+                           master, engine, engine_ptr, zone)
+
+    # ---------------------------------------------------------------- P1 implemented in Python
+
+    def put_parts(self, key, *parts, config=None):
+        value = _join_parts(parts)
+        return 0 if not value else self.put(key, value, config)
+
+    def upsert_parts(self, key, *parts, config=None):
+        value = _join_parts(parts)
+        return 0 if not value else self.upsert(key, value, config)
+
+    def get_replica_desc(self, key):
+        if not isinstance(key, str):
+            raise TypeError("key: expected str")
+        r = self._replica_desc(key)
+        if isinstance(r, int):
+            return []
+        return [ReplicaDescriptor(st, memory=MemoryDescriptor(Descriptor(size, addr, ep)))
+                for st, size, addr, ep, _seg in r]
+
+    def batch_get_replica_desc(self, keys):
+        out = {}
+        for k in _str_list(keys, "keys"):
+            d = self.get_replica_desc(k)
+            if d:
+                out[k] = d
+        return out
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Not supported by our master yet: returns [] (the documented error value)."""
+        _str_list(keys, "keys")
+        if not isinstance(segment_name, str):
+            raise TypeError("segment_name: expected str")
+        return []
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+        ptrs = [_check_uint("buffer_ptrs", p) for p in _seq(buffer_ptrs, "buffer_ptrs")]
+        keys = [_str_list(k, "all_keys") for k in _seq(all_keys, "all_keys")]
+        dst = [[_uint_list(f, "all_dst_offsets") for f in _seq(b, "all_dst_offsets")]
+               for b in _seq(all_dst_offsets, "all_dst_offsets")]
+        src = [[_uint_list(f, "all_src_offsets") for f in _seq(b, "all_src_offsets")]
+               for b in _seq(all_src_offsets, "all_src_offsets")]
+        sizes = [[_uint_list(f, "all_sizes") for f in _seq(b, "all_sizes")] for b in _seq(all_sizes, "all_sizes")]
+        result = [[[INVALID_PARAMS] * len(f) for f in b] for b in dst]
+        if not (len(ptrs) == len(keys) == len(dst) == len(src) == len(sizes)):
+            return result
+        cache = {}
+        for b, base in enumerate(ptrs):
+            if not (len(keys[b]) == len(dst[b]) == len(src[b]) == len(sizes[b])):
+                continue
+            for j, key in enumerate(keys[b]):
+                d, s, z = dst[b][j], src[b][j], sizes[b][j]
+                if not (len(d) == len(s) == len(z)):
+                    continue
+                if key not in cache:
+                    cache[key] = self._read_whole(key)
+                data = cache[key]
+                for f in range(len(d)):
+                    result[b][j][f] = self._copy_range(data, base + d[f], s[f], z[f])
+        return result
+
+    def _read_whole(self, key):
+        size = self.get_size(key)
+        if size < 0:
+            return size
+        buf = ctypes.create_string_buffer(max(size, 1))
+        n = self.get_into(key, ctypes.addressof(buf), size)
+        return buf.raw[:n] if n >= 0 else n
+
+    def _copy_range(self, data, dst, off, size):
+        if isinstance(data, int):
+            return data
+        if off + size > len(data) or not self._is_registered(dst, max(size, 1)):
+            return INVALID_PARAMS
+        ctypes.memmove(dst, data[off:off + size], size)
+        return size
+
+    def init_all(self, protocol, device_name, mount_segment_size=16 * 1024 * 1024):
+        if self._ready:
+            return INVALID_PARAMS
+        return self._setup("localhost:12345", "127.0.0.1:2379", mount_segment_size, 1 << 30, protocol or "tcp",
+                           device_name or "", "127.0.0.1:50051")
+
+    # ---------------------------------------------------------------- P2: documented failure values
+
+    def _fail_list(self, keys):
+        return [NOT_SUPPORTED if self._ready else INVALID_PARAMS] * len(_str_list(keys, "keys"))
+
+    def batch_put_session_start(self, keys, sizes, config=None):
+        return self._fail_list(keys)
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+        return self._fail_list(keys)
+
+    def batch_put_session_end(self, keys):
+        return self._fail_list(keys)
+
+    def batch_put_session_revoke(self, keys):
+        return self._fail_list(keys)
+
+    def batch_get_session_start(self, keys):
+        return self._fail_list(keys)
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
+        return self._fail_list(keys)
+
+    def batch_get_session_end(self, keys):
+        return 0
+
+    def create_copy_task(self, key, targets):
+        return (0, 0), NOT_SUPPORTED
+
+    def create_move_task(self, key, source, target):
+        return (0, 0), NOT_SUPPORTED
+
+    def query_task(self, task_id):
+        return None, NOT_SUPPORTED
+
+    def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
+        return {"ret": NOT_SUPPORTED, "segment_ids": []}
+
+    def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
+        return {"ret": NOT_SUPPORTED, "segment_ids": [], "allocated_size": 0}
+
+    def unmount_segment(self, segment_ids, grace_period_seconds=0):
+        return NOT_SUPPORTED
+
+    def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
+        return NOT_SUPPORTED
+
+    def unmount_local_disk_segment(self, grace_period_seconds=0):
+        return NOT_SUPPORTED
+
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        _log.error("setup_dummy: dummy clients (a shared real client) are not supported")
+        return NOT_SUPPORTED
+
+    def alloc_from_mem_pool(self, size):
+        return 0
+
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
+        return -1 if not self._ready else -NOT_SUPPORTED  # upstream quirk: a positive code on failure
+
+    def get_offload_rpc_read_count(self):
+        return 0
+
+
+def _torch_missing(default):
+    def method(self, *args, **kwargs):
+        """Tensor helper: needs torch, which this package does not support (returns its failure value)."""
+        if callable(default):
+            return default(args)
+        return default
+    return method
+
+
+_TENSOR_PUTS = ["put_tensor", "pub_tensor", "put_tensor_with_tp", "pub_tensor_with_tp", "put_tensor_from",
+                "upsert_tensor", "upsert_tensor_from", "upsert_tensor_with_tp", "put_tensor_with_parallelism",
+                "save_tensor_to_safetensor", "load_tensor_from_safetensor"]
+_TENSOR_BATCH_PUTS = ["batch_put_tensor", "batch_pub_tensor", "batch_put_tensor_with_tp", "batch_pub_tensor_with_tp",
+                      "batch_put_tensor_from", "batch_upsert_tensor", "batch_upsert_tensor_from",
+                      "batch_upsert_tensor_with_tp", "batch_put_tensor_with_parallelism"]
+_TENSOR_GETS = ["get_tensor", "get_tensor_with_tp", "get_tensor_into", "get_tensor_with_tp_into",
+                "get_tensor_into_cuda", "get_tensor_with_parallelism"]
+_TENSOR_BATCH_GETS = ["batch_get_tensor", "batch_get_tensor_with_tp", "batch_get_tensor_into",
+                      "batch_get_tensor_with_tp_into", "batch_get_tensor_with_parallelism"]
+
+
+def _batch_len(args):
+    return len(args[0]) if args and isinstance(args[0], (list, tuple)) else 0
+
+
+for _n in _TENSOR_PUTS:
+    setattr(MooncakeDistributedStore, _n, _torch_missing(NOT_SUPPORTED))
+for _n in _TENSOR_BATCH_PUTS:
+    setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [NOT_SUPPORTED] * _batch_len(a)))
+for _n in _TENSOR_GETS:
+    setattr(MooncakeDistributedStore, _n, _torch_missing(None))
+for _n in _TENSOR_BATCH_GETS:
+    setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [None] * _batch_len(a)))
+
+# ------------------------------------------------------------------ argument helpers
+
+
+def _seq(o, name):
+    if o is None or isinstance(o, (str, bytes)) or not hasattr(o, "__len__"):
+        raise TypeError("%s: expected a list, got %s" % (name, type(o).__name__))
+    return list(o)
+
+
+def _str_list(o, name):
+    out = _seq(o, name)
+    for k in out:
+        if not isinstance(k, str):
+            raise TypeError("%s: expected a list of str" % name)
+    return out
+
+
+def _uint_list(o, name):
+    return [_check_uint(name, v) for v in _seq(o, name)]
+
+
+def _join_parts(parts):
+    out = []
+    for p in parts:
+        try:
+            mv = memoryview(p)
+        except TypeError:
+            raise RuntimeError("put_parts: every part must be a 1-D byte buffer") from None
+        if mv.ndim != 1 or mv.itemsize != 1:
+            raise RuntimeError("put_parts: every part must be a 1-D byte buffer")
+        out.append(mv)
+    return b"".join(out)

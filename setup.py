@@ -1,0 +1,61 @@
+"""pip install . -- builds the C libraries, binaries and the extension with CMake (no network, no build
+isolation needed: there is no pyproject.toml, so pip runs this file with the system setuptools), and
+packages them as mooncake/ (extension), mooncake/lib (libmooncake_*.so), mooncake/bin (binaries, exposed
+on PATH through console scripts of the same names).
+
+Environment: MC_BUILD_DIR=<an existing CMake build> reuses it instead of building (it must have been
+built for the same Python); MC_BUILD_JOBS (default 2) sets the parallelism of a fresh build."""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+WORK = os.path.join(ROOT, "build", "pip-setuptools")
+BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
+
+
+class CMakeBuild(build_ext):
+    def run(self):
+        build = os.environ.get("MC_BUILD_DIR")
+        if not build:
+            build = os.path.join(ROOT, "build", "pip")
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                                   "-DMC_BUILD_TESTS=OFF", "-DPython3_EXECUTABLE=" + sys.executable])
+            subprocess.check_call(["cmake", "--build", build, "-j", os.environ.get("MC_BUILD_JOBS", "2")])
+        stage = os.path.join(WORK, "stage")
+        shutil.rmtree(stage, ignore_errors=True)
+        subprocess.check_call(["cmake", "--install", build, "--prefix", stage])
+        ext = glob.glob(os.path.join(stage, "lib", "python*", "*-packages", "mooncake", "_mooncake*.so"))
+        if not ext:
+            raise RuntimeError("the CMake build in %s has no Python extension (python3-dev missing?)" % build)
+        out = self.get_ext_fullpath("mooncake._mooncake")
+        pkg = os.path.dirname(out)
+        os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
+        os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
+        shutil.copy2(ext[0], out)
+        for lib in glob.glob(os.path.join(stage, "lib", "libmooncake_*.so*")):
+            shutil.copy2(lib, os.path.join(pkg, "lib"))
+        for name in BINARIES:
+            shutil.copy2(os.path.join(stage, "bin", name), os.path.join(pkg, "bin", name))
+
+
+os.makedirs(WORK, exist_ok=True)
+setup(
+    name="mooncake",
+    version="0.1.0",
+    description="Mooncake KV-cache store and transfer engine (C implementation) for Python",
+    package_dir={"": "python"},
+    packages=["mooncake"],
+    ext_modules=[Extension("mooncake._mooncake", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    entry_points={"console_scripts": ["%s = mooncake.cli:%s" % (b, b) for b in BINARIES]},
+    options={"build": {"build_base": WORK}, "egg_info": {"egg_base": WORK}},
+    python_requires=">=3.8",
+    zip_safe=False,
+)

@@ -1,0 +1,279 @@
+/* Native entry points the Python package needs beyond the upstream C API (store.h, "additions for the
+ * Python package"): writes with the full replicate config, multi-buffer batches (gathered into /
+ * scattered from one contiguous area, the staging buffer when it has room), replica descriptors, the
+ * registered-range query and a close that keeps the handle. Argument rules and not-initialized values
+ * follow capi.c; the work itself stays in put.c / get.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define BAD_CALL (-1)
+#define REPLICA_COMPLETE 3
+
+/* The master-protocol config from the native one (NULL = defaults); -600 for invalid combinations. */
+static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struct mc_put_config *out) {
+  memset(out, 0, sizeof(*out));
+  if (in && (in->soft_pin_action < MC_SOFT_PIN_KEEP || in->soft_pin_action > MC_SOFT_PIN_CLEAR)) return MC_INVALID_PARAMS;
+  if (in && in->soft_pin_ttl_ms >= 0 && in->soft_pin_action != MC_SOFT_PIN_SET) {
+    LOG_WARN("put: soft_pin_ttl_ms is only valid with the soft pin set (SoftPinAction.ENABLE)");
+    return MC_INVALID_PARAMS;
+  }
+  mooncake_replicate_config_t base = {1, 0, 0, NULL, 0};
+  if (in) base = (mooncake_replicate_config_t){in->replica_num, 0, in->with_hard_pin, in->preferred_segments,
+                                               in->preferred_segments_count};
+  int rc = mc_put_config_from(s, &base, out);
+  if (rc || !in) return rc;
+  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* MC_SOFT_PIN_* match the protocol's values */
+  out->soft_pin_ttl_ms = in->soft_pin_ttl_ms < 0 ? -1 : in->soft_pin_ttl_ms;
+  return 0;
+}
+
+static const struct mc_write_ops *write_ops(int flags) {
+  return (flags & MC_WRITE_UPSERT) ? &mc_upsert_ops : &mc_put_ops;
+}
+
+int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
+                   const mc_replicate_config_t *config, int flags) {
+  struct mc_store *s = store;
+  if (!s || !key || (!value && size)) return BAD_CALL;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  int copy = flags & MC_WRITE_COPY;
+  struct mc_put_config cfg = {0};
+  int rc = !*key ? MC_INVALID_PARAMS : put_config(s, config, &cfg);
+  if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
+  else if (!rc && copy) rc = mc_put_copy(s, write_ops(flags), key, value, size, &cfg);
+  else if (!rc) rc = mc_put_from(s, write_ops(flags), key, (void *)value, size, &cfg);
+  mc_put_config_free(&cfg);
+  mc_api_leave(s);
+  return rc;
+}
+
+/* mc_api_enter for a batch call: when not set up, every result is the not-initialized value. */
+static int enter_batch(struct mc_store *s, size_t count, int *results) {
+  if (mc_api_enter(s)) return 1;
+  mc_fill_int(results, count, MC_INVALID_PARAMS);
+  return 0;
+}
+
+int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out) {
+  struct mc_store *s = store;
+  if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
+  if (!count || !enter_batch(s, count, results_out)) return 0;
+  struct mc_put_config cfg;
+  int rc = put_config(s, config, &cfg);
+  if (rc) mc_fill_int(results_out, count, rc);
+  else if (flags & MC_WRITE_COPY) mc_put_batch_copy(s, write_ops(flags), keys, values, sizes, count, &cfg, results_out);
+  else mc_put_batch(s, write_ops(flags), keys, (void *const *)values, sizes, count, &cfg, results_out);
+  mc_put_config_free(&cfg);
+  mc_api_leave(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ multi-buffer batches */
+
+/* One contiguous area per key standing in for its buffer list: the key's single buffer itself, or
+ * space in the staging buffer (registered, so transfers need no bounce) or on the heap. */
+struct area {
+  char *p;
+  uint64_t len;
+  int kind; /* 0 caller's buffer, 1 staging, 2 heap, -1 none (allocation failed or total 0) */
+};
+
+static void areas_get(struct mc_store *s, struct area *a, const void *const *bufs, const size_t *sizes,
+                      const size_t *nbufs, size_t count, size_t *first) {
+  size_t at = 0;
+  for (size_t i = 0; i < count; i++) {
+    first[i] = at;
+    a[i].len = 0;
+    for (size_t j = 0; j < nbufs[i]; j++) a[i].len += sizes[at + j];
+    if (nbufs[i] == 1 && a[i].len) a[i].p = (char *)bufs[at], a[i].kind = 0;
+    else if (!a[i].len) a[i].p = NULL, a[i].kind = -1;
+    else if ((a[i].p = mc_stage_alloc(s->stage, a[i].len, 0))) a[i].kind = 1;
+    else a[i].kind = (a[i].p = mc_try_malloc(a[i].len)) ? 2 : -1;
+    at += nbufs[i];
+  }
+}
+
+static void areas_put(struct mc_store *s, struct area *a, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    if (a[i].kind == 1) mc_stage_release(s->stage, a[i].p, a[i].len);
+    else if (a[i].kind == 2) mc_free(a[i].p);
+  }
+}
+
+/* Copies between a key's buffer list and its area (gather: list -> area), up to len bytes. */
+static void area_copy(struct area *a, void *const *bufs, const size_t *sizes, size_t nbufs, uint64_t len, int gather) {
+  uint64_t off = 0;
+  for (size_t j = 0; j < nbufs && off < len; j++) {
+    uint64_t n = MC_MIN(sizes[j], len - off);
+    if (gather) memcpy(a->p + off, bufs[j], n);
+    else memcpy(bufs[j], a->p + off, n);
+    off += n;
+  }
+}
+
+static int multi_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, const size_t *nbufs,
+                         size_t count, const void *results) {
+  if (!keys || !bufs || !sizes || !nbufs || !results) return 0;
+  size_t total = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (!keys[i]) return 0;
+    total += nbufs[i];
+  }
+  for (size_t j = 0; j < total; j++)
+    if (!bufs[j] && sizes[j]) return 0;
+  return 1;
+}
+
+/* The areas of a multi-buffer call, with their pointers and lengths in the layout of the batch calls. */
+struct multi {
+  struct area *a;
+  size_t *first;
+  void **p;
+  size_t *len;
+};
+
+static void multi_open(struct mc_store *s, struct multi *m, const void *const *bufs, const size_t *sizes,
+                       const size_t *nbufs, size_t count) {
+  m->a = mc_calloc(count, sizeof(*m->a));
+  m->first = mc_calloc(count, sizeof(size_t));
+  m->p = mc_calloc(count, sizeof(void *));
+  m->len = mc_calloc(count, sizeof(size_t));
+  areas_get(s, m->a, bufs, sizes, nbufs, count, m->first);
+  for (size_t i = 0; i < count; i++) m->p[i] = m->a[i].p, m->len[i] = m->a[i].len;
+}
+
+static void multi_close(struct mc_store *s, struct multi *m, size_t count) {
+  areas_put(s, m->a, count);
+  mc_free(m->len);
+  mc_free(m->p);
+  mc_free(m->first);
+  mc_free(m->a);
+}
+
+int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
+                               const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
+                               int *results_out) {
+  struct mc_store *s = store;
+  if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
+  if (!count || !enter_batch(s, count, results_out)) return 0;
+  struct mc_put_config cfg;
+  int rc = put_config(s, config, &cfg);
+  if (rc) {
+    mc_fill_int(results_out, count, rc);
+  } else {
+    struct multi m;
+    multi_open(s, &m, bufs, sizes, nbufs, count);
+    const char **k = mc_calloc(count, sizeof(char *));
+    size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
+    for (size_t i = 0; i < count; i++) {
+      if (m.a[i].kind < 0) { /* total 0, or no memory to gather into */
+        results_out[i] = MC_INVALID_PARAMS;
+        continue;
+      }
+      if (m.a[i].kind) area_copy(&m.a[i], (void *const *)bufs + m.first[i], sizes + m.first[i], nbufs[i], m.a[i].len, 1);
+      k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
+    }
+    int *r = mc_calloc(n ? n : 1, sizeof(int));
+    mc_put_batch(s, write_ops(flags & MC_WRITE_UPSERT), k, m.p, m.len, n, &cfg, r);
+    for (size_t j = 0; j < n; j++) results_out[pos[j]] = r[j];
+    mc_free(r);
+    mc_free(pos);
+    mc_free(k);
+    multi_close(s, &m, count);
+  }
+  mc_put_config_free(&cfg);
+  mc_api_leave(s);
+  return 0;
+}
+
+int mc_store_batch_get_into_multi(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
+                                  const size_t *nbufs, size_t count, int64_t *results_out) {
+  struct mc_store *s = store;
+  if (!s || !multi_args_ok(keys, (const void *const *)bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
+  if (!count) return 0;
+  if (!mc_api_enter(s)) {
+    for (size_t i = 0; i < count; i++) results_out[i] = MC_INVALID_PARAMS;
+    return 0;
+  }
+  struct multi m;
+  multi_open(s, &m, (const void *const *)bufs, sizes, nbufs, count);
+  const char **k = mc_calloc(count, sizeof(char *));
+  size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (m.a[i].kind < 0) {
+      results_out[i] = MC_INVALID_PARAMS;
+      continue;
+    }
+    k[n] = keys[i], m.p[n] = m.a[i].p, m.len[n] = m.a[i].len, pos[n++] = i;
+  }
+  int64_t *r = mc_calloc(n ? n : 1, sizeof(int64_t));
+  mc_get_batch(s, k, m.p, m.len, n, r);
+  for (size_t j = 0; j < n; j++) {
+    size_t i = pos[j];
+    results_out[i] = r[j];
+    if (r[j] > 0 && m.a[i].kind) area_copy(&m.a[i], bufs + m.first[i], sizes + m.first[i], nbufs[i], (uint64_t)r[j], 0);
+  }
+  mc_free(r);
+  mc_free(pos);
+  mc_free(k);
+  multi_close(s, &m, count);
+  mc_api_leave(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ replicas, registrations, close */
+
+int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replica_desc_t **out) {
+  struct mc_store *s = store;
+  if (!s || !key || !out) return BAD_CALL;
+  *out = NULL;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  struct mcli_reps l;
+  uint64_t lease = 0;
+  int rc = *key ? mcli_get_replicas(s->master, key, &lease, &l) : MC_INVALID_PARAMS;
+  if (!rc) {
+    mc_replica_desc_t *d = mc_calloc(l.n ? l.n : 1, sizeof(*d));
+    for (uint32_t i = 0; i < l.n; i++) {
+      const struct mc_replica_rec *r = &l.reps[i];
+      if (r->status != REPLICA_COMPLETE) continue;
+      d[rc++] = (mc_replica_desc_t){r->status, r->size, r->address, mc_strdup(r->te_endpoint),
+                                    mc_strdup(r->segment_name)};
+    }
+    *out = d;
+    mcli_reps_free(&l, 1);
+  }
+  mc_api_leave(s);
+  return rc;
+}
+
+void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count) {
+  for (int i = 0; descs && i < count; i++) {
+    mc_free(descs[i].endpoint);
+    mc_free(descs[i].segment_name);
+  }
+  mc_free(descs);
+}
+
+int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  if (!mc_api_enter(s)) return 0;
+  int rc = ptr && len && mc_regs_covers(s, ptr, len);
+  mc_api_leave(s);
+  return rc;
+}
+
+int mc_store_close(mooncake_store_t store) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  pthread_rwlock_wrlock(&s->life);
+  if (s->ready) mc_store_do_teardown(s);
+  pthread_rwlock_unlock(&s->life);
+  return 0;
+}

@@ -1,0 +1,318 @@
+/* One-round-trip puts through write extents (master/extents.h; docs/store-client.md "Write extents").
+ *
+ * A client with a mounted segment (so it pings and is subject to liveness) reserves an extent from the
+ * master once, then for each eligible put carves [cursor, cursor + size) locally, writes the bytes
+ * there and sends one COMMIT_PUT. Anything unusual (no extent to be had, a failed write, a commit error
+ * other than "already exists") makes that one put take the PutStart/PutEnd path instead, so callers see
+ * exactly the results of that path. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
+ *
+ * Eligible: put (not upsert), replica_num 1, 0 < size <= 1 MiB and <= 1/8 of the extent, and no preferred
+ * segment other than the extent's (the first put reserves with its own config, so placement follows the
+ * same rules as PutStart: preferred, writer's host, writer's zone, rest).
+ *
+ * Safety (see master/extents.c): a write into the extent starts only while
+ *   now + margin < (time the reserve or last commit was SENT) + lease, and
+ *   now + margin < (time the last OK ping was SENT) + client_ttl,
+ * margin = min(lease, client_ttl) / 4. The master reclaims an extent no earlier than either bound, so
+ * a write that starts in time has at least the margin to land. And a write starts only within
+ * MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful contact with the master (OK
+ * ping, reserve or commit): a master that restarted knows nothing of our extent, but it keeps every
+ * re-mounted segment free of new allocations for longer than that (MC_REMOUNT_QUIET_NS), so a write
+ * aimed at the old extent cannot land in space the new master handed out. The extent is retired (never written
+ * again) on any failed write, any commit error other than OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and
+ * when a ping answers NEED_REMOUNT (the master forgot us, so it dropped our extents). Writes use cached
+ * segment descriptors without the refresh-and-retry of the ordinary path, so a write aimed at a holder
+ * that restarted fails rather than landing in its new incarnation's memory. The cursor only moves
+ * forward: a range is written at most once, whatever happens to the put that carved it.
+ *
+ * Locking: fp->mu guards the current extent pointer, its cursor, deadline and reference count; it is
+ * held across RESERVE_EXTENT (puts wait for it rather than reserving twice), never across a write, a
+ * commit or a release. Extents are reference counted: the current one holds a reference, each put
+ * that carved from it another; the last one out of a retired extent releases it at the master. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/mrpc.h"
+
+#define FP_HINT (16ull << 20)
+#define FP_MAX_VALUE (1ull << 20)
+#define FP_ALIGN 8ull
+#define FP_RETRY_NS (1000ull * 1000 * 1000) /* after a refused reserve */
+#define FP_RPC_MS 3000
+
+struct fp_ext {
+  uint64_t id, addr, len, cursor;
+  char *endpoint, *seg_name;
+  uint64_t lease_ns, ttl_ns, margin_ns;
+  uint64_t deadline_ns; /* start of lease as the client sees it + lease; mu */
+  int refs;             /* mu */
+  int dead;             /* the master no longer has it: no release needed; mu */
+};
+
+struct mc_fastput {
+  pthread_mutex_t mu;
+  struct fp_ext *cur;
+  uint64_t retry_after_ns;
+  int unsupported; /* the master does not know the opcodes */
+};
+
+/* Segment endpoints of the handles of THIS process that hold extents state. The engine writes to a
+ * same-process peer through its raw address, so an extent on another handle of this process would be
+ * written through a pointer that dies with that handle (its teardown does not know about our extent).
+ * Such extents are released at once and those puts take PutStart/PutEnd. Leaf lock. */
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static char **local_eps;
+static size_t n_local_eps;
+
+static void local_add(const char *ep) {
+  pthread_mutex_lock(&local_mu);
+  local_eps = mc_realloc(local_eps, sizeof(*local_eps) * (n_local_eps + 1));
+  local_eps[n_local_eps++] = mc_strdup(ep);
+  pthread_mutex_unlock(&local_mu);
+}
+
+static void local_remove(const char *ep) {
+  pthread_mutex_lock(&local_mu);
+  for (size_t i = 0; i < n_local_eps; i++)
+    if (!strcmp(local_eps[i], ep)) {
+      mc_free(local_eps[i]);
+      local_eps[i] = local_eps[--n_local_eps];
+      break;
+    }
+  if (!n_local_eps) mc_free(local_eps), local_eps = NULL;
+  pthread_mutex_unlock(&local_mu);
+}
+
+/* 1 when ep is the segment of another handle in this process. */
+static int other_local(const struct mc_store *s, const char *ep) {
+  if (!strcmp(ep, s->te_name)) return 0;
+  int found = 0;
+  pthread_mutex_lock(&local_mu);
+  for (size_t i = 0; i < n_local_eps && !found; i++) found = !strcmp(local_eps[i], ep);
+  pthread_mutex_unlock(&local_mu);
+  return found;
+}
+
+static int enabled_by_env(void) {
+  const char *e = getenv("MC_STORE_PUT_EXTENTS");
+  return !e || strcmp(e, "0");
+}
+
+void mc_fastput_init(struct mc_store *s) {
+  s->fastput = NULL;
+  if (!enabled_by_env()) {
+    LOG_INFO("MC_STORE_PUT_EXTENTS=0: puts use PutStart/PutEnd only");
+    return;
+  }
+  struct mc_fastput *fp = mc_calloc(1, sizeof(*fp));
+  pthread_mutex_init(&fp->mu, NULL);
+  s->fastput = fp;
+  local_add(s->te_name);
+}
+
+/* ------------------------------------------------------------------ RPCs */
+
+static int rpc_reserve(struct mc_store *s, uint64_t min_len, const struct mc_put_config *cfg, struct fp_ext *e) {
+  struct mc_wbuf req = {0}, rep = {0};
+  mc_put_uuid(&req, s->client_id);
+  mc_w_u64(&req, min_len);
+  mc_w_u64(&req, FP_HINT);
+  mc_put_config(&req, cfg);
+  int rc = mc_mrpc_call_timeout(s->master, MC_OP_RESERVE_EXTENT, &req, &rep, FP_RPC_MS);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    struct mc_replica_rec rec = {0};
+    mc_r_init(&r, rep.p, rep.len);
+    e->id = mc_r_u64(&r);
+    mc_get_replica(&r, &rec);
+    e->lease_ns = mc_r_u64(&r) * 1000000ull;
+    e->ttl_ns = mc_r_u64(&r) * 1000000ull;
+    (void)mc_r_u64(&r); /* view_version */
+    e->addr = rec.address;
+    e->len = rec.size;
+    e->endpoint = rec.te_endpoint, rec.te_endpoint = NULL;
+    e->seg_name = rec.segment_name, rec.segment_name = NULL;
+    mc_replica_rec_free(&rec);
+    if (r.err || !e->endpoint || !e->seg_name || !e->len) rc = MC_RPC_FAIL;
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+static int rpc_commit(struct mc_store *s, const struct fp_ext *e, const char *key, uint64_t off, uint64_t len,
+                      const struct mc_put_config *cfg) {
+  struct mc_wbuf req = {0}, rep = {0};
+  mc_put_uuid(&req, s->client_id);
+  mc_w_u64(&req, e->id);
+  mc_w_str(&req, key);
+  mc_w_u64(&req, off);
+  mc_w_u64(&req, len);
+  mc_w_u8(&req, cfg->soft_pin_action);
+  mc_w_i64(&req, cfg->soft_pin_ttl_ms);
+  mc_w_u8(&req, cfg->with_hard_pin);
+  int rc = mc_mrpc_call(s->master, MC_OP_COMMIT_PUT, &req, &rep);
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+static void rpc_release(struct mc_store *s, uint64_t id) {
+  struct mc_wbuf req = {0}, rep = {0};
+  mc_put_uuid(&req, s->client_id);
+  mc_w_u64(&req, id);
+  int rc = mc_mrpc_call_timeout(s->master, MC_OP_RELEASE_EXTENT, &req, &rep, FP_RPC_MS);
+  if (rc) LOG_WARN("releasing write extent %llu failed: %s (the master reclaims it when its lease ends)",
+                   (unsigned long long)id, mooncake_store_err_name(rc));
+  mc_w_free(&req);
+  mc_w_free(&rep);
+}
+
+/* ------------------------------------------------------------------ extent references */
+
+static void ext_free(struct fp_ext *e) {
+  mc_free(e->endpoint);
+  mc_free(e->seg_name);
+  mc_free(e);
+}
+
+/* Drops a reference (fp->mu held). Returns the extent when this was the last one (caller releases it
+ * at the master after unlocking, then frees it), else NULL. */
+static struct fp_ext *unref_locked(struct fp_ext *e) { return --e->refs == 0 ? e : NULL; }
+
+static void finish(struct mc_store *s, struct fp_ext *last) {
+  if (!last) return;
+  if (!last->dead) rpc_release(s, last->id);
+  ext_free(last);
+}
+
+/* Retires the current extent (fp->mu held): no further carving from it. */
+static struct fp_ext *retire_locked(struct mc_fastput *fp, int dead) {
+  struct fp_ext *e = fp->cur;
+  if (!e) return NULL;
+  fp->cur = NULL;
+  e->dead |= dead;
+  return unref_locked(e);
+}
+
+void mc_fastput_retire(struct mc_store *s, int dead) {
+  struct mc_fastput *fp = s->fastput;
+  if (!fp) return;
+  pthread_mutex_lock(&fp->mu);
+  struct fp_ext *last = retire_locked(fp, dead);
+  pthread_mutex_unlock(&fp->mu);
+  finish(s, last);
+}
+
+void mc_fastput_free(struct mc_store *s) {
+  struct mc_fastput *fp = s->fastput;
+  if (!fp) return;
+  mc_fastput_retire(s, 0); /* no put is in flight: teardown holds life for writing */
+  local_remove(s->te_name);
+  pthread_mutex_destroy(&fp->mu);
+  mc_free(fp);
+  s->fastput = NULL;
+}
+
+/* ------------------------------------------------------------------ carving */
+
+static uint64_t align_up(uint64_t n) { return (n + FP_ALIGN - 1) & ~(FP_ALIGN - 1); }
+
+/* Writes may start into e at now (fp->mu held). */
+static int writable_locked(struct mc_store *s, const struct fp_ext *e, uint64_t now) {
+  uint64_t ping = atomic_load(&s->ping_ok_ns), contact = MC_MAX(ping, e->deadline_ns - e->lease_ns);
+  return now + e->margin_ns < e->deadline_ns && ping && now + e->margin_ns < ping + e->ttl_ns &&
+         now < contact + MC_FASTPUT_CONTACT_NS;
+}
+
+static int prefers_other(const struct mc_put_config *cfg, const char *seg) {
+  return cfg->n_preferred && strcmp(cfg->preferred[0], seg);
+}
+
+/* A fresh extent for cfg (fp->mu held; the RPC runs under it). NULL when refused. */
+static struct fp_ext *reserve_locked(struct mc_store *s, struct mc_fastput *fp, uint64_t len,
+                                     const struct mc_put_config *cfg) {
+  uint64_t now = mc_now_ns();
+  if (fp->unsupported || now < fp->retry_after_ns) return NULL;
+  struct fp_ext *e = mc_calloc(1, sizeof(*e));
+  int rc = rpc_reserve(s, len, cfg, e);
+  if (rc) {
+    if (rc == MC_NOT_SUPPORTED) fp->unsupported = 1;
+    fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
+    LOG_DEBUG("no write extent (%s); puts use PutStart/PutEnd for a while", mooncake_store_err_name(rc));
+    ext_free(e);
+    return NULL;
+  }
+  if (other_local(s, e->endpoint)) { /* see local_eps */
+    rpc_release(s, e->id);
+    ext_free(e);
+    fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
+    return NULL;
+  }
+  e->margin_ns = MC_MIN(e->lease_ns, e->ttl_ns) / 4;
+  e->deadline_ns = now + e->lease_ns; /* from the send time: never later than the master's */
+  e->refs = 1;
+  fp->cur = e;
+  return e;
+}
+
+/* Carves len bytes for a put (fp->mu held): the extent (referenced) and the offset, or NULL. */
+static struct fp_ext *carve_locked(struct mc_store *s, struct mc_fastput *fp, uint64_t len,
+                                   const struct mc_put_config *cfg, uint64_t *off, struct fp_ext **last) {
+  struct fp_ext *e = fp->cur;
+  uint64_t now = mc_now_ns();
+  if (e && (!writable_locked(s, e, now) || e->len - e->cursor < len)) {
+    *last = retire_locked(fp, 0);
+    e = NULL;
+  }
+  if (!e && !(e = reserve_locked(s, fp, len, cfg))) return NULL;
+  if (prefers_other(cfg, e->seg_name) || len > e->len / 8 || e->len - e->cursor < len ||
+      !writable_locked(s, e, mc_now_ns()))
+    return NULL;
+  *off = e->cursor;
+  e->cursor += align_up(len);
+  e->refs++;
+  return e;
+}
+
+/* ------------------------------------------------------------------ put */
+
+int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg) {
+  struct mc_fastput *fp = s->fastput;
+  if (!fp || !s->mounted || cfg->replica_num != 1 || !len || len > FP_MAX_VALUE || !*key) return 1;
+  uint64_t off = 0;
+  struct fp_ext *last = NULL;
+  pthread_mutex_lock(&fp->mu);
+  struct fp_ext *e = carve_locked(s, fp, len, cfg, &off, &last);
+  pthread_mutex_unlock(&fp->mu);
+  finish(s, last);
+  if (!e) return 1;
+  struct mc_xfer x = {OPCODE_WRITE, (void *)src, e->endpoint, e->addr + off, len};
+  mc_xfer_run(s, &x, 1, 0); /* cached descriptors, no refresh-and-retry (see above) */
+  int rc = x.rc, done = 0;
+  uint64_t sent = mc_now_ns();
+  if (!rc) {
+    rc = rpc_commit(s, e, key, off, len, cfg);
+    done = !rc || rc == MC_OBJECT_ALREADY_EXISTS; /* D4: an existing key keeps its value, put returns 0 */
+  } else {
+    LOG_WARN("put key=%s: writing into write extent %llu failed (%s); retiring it", key, (unsigned long long)e->id,
+             mooncake_store_err_name(rc));
+  }
+  last = NULL;
+  pthread_mutex_lock(&fp->mu);
+  if (!rc && sent + e->lease_ns > e->deadline_ns) e->deadline_ns = sent + e->lease_ns; /* renewed */
+  if (rc == MC_LEASE_EXPIRED || rc == MC_ILLEGAL_CLIENT) e->dead = 1; /* the master no longer has it */
+  if (rc && rc != MC_OBJECT_ALREADY_EXISTS && rc != MC_INVALID_PARAMS && fp->cur == e) last = retire_locked(fp, 0);
+  struct fp_ext *mine = unref_locked(e);
+  pthread_mutex_unlock(&fp->mu);
+  finish(s, last);
+  finish(s, mine);
+  if (!done && rc) LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", key,
+                             mooncake_store_err_name(rc));
+  return done ? 0 : 1;
+}

@@ -1,0 +1,62 @@
+/* Test-side calls of the write-extent RPCs (master/extents.h): RESERVE_EXTENT, COMMIT_PUT,
+ * RELEASE_EXTENT over a raw master connection. Used by tests/test_master_extents.c and bench/store_bench.c. */
+#ifndef MC_TEST_EXTENTS_CLIENT_H
+#define MC_TEST_EXTENTS_CLIENT_H
+#include "lib/master_client.h"
+
+struct grant {
+  uint64_t id, addr, len, lease_ms, ttl_ms, view;
+  char seg[64];
+};
+
+static inline int x_reserve(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t min_len, uint64_t hint,
+                     const char *preferred, struct grant *g) {
+  struct mc_put_config cfg = mt_cfg(1);
+  if (preferred) cfg.n_preferred = 1, cfg.preferred[0] = (char *)preferred;
+  struct mc_wbuf w = {0}, rep;
+  mc_put_uuid(&w, client);
+  mc_w_u64(&w, min_len);
+  mc_w_u64(&w, hint);
+  mc_put_config(&w, &cfg);
+  int rc = mt_call(c, MC_OP_RESERVE_EXTENT, &w, &rep);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    struct mc_replica_rec rec = {0};
+    mc_r_init(&r, rep.p, rep.len);
+    g->id = mc_r_u64(&r);
+    mc_get_replica(&r, &rec);
+    g->lease_ms = mc_r_u64(&r);
+    g->ttl_ms = mc_r_u64(&r);
+    g->view = mc_r_u64(&r);
+    g->addr = rec.address;
+    g->len = rec.size;
+    snprintf(g->seg, sizeof(g->seg), "%s", rec.segment_name ? rec.segment_name : "");
+    mc_replica_rec_free(&rec);
+    if (r.err || r.len != r.off) rc = -9999;
+  }
+  mc_w_free(&rep);
+  return rc;
+}
+
+static inline int x_commit(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t ext, const char *key, uint64_t off,
+                    uint64_t len) {
+  struct mc_wbuf w = {0};
+  mc_put_uuid(&w, client);
+  mc_w_u64(&w, ext);
+  mc_w_str(&w, key);
+  mc_w_u64(&w, off);
+  mc_w_u64(&w, len);
+  mc_w_u8(&w, MC_SOFT_PIN_PRESERVE);
+  mc_w_i64(&w, -1);
+  mc_w_u8(&w, 0);
+  return mt_simple(c, MC_OP_COMMIT_PUT, &w);
+}
+
+static inline int x_release(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t ext) {
+  struct mc_wbuf w = {0};
+  mc_put_uuid(&w, client);
+  mc_w_u64(&w, ext);
+  return mt_simple(c, MC_OP_RELEASE_EXTENT, &w);
+}
+
+#endif

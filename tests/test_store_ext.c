@@ -1,0 +1,150 @@
+/* The native additions the Python package uses (store.h, "additions for the Python package"), against a
+ * real mooncake_master: writes with the full replicate config (soft-pin TTL rules, upsert/copy flags),
+ * multi-buffer batch writes and reads, replica descriptors, the registered-range query, close-and-setup
+ * on one handle, and setup reusing a caller's transfer engine (which must survive the teardown). */
+#include "test_store_harness.c"
+#include "mooncake/transfer_engine.h"
+
+static struct master M;
+
+static void test_write_config_rules(void) {
+  mooncake_store_t s = client_new(&M, 16 * MiB, 4 * MiB);
+  REQUIRE(s);
+  mc_replicate_config_t c = {1, MC_SOFT_PIN_KEEP, 60000, 0, NULL, 0};
+  CHECK_EQ(mc_store_write(s, "ttl_keep", "v", 1, &c, MC_WRITE_COPY), MC_INVALID_PARAMS);
+  c.soft_pin_action = MC_SOFT_PIN_CLEAR;
+  CHECK_EQ(mc_store_write(s, "ttl_clear", "v", 1, &c, MC_WRITE_COPY), MC_INVALID_PARAMS);
+  c.soft_pin_action = MC_SOFT_PIN_SET;
+  CHECK_EQ(mc_store_write(s, "ttl_set", "v", 1, &c, MC_WRITE_COPY), 0);
+  c.soft_pin_action = 7;
+  CHECK_EQ(mc_store_write(s, "bad_action", "v", 1, &c, MC_WRITE_COPY), MC_INVALID_PARAMS);
+  c = (mc_replicate_config_t){0, MC_SOFT_PIN_KEEP, -1, 0, NULL, 0};
+  CHECK_EQ(mc_store_write(s, "zero_replicas", "v", 1, &c, 0), MC_INVALID_PARAMS);
+  /* zero-copy of nothing stores nothing; copying nothing is an error */
+  CHECK_EQ(mc_store_write(s, "empty", "", 0, NULL, 0), 0);
+  CHECK_EQ(mc_store_write(s, "empty", "", 0, NULL, MC_WRITE_COPY), MC_INVALID_PARAMS);
+  CHECK_EQ(mooncake_store_is_exist(s, "empty"), 0);
+  /* upsert flag replaces, plain write keeps */
+  CHECK_EQ(mc_store_write(s, "up", "old", 3, NULL, MC_WRITE_COPY), 0);
+  CHECK_EQ(mc_store_write(s, "up", "new!", 4, NULL, MC_WRITE_COPY), 0);
+  char out[16];
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 3);
+  CHECK_EQ(mc_store_write(s, "up", "new!", 4, NULL, MC_WRITE_COPY | MC_WRITE_UPSERT), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "up", out, sizeof(out)), 4);
+  CHECK(!memcmp(out, "new!", 4));
+  const char *keys[] = {"bw1", "bw2"};
+  const void *vals[] = {"aa", "bbb"};
+  size_t sizes[] = {2, 3};
+  int res[2] = {9, 9};
+  CHECK_EQ(mc_store_batch_write(s, keys, vals, sizes, 2, NULL, MC_WRITE_COPY, res), 0);
+  CHECK_EQ(res[0], 0);
+  CHECK_EQ(res[1], 0);
+  vals[1] = NULL;
+  res[0] = 9;
+  CHECK_EQ(mc_store_batch_write(s, keys, vals, sizes, 2, NULL, 0, res), -1);
+  CHECK_EQ(res[0], 9); /* untouched */
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+}
+
+static void test_multi_buffers(void) {
+  mooncake_store_t s = client_new(&M, 32 * MiB, 2 * MiB);
+  REQUIRE(s);
+  enum { PARTS = 6, PART = 300 * 1024 }; /* 1.8 MiB per object: larger than the free staging space */
+  uint8_t *src = malloc(PARTS * PART), *dst = calloc(PARTS, PART);
+  fill(src, PARTS * PART, 3);
+  const void *bufs[PARTS + 1];
+  void *outs[PARTS + 1];
+  size_t sizes[PARTS + 1], nbufs[3] = {PARTS - 1, 1, 1};
+  for (int i = 0; i < PARTS; i++) bufs[i] = src + (size_t)i * PART, outs[i] = dst + (size_t)i * PART, sizes[i] = PART;
+  bufs[PARTS] = src, outs[PARTS] = dst, sizes[PARTS] = 0; /* third object: a total of 0 bytes */
+  const char *keys[] = {"multi_a", "multi_b", "multi_zero"};
+  int res[3];
+  CHECK_EQ(mc_store_batch_write_multi(s, keys, bufs, sizes, nbufs, 3, NULL, 0, res), 0);
+  CHECK_EQ(res[0], 0);
+  CHECK_EQ(res[1], 0);
+  CHECK_EQ(res[2], MC_INVALID_PARAMS);
+  CHECK_EQ(mooncake_store_get_size(s, "multi_a"), (PARTS - 1) * PART);
+  int64_t got[3];
+  CHECK_EQ(mc_store_batch_get_into_multi(s, keys, outs, sizes, nbufs, 2, got), 0);
+  CHECK_EQ(got[0], (PARTS - 1) * PART);
+  CHECK_EQ(got[1], PART);
+  CHECK(!memcmp(dst, src, PARTS * PART));
+  /* scatter over buffers that are together too small */
+  size_t small[PARTS - 1] = {PART, PART, PART, PART, PART - 1};
+  CHECK_EQ(mc_store_batch_get_into_multi(s, keys, outs, small, nbufs, 1, got), 0);
+  CHECK_EQ(got[0], MC_INVALID_PARAMS);
+  CHECK_EQ(mc_store_batch_get_into_multi(s, keys, outs, sizes, NULL, 1, got), -1);
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+  free(src);
+  free(dst);
+}
+
+static void test_replicas_registrations_close(void) {
+  mooncake_store_t s = client_new(&M, 16 * MiB, 4 * MiB);
+  REQUIRE(s);
+  CHECK_EQ(mooncake_store_put(s, "rd", "abcd", 4, NULL), 0);
+  mc_replica_desc_t *d = NULL;
+  int n = mc_store_get_replica_desc(s, "rd", &d);
+  CHECK_EQ(n, 1);
+  if (n == 1) {
+    CHECK_EQ(d[0].status, 3);
+    CHECK_EQ(d[0].size, 4);
+    CHECK(d[0].address != 0 && d[0].endpoint && *d[0].endpoint);
+  }
+  mc_store_replica_desc_free(d, n);
+  CHECK_EQ(mc_store_get_replica_desc(s, "rd_missing", &d), MC_OBJECT_NOT_FOUND);
+  CHECK(d == NULL);
+  static char buf[8192];
+  CHECK_EQ(mc_store_is_registered(s, buf, 10), 0);
+  CHECK_EQ(mooncake_store_register_buffer(s, buf, sizeof(buf)), 0);
+  CHECK_EQ(mc_store_is_registered(s, buf + 100, 100), 1);
+  CHECK_EQ(mc_store_is_registered(s, buf + 8000, 500), 0);
+  CHECK_EQ(mc_store_close(s), 0);
+  CHECK_EQ(mc_store_close(s), 0);
+  CHECK_EQ(mc_store_is_registered(s, buf, 10), 0);
+  CHECK_EQ(mooncake_store_health_check(s), 1);
+  CHECK_EQ(mc_store_get_replica_desc(s, "rd", &d), MC_INVALID_PARAMS);
+  /* the same handle sets up again; the old segment (and "rd" with it) is gone */
+  CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", M.metadata, 16 * MiB, 4 * MiB, "tcp", "", M.addr), 0);
+  CHECK_EQ(mooncake_store_is_exist(s, "rd"), 0);
+  mooncake_store_destroy(s);
+}
+
+static void test_setup_with_caller_engine(void) {
+  transfer_engine_t e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 1);
+  REQUIRE(e);
+  mooncake_store_t s = mooncake_store_create();
+  mc_store_config_t c = {"127.0.0.1", "P2PHANDSHAKE", 16 * MiB, 4 * MiB, "tcp", "", M.addr, NULL, e};
+  CHECK_EQ(mc_store_setup(s, &c), 0);
+  static char reg[4096];
+  CHECK_EQ(mooncake_store_register_buffer(s, reg, sizeof(reg)), 0);
+  CHECK_EQ(mooncake_store_put(s, "eng_k", "via caller engine", 17, NULL), 0);
+  mooncake_store_t r = mooncake_store_create(); /* a reader on the same (P2P) metadata */
+  CHECK_EQ(mooncake_store_setup(r, "127.0.0.1", "P2PHANDSHAKE", 0, 4 * MiB, "tcp", "", M.addr), 0);
+  char out[32] = "";
+  CHECK_EQ(mooncake_store_get_into(r, "eng_k", out, sizeof(out)), 17);
+  CHECK(!memcmp(out, "via caller engine", 17));
+  mooncake_store_destroy(s);
+  /* the engine survives the client: its memory registrations are gone, it still works */
+  CHECK_EQ(unregisterLocalMemory(e, reg), ERR_ADDRESS_NOT_REGISTERED);
+  CHECK_EQ(registerLocalMemory(e, reg, sizeof(reg), "cpu:0", 1), 0);
+  CHECK_EQ(unregisterLocalMemory(e, reg), 0);
+  mooncake_store_destroy(r);
+  destroyTransferEngine(e);
+}
+
+int main(int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  if (master_start(&M, NULL)) return 1;
+  static const struct mc_test_case cases[] = {
+      TEST_CASE(test_write_config_rules),
+      TEST_CASE(test_multi_buffers),
+      TEST_CASE(test_replicas_registrations_close),
+      TEST_CASE(test_setup_with_caller_engine),
+  };
+  int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
+  master_stop(&M);
+  return rc;
+}

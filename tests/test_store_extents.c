@@ -1,0 +1,233 @@
+/* The store client's one-round-trip put (src/client/fastput.c) against a real mooncake_master: puts go
+ * through a write extent (one reserve for many puts), an existing key keeps its value, two clients
+ * racing on the same keys leave one intact value per key, MC_STORE_PUT_EXTENTS=0 turns it off, and
+ * extents the master took away (the holder's segment unmounted, the master restarted) make that put
+ * fall back to PutStart/PutEnd with the same result, never touching another object's bytes. */
+#include <pthread.h>
+
+#include "test_store_harness.c"
+
+static int log_count(const struct master *m, const char *needle) {
+  FILE *f = fopen(m->log, "r");
+  int n = 0;
+  char line[4096];
+  while (f && fgets(line, sizeof(line), f)) n += strstr(line, needle) != NULL;
+  if (f) fclose(f);
+  return n;
+}
+
+static int start(struct master *m, const char *extra) {
+  const char *args[] = {"--v=1", extra, NULL};
+  return master_start(m, args);
+}
+
+/* n keys "<tag>-<i>" of size bytes, value seed base + i */
+static int put_keys(mooncake_store_t s, const char *tag, int n, uint64_t size, unsigned base) {
+  uint8_t *v = malloc(size);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "%s-%d", tag, i);
+    fill(v, size, base + (unsigned)i);
+    bad += mooncake_store_put(s, key, v, size, NULL) != 0;
+  }
+  free(v);
+  return bad;
+}
+
+static int check_keys(mooncake_store_t s, const char *tag, int n, uint64_t size, unsigned base) {
+  uint8_t *v = malloc(size);
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "%s-%d", tag, i);
+    memset(v, 0, size);
+    bad += mooncake_store_get_into(s, key, v, size) != (long long)size || !verify(v, size, base + (unsigned)i);
+  }
+  free(v);
+  return bad;
+}
+
+static void test_fast_path_used(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t s = client_new(&m, 64 * MiB, 4 * MiB), r = client_new(&m, 0, 4 * MiB);
+  REQUIRE(s && r);
+  CHECK_EQ(put_keys(s, "fast", 200, 4 * KiB, 1), 0);
+  CHECK_EQ(check_keys(s, "fast", 200, 4 * KiB, 1), 0);
+  CHECK_EQ(check_keys(r, "fast", 200, 4 * KiB, 1), 0); /* readable by anyone once put returned */
+  CHECK_EQ(log_count(&m, "action=reserve_extent"), 1); /* 800 KiB in one 1 MiB extent */
+  CHECK_EQ(log_count(&m, "ObjectAllocated key=fast-"), 200);
+  /* D4: an existing key returns 0 and keeps the value */
+  CHECK_EQ(put_keys(s, "fast", 10, 4 * KiB, 99), 0);
+  CHECK_EQ(check_keys(r, "fast", 200, 4 * KiB, 1), 0);
+  /* sizes the fast path declines (and odd sizes it takes) all round-trip */
+  CHECK_EQ(put_keys(s, "odd", 20, 4 * KiB + 3, 7), 0);
+  CHECK_EQ(put_keys(s, "big", 3, 512 * KiB, 8), 0);
+  CHECK_EQ(put_keys(s, "huge", 2, 3 * MiB, 9), 0);
+  CHECK_EQ(check_keys(r, "odd", 20, 4 * KiB + 3, 7), 0);
+  CHECK_EQ(check_keys(r, "big", 3, 512 * KiB, 8), 0);
+  CHECK_EQ(check_keys(r, "huge", 2, 3 * MiB, 9), 0);
+  /* removal frees: the whole cycle again fits */
+  CHECK_EQ(mooncake_store_remove_all(s, 1), 225);
+  mooncake_store_destroy(r);
+  mooncake_store_destroy(s);
+  CHECK(log_count(&m, "reason=released_by_client") >= 1);
+  master_stop(&m);
+}
+
+static void test_env_disables(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  setenv("MC_STORE_PUT_EXTENTS", "0", 1);
+  mooncake_store_t s = client_new(&m, 64 * MiB, 4 * MiB);
+  unsetenv("MC_STORE_PUT_EXTENTS");
+  REQUIRE(s);
+  CHECK_EQ(put_keys(s, "slow", 50, 4 * KiB, 3), 0);
+  CHECK_EQ(check_keys(s, "slow", 50, 4 * KiB, 3), 0);
+  CHECK_EQ(log_count(&m, "action=reserve_extent"), 0);
+  mooncake_store_destroy(s);
+  master_stop(&m);
+}
+
+struct racer {
+  mooncake_store_t s;
+  unsigned base;
+  pthread_barrier_t *bar;
+  int bad;
+};
+
+static void *race_main(void *arg) {
+  struct racer *r = arg;
+  pthread_barrier_wait(r->bar);
+  r->bad = put_keys(r->s, "race", 300, 16 * KiB, r->base);
+  return NULL;
+}
+
+/* Two clients (each with its own extent) put the same keys at once: every key holds one writer's
+ * value, intact. */
+static void test_concurrent_same_keys(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t a = client_new(&m, 64 * MiB, 4 * MiB), b = client_new(&m, 64 * MiB, 4 * MiB);
+  REQUIRE(a && b);
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 2);
+  struct racer ra = {a, 1000, &bar, 0}, rb = {b, 5000, &bar, 0};
+  pthread_t ta, tb;
+  pthread_create(&ta, NULL, race_main, &ra);
+  pthread_create(&tb, NULL, race_main, &rb);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  pthread_barrier_destroy(&bar);
+  CHECK_EQ(ra.bad + rb.bad, 0);
+  uint8_t *v = malloc(16 * KiB);
+  int bad = 0, from_a = 0;
+  for (int i = 0; i < 300; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "race-%d", i);
+    bad += mooncake_store_get_into(b, key, v, 16 * KiB) != (long long)(16 * KiB);
+    int is_a = verify(v, 16 * KiB, 1000 + (unsigned)i), is_b = verify(v, 16 * KiB, 5000 + (unsigned)i);
+    bad += is_a == is_b;
+    from_a += is_a;
+  }
+  free(v);
+  CHECK_EQ(bad, 0);
+  fprintf(stderr, "  client a won %d of 300 keys\n", from_a);
+  CHECK(log_count(&m, "action=reserve_extent") >= 2);
+  mooncake_store_destroy(a);
+  mooncake_store_destroy(b);
+  master_stop(&m);
+}
+
+/* A's extent lies on holder H's segment (preferred); H goes away (its segment is unmounted and the
+ * extent with it). A's next puts preferring H fall back and succeed elsewhere; nothing A stored before
+ * is damaged. */
+static void test_holder_gone_falls_back(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t a = client_new(&m, 64 * MiB, 4 * MiB), h = client_new(&m, 64 * MiB, 4 * MiB);
+  REQUIRE(a && h);
+  char hname[128] = "";
+  mooncake_store_get_hostname(h, hname, sizeof(hname));
+  const char *pref[] = {hname};
+  mooncake_replicate_config_t cfg = {.replica_num = 1, .preferred_segments = pref, .preferred_segments_count = 1};
+  uint8_t v[8192];
+  CHECK_EQ(put_keys(a, "mine", 30, 8 * KiB, 40), 0); /* on a's own segment */
+  for (int i = 0; i < 20; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "onh-%d", i);
+    fill(v, sizeof(v), 70 + (unsigned)i);
+    CHECK_EQ(mooncake_store_put(a, key, v, sizeof(v), &cfg), 0);
+  }
+  CHECK(log_count(&m, "action=reserve_extent") >= 1);
+  mooncake_store_destroy(h); /* unmounts: the extent on it goes too */
+  for (int i = 0; i < 20; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "after-%d", i);
+    fill(v, sizeof(v), 90 + (unsigned)i);
+    CHECK_EQ(mooncake_store_put(a, key, v, sizeof(v), &cfg), 0);
+  }
+  CHECK_EQ(check_keys(a, "after", 20, 8 * KiB, 90), 0);
+  /* "mine" keys placed on h are gone with it; every one still readable is intact */
+  int corrupt = 0, alive = 0;
+  for (int i = 0; i < 30; i++) {
+    char key[64];
+    snprintf(key, sizeof(key), "mine-%d", i);
+    long long n = mooncake_store_get_into(a, key, v, sizeof(v));
+    if (n == (long long)sizeof(v)) alive++, corrupt += !verify(v, sizeof(v), 40 + (unsigned)i);
+    else CHECK_EQ(n, MC_OBJECT_NOT_FOUND);
+  }
+  CHECK_EQ(corrupt, 0);
+  CHECK(alive > 0);
+  CHECK_EQ(mooncake_store_is_exist(a, "onh-0"), 0); /* gone with its holder */
+  mooncake_store_destroy(a);
+  master_stop(&m);
+}
+
+/* The master restarts under a client holding an extent: the new master does not know it, so the next
+ * put's commit is refused (LEASE_EXPIRED) or the ping retires the extent first; either way the put ends
+ * like the two-round-trip path (-200 until the segment is remounted, then 0) and values are intact. */
+static void test_master_restart_falls_back(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t a = client_new(&m, 64 * MiB, 4 * MiB);
+  REQUIRE(a);
+  CHECK_EQ(put_keys(a, "pre", 10, 4 * KiB, 11), 0);
+  mc_tp_stop(m.pid, 5000);
+  char a1[64], a2[64], a3[64], bin[512];
+  snprintf(a1, sizeof(a1), "--rpc_port=%d", m.rpc);
+  snprintf(a2, sizeof(a2), "--http_metadata_server_port=%d", m.meta);
+  snprintf(a3, sizeof(a3), "--metrics_port=%d", m.metrics);
+  snprintf(bin, sizeof(bin), "%s/mooncake_master", getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : ".");
+  char *argv[] = {bin, a1, "--enable_http_metadata_server", a2, a3, "--v=1", NULL};
+  m.pid = mc_tp_spawn(argv, NULL, m.log);
+  REQUIRE(m.pid > 0 && mc_tp_wait_port(m.rpc, 15000, m.pid) == 0);
+  int rc = -1, first = 1;
+  long t0 = mc_tp_now_ms();
+  uint8_t v[4096];
+  fill(v, sizeof(v), 12);
+  while (rc && mc_tp_now_ms() - t0 < 10000) {
+    rc = mooncake_store_put(a, "post-0", v, sizeof(v), NULL);
+    if (first) {
+      if (rc) fprintf(stderr, "  first put after the restart: %d\n", rc);
+      CHECK(rc == 0 || rc == MC_NO_AVAILABLE_HANDLE || rc == MC_RPC_FAIL);
+      first = 0;
+    }
+    if (rc) mc_tp_sleep_ms(100);
+  }
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(put_keys(a, "post", 50, 4 * KiB, 12), 0); /* post-0 exists: kept, same value */
+  CHECK_EQ(check_keys(a, "post", 50, 4 * KiB, 12), 0);
+  mooncake_store_destroy(a);
+  master_stop(&m);
+}
+
+int main(int argc, char **argv) {
+  static const struct mc_test_case cases[] = {
+      TEST_CASE(test_fast_path_used),         TEST_CASE(test_env_disables),
+      TEST_CASE(test_concurrent_same_keys),   TEST_CASE(test_holder_gone_falls_back),
+      TEST_CASE(test_master_restart_falls_back),
+  };
+  return run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
+}
