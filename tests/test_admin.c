@@ -8,6 +8,7 @@
  * listeners. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 
 #include "lib/http.h"
 #include "lib/master_client.h"
@@ -324,6 +325,69 @@ static void test_endpoints(void) {
   stop();
 }
 
+/* A listing of many keys is streamed shard by shard; RPCs keep being answered meanwhile. */
+struct rpc_probe {
+  int port;
+  volatile int stop;
+  long calls, failures, worst_ms;
+};
+
+static void *probe_main(void *arg) {
+  struct rpc_probe *p = arg;
+  struct mc_mrpc_client *c = mt_connect(p->port);
+  while (!p->stop) {
+    long t0 = mc_tp_now_ms();
+    p->failures += mt_exist(c, "big-00008") != 1;
+    long ms = mc_tp_now_ms() - t0;
+    if (ms > p->worst_ms) p->worst_ms = ms;
+    p->calls++;
+  }
+  mc_mrpc_client_free(c);
+  return NULL;
+}
+
+static void test_large_listing(void) {
+  static const char *const flags[] = {"--client_ttl=3600", NULL};
+  REQUIRE(!start(flags));
+  struct mc_segment_rec a = seg(1, "seg-a", "", 1ull << 30);
+  REQUIRE(!mt_mount(C, mt_id(1), &a));
+  enum { N = 20000, B = 1000 };
+  static char names[B][16];
+  const char *keys[B];
+  uint64_t lens[B];
+  int32_t st[B];
+  struct mc_put_config cfg = mt_cfg(1);
+  for (int base = 0; base < N; base += B) {
+    for (int i = 0; i < B; i++) {
+      snprintf(names[i], sizeof(names[i]), "%s-%05d", (base + i) % 2 ? "odd" : "big", base + i);
+      keys[i] = names[i], lens[i] = 64;
+    }
+    CHECK_EQ(mt_batch_put_start(C, mt_id(1), keys, lens, B, &cfg, st, NULL), 0);
+    CHECK_EQ(mt_batch_end(C, MC_OP_BATCH_PUT_END, mt_id(1), keys, B, st), 0);
+  }
+  struct rpc_probe p = {.port = M.port};
+  pthread_t th;
+  REQUIRE(!pthread_create(&th, NULL, probe_main, &p));
+  for (int round = 0; round < 3; round++) {
+    struct th_resp r;
+    CHECK_EQ(th_get(M.metrics_port, round ? "/get_all_keys?prefix=odd-" : "/get_all_keys", &r), 200);
+    long lines = 0;
+    for (size_t i = 0; i < r.len; i++) lines += r.body[i] == '\n';
+    CHECK_EQ(lines, round ? N / 2 : N);
+    CHECK_EQ(r.len, (size_t)lines * 10); /* "big-00000\n", "odd-00001\n": 10 bytes a line */
+    th_free(&r);
+  }
+  p.stop = 1;
+  pthread_join(th, NULL);
+  CHECK(p.calls > 0);
+  CHECK_EQ(p.failures, 0);
+  if (p.worst_ms >= 1000) fprintf(stderr, "slowest exist during listings: %ld ms\n", p.worst_ms);
+  CHECK(p.worst_ms < 1000);
+  CHECK_EQ(metric("master_key_count"), N);
+  CHECK_EQ(metric("master_batch_put_start_items_total"), N);
+  stop();
+}
+
 /* ------------------------------------------------------------ drain jobs */
 
 static json_t *drain_query(const char *id) {
@@ -541,6 +605,14 @@ static void test_metric_values(void) {
   CHECK(fabs(th_prom_value(t, "master_rpc_qps") - rpcs / 10.0) < 1e-9);
   if (fabs(th_prom_value(t, "master_rpc_qps") - rpcs / 10.0) >= 1e-9)
     fprintf(stderr, "qps %g, expected %g\n", th_prom_value(t, "master_rpc_qps"), rpcs / 10.0);
+  th_free(&r);
+  /* the summary's per-second rates over the same 10 s: 6 exists, 3 of 4 replica lists, 1 batch exist */
+  CHECK_EQ(th_get(M.metrics_port, "/metrics/summary", &r), 200);
+  CHECK(strstr(r.body, "Requests (Success/Total per sec): PutStart=5.0/5.0, ") != NULL);
+  CHECK(strstr(r.body, ", Get=0.3/0.4, Exist=0.6/0.6, ") != NULL);
+  CHECK(strstr(r.body, "Batch Requests (Success/Total per sec): PutStart=0.0/0.0, PutEnd=0.0/0.0, Get=0.1/0.1, "
+                       "Exist=0.1/0.1, ") != NULL);
+  if (!strstr(r.body, ", Get=0.3/0.4, Exist=0.6/0.6, ")) fprintf(stderr, "summary: %s\n", r.body);
   th_free(&r);
   stop();
 }
@@ -827,5 +899,5 @@ static void test_listeners(void) {
   stop();
 }
 
-TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_drain), TEST_CASE(test_metric_values), TEST_CASE(test_prometheus_scrape),
+TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_large_listing), TEST_CASE(test_drain), TEST_CASE(test_metric_values), TEST_CASE(test_prometheus_scrape),
           TEST_CASE(test_store_client_reports), TEST_CASE(test_report_lines), TEST_CASE(test_listeners))

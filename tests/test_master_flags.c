@@ -201,6 +201,7 @@ static void test_unsupported_and_deprecated(void) {
   CHECK_EQ(mt_log_count(&mm, "cachelib is deprecated"), 1);
   char line[64];
   snprintf(line, sizeof(line), "started on port %d,", port);
+  CHECK(mt_wait_log(&mm, line, 2000)); /* logged just after the port starts accepting */
   CHECK_EQ(mt_log_count(&mm, line), 1);
   stop_ok(&mm);
 }

@@ -197,6 +197,10 @@ static int serve(struct mc_master_cfg *cfg) {
   signal(SIGPIPE, SIG_IGN);
   struct mc_master *m;
   if (mc_master_create(cfg, &m)) return 1;
+  /* The control plane keeps serving without its admin endpoints (e.g. the port is taken); said loudly. */
+  if (mc_master_start_admin(m, NULL))
+    LOG_ERROR("cannot start the admin/metrics HTTP server on %s:%lld; serving RPCs without it", cfg->metrics_host,
+              (long long)cfg->metrics_port);
   uint16_t port = 0;
   if (mc_master_start_rpc(m, &port)) {
     LOG_ERROR("cannot start the RPC server on %s:%u", cfg->bind_ip, (unsigned)cfg->listen_port);
@@ -204,10 +208,6 @@ static int serve(struct mc_master_cfg *cfg) {
     return 1;
   }
   cfg->listen_port = port;
-  /* The control plane keeps serving without its admin endpoints (e.g. the port is taken); said loudly. */
-  if (mc_master_start_admin(m, NULL))
-    LOG_ERROR("cannot start the admin/metrics HTTP server on %s:%lld; serving RPCs without it", cfg->metrics_host,
-              (long long)cfg->metrics_port);
   char line[2048];
   mc_master_cfg_describe(cfg, line, sizeof(line));
   LOG_INFO("%s", line);

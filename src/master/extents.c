@@ -34,6 +34,7 @@
 
 #include "common/util.h"
 #include "master/master_int.h"
+#include "master/metrics.h"
 #include "mooncake/store_errors.h"
 
 #define NBUCKETS 256
@@ -340,7 +341,9 @@ int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *
   pc.soft_pin_action = mc_r_u8(r);
   pc.soft_pin_ttl_ms = mc_r_i64(r);
   pc.with_hard_pin = mc_r_u8(r);
-  return r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
+  if (!rc) mc_metrics_put_started(m->ms, len, 1, 1); /* a put like PutStart's, in one round trip */
+  return rc;
 }
 
 int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {

@@ -97,7 +97,12 @@ void mc_metrics_tick(struct mc_mstats *ms, uint64_t now_ns) {
       ms->head = (ms->head + 1) % MC_WINDOW_SLOTS;
     }
     s->t_ns = now_ns;
-    s->rpcs = rpc_total(ms);
+    s->rpcs = 0;
+    for (uint32_t i = 0; i < MC_OPS_MAX; i++) {
+      s->req[i] = get(&ms->op[i].req);
+      s->fail[i] = get(&ms->op[i].fail);
+      s->rpcs += s->req[i];
+    }
     s->evicted = get(&ms->evicted_keys);
     memcpy(s->lat, ms->sum.lat, sizeof(s->lat));
   }
@@ -229,6 +234,9 @@ static const struct op_name op_names[] = {
     {MC_OP_REMOVE_ALL, "remove_all", 0},
     {MC_OP_QUERY_SEGMENTS, "query_segments", 0},
     {MC_OP_REPORT_CLIENT_STATS, "report_client_stats", 0},
+    {MC_OP_RESERVE_EXTENT, "reserve_extent", 0},
+    {MC_OP_COMMIT_PUT, "commit_put", 0},
+    {MC_OP_RELEASE_EXTENT, "release_extent", 0},
     {MC_OP_BATCH_PUT_START, "put_start", 1},
     {MC_OP_BATCH_PUT_END, "put_end", 1},
     {MC_OP_BATCH_PUT_REVOKE, "put_revoke", 1},
@@ -266,7 +274,7 @@ static void rpc_families(struct mc_mstats *ms, struct mc_wbuf *w) {
 }
 
 static void value_size_histogram(struct mc_mstats *ms, struct mc_wbuf *w) {
-  family(w, "master_value_size_bytes", "histogram", "Sizes of the values of successful put/upsert starts");
+  family(w, "master_value_size_bytes", "histogram", "Sizes of the values of successful put/upsert starts and commits");
   uint64_t cum = 0, bound = 1024;
   for (uint32_t i = 0; i < MC_VSIZE_NBUCKETS - 1; i++, bound *= 4) {
     cum += get(&ms->vsize[i]);
@@ -301,6 +309,7 @@ static void guide_metrics(const struct view *v, struct mc_wbuf *w) {
   gauge(w, "store_hit_ratio", "Per-key hits / (hits + misses) of existence queries and read lookups since start",
         v->hit_ratio);
   gauge(w, "master_rpc_qps", "Master RPCs per second over the last 10 s", v->qps);
+  counter(w, "master_rpc_requests_total", "Master RPCs of every opcode since start", v->rpcs);
   counter(w, "store_lookup_hits_total", "Key lookups (exist, get replica list) that found a readable object",
           v->hits);
   counter(w, "store_lookup_misses_total", "Key lookups (exist, get replica list) that found no readable object",
@@ -394,15 +403,19 @@ struct labelled_op {
   uint16_t op;
 };
 
-/* "Label=a/b, ...": successes / requests of each opcode. */
-static void ok_totals(struct mc_mstats *ms, const struct labelled_op *ops, size_t nops, char *buf, size_t len) {
+/* "Label=a/b, ...": successes / requests per second of each opcode over the last 10 s. */
+static void ok_rates(struct mc_mstats *ms, const struct labelled_op *ops, size_t nops, char *buf, size_t len) {
   size_t n = 0;
   buf[0] = 0;
+  pthread_mutex_lock(&ms->mu);
+  const struct mc_msnap *old = snap_before(ms, mc_now_ns(), QPS_WINDOW_S);
   for (size_t i = 0; i < nops && n < len; i++) {
-    uint64_t req = get(&ms->op[ops[i].op].req), fail = get(&ms->op[ops[i].op].fail);
-    n += (size_t)snprintf(buf + n, len - n, "%s%s=%llu/%llu", i ? ", " : "", ops[i].label,
-                          (unsigned long long)(req - MC_MIN(fail, req)), (unsigned long long)req);
+    uint16_t op = ops[i].op;
+    uint64_t req = get(&ms->op[op].req) - old->req[op], fail = get(&ms->op[op].fail) - old->fail[op];
+    n += (size_t)snprintf(buf + n, len - n, "%s%s=%.1f/%.1f", i ? ", " : "", ops[i].label,
+                          (double)(req - MC_MIN(fail, req)) / QPS_WINDOW_S, (double)req / QPS_WINDOW_S);
   }
+  pthread_mutex_unlock(&ms->mu);
 }
 
 void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
@@ -416,12 +429,13 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
   char used[32], cap[32], reqs[512], breqs[256];
   human(v.used, used, sizeof(used));
   human(v.cap, cap, sizeof(cap));
-  ok_totals(m->ms, single, MC_ARRAY_LEN(single), reqs, sizeof(reqs));
-  ok_totals(m->ms, batch, MC_ARRAY_LEN(batch), breqs, sizeof(breqs));
+  ok_rates(m->ms, single, MC_ARRAY_LEN(single), reqs, sizeof(reqs));
+  ok_rates(m->ms, batch, MC_ARRAY_LEN(batch), breqs, sizeof(breqs));
   snprintf(buf, len,
            "role=leader, state=serving, service_ready=true, master={Mem Storage: %s / %s (%.1f%%) | NVMe-oF SSD: 0 B / "
            "0 B | SSD Storage: 0 B / 0 B | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Segments: %llu | "
-           "Requests (Success/Total): %s | Batch Requests (Success/Total): %s | Evicted: %llu}, ha={enabled=false}",
+           "Requests (Success/Total per sec): %s | Batch Requests (Success/Total per sec): %s | Evicted: %llu}, "
+           "ha={enabled=false}",
            used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0, (unsigned long long)v.keys,
            (unsigned long long)v.soft, (unsigned long long)v.clients, (unsigned long long)v.segs, reqs, breqs,
            (unsigned long long)v.evicted);

@@ -31,6 +31,7 @@ struct mc_batch_count {
 struct mc_msnap {
   uint64_t t_ns, rpcs, evicted;
   uint64_t lat[MC_LAT_NBUCKETS];
+  uint64_t req[MC_OPS_MAX], fail[MC_OPS_MAX]; /* per opcode, for the summary's per-second rates */
 };
 
 struct mc_mstats {
