@@ -278,6 +278,8 @@ static int carve_range(void *ctx, int keep, struct replica *out) {
   uint64_t rlen = (c->len + MC_TLSF_ALIGN - 1) & ~(uint64_t)(MC_TLSF_ALIGN - 1);
   int i = rc ? -1 : piece_of(e, e->base + c->off, rlen);
   if (!rc && i < 0) rc = MC_INVALID_PARAMS; /* outside the extent, or committed before */
+  if (rc == MC_LEASE_EXPIRED && e && seg_readable(e->seg)) /* draining: give back what the extent reserves there */
+    release(x, e, "segment_not_allocatable");
   if (rc) {
     pthread_mutex_unlock(&x->mu);
     return rc;

@@ -6,7 +6,7 @@
  * per page* (12-17 us measured here) even when the page already exists: a first pass of 1 MiB puts
  * ran at 0.2-0.3 GB/s against 2-6 GB/s warm. What we do about it:
  *
- *  1. Populate. One background thread per engine (nice 19; setup never waits for it) allocates the
+ *  1. Populate. One background thread per engine (SCHED_IDLE; setup never waits for it) allocates the
  *     pages of every shared buffer with MADV_POPULATE_WRITE, 16 MiB at a time, round robin over the
  *     buffers and from low offsets up (the master's allocator hands out low offsets first). Cheap:
  *     ~0.1-0.4 s per GiB here.
@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -74,11 +75,12 @@ struct mc_prefault {
  * (shadow paging, e.g. PVM) keep separate shadow tables for a guest's user and kernel modes, so a
  * page that user code has touched still faults when recv() copies into it, and the other way round.
  * Neither add changes a byte, even against concurrent writers. */
-static void touch_pages(char *p, uint64_t len) {
+static void touch_pages(char *p, uint64_t len, int kernel_too) {
   for (uint64_t o = 0; o < len; o += PAGE) {
     __atomic_fetch_add(p + o, 0, __ATOMIC_RELAXED);
-    syscall(SYS_futex, (uint32_t *)(p + o), FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, 0, (uint32_t *)(p + o),
-            FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
+    if (kernel_too)
+      syscall(SYS_futex, (uint32_t *)(p + o), FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, 0, (uint32_t *)(p + o),
+              FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
   }
 }
 
@@ -124,7 +126,7 @@ static int own_work(struct mc_prefault *p) {
   struct mc_buf *b = mc_engine_pin_range(p->eng, addr, len); /* a buffer already freed is skipped */
   if (b) {
     if (!populate) {
-      touch_pages((char *)(uintptr_t)addr, len);
+      touch_pages((char *)(uintptr_t)addr, len, 1); /* own buffers: recv()/send() reach them too */
       if (b->warm) set_bit(b->warm, (addr - b->addr) / MC_WARM_CHUNK);
     } else if (!no_populate && madvise((void *)(uintptr_t)addr, len, MADV_POPULATE_WRITE) && errno == EINVAL) {
       no_populate = 1; /* kernel < 5.14: the touch pass allocates the pages instead */
@@ -149,7 +151,7 @@ static void peer_work(struct mc_prefault *p) {
   pthread_mutex_unlock(&d->shm_mu);
   if (base && bits) { /* the mapping lives as long as our reference on d */
     uint64_t off = j->chunk * MC_WARM_CHUNK, len = MC_MIN(d->bufs[j->buf].len - off, MC_WARM_CHUNK);
-    touch_pages(base + off, len);
+    touch_pages(base + off, len, 0); /* a peer's memfd: only our memcpy reaches it through this mapping */
     set_bit(bits, j->chunk);
   }
   mc_desc_unref(d);
@@ -159,7 +161,10 @@ static void peer_work(struct mc_prefault *p) {
 
 static void *prefault_main(void *arg) {
   struct mc_prefault *p = arg;
-  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+  /* SCHED_IDLE: runs only when a CPU has nothing else to do and yields at once to any wakeup, so the
+   * latency of the data path does not suffer while it works; nice 19 where SCHED_IDLE is refused. */
+  struct sched_param sp = {0};
+  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     if (p->peers) peer_work(p); /* a data path is waiting on these */
