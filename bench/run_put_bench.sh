@@ -36,6 +36,7 @@ for ft in 0 1; do
   HPID=$!
   PIDS+=($HPID)
   wait_for "HOLDER ready" "$WORK/holder$ft.log"
+  for _ in $(seq 1200); do grep -q "HOLDER warm" "$WORK/holder$ft.log" && break; sleep 0.1; done # steady state
   H=$(sed -n 's/.*HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/holder$ft.log")
   path=same-host; [ "$ft" = 1 ] && path=tcp
   for ext in 0 1; do

@@ -196,6 +196,7 @@ API_ROWS=()
 # a small holder for the store-API exist cases (their keys need a segment); stopped before the fresh-segment runs
 start_holder 0 64MiB api
 API_PID=$HOLDER_PID; API_HOLDER=$HOLDER_NAME
+for _ in $(seq 600); do grep -q '^HOLDER warm' "$WORK/holder_api.out" && break; sleep 0.05; done # steady state
 for op in exist batch_exist put; do
   for c in 1 4 16; do
     redis_rpc "$op" "$c"; rb=$RR_RATE; rb50=$RR_P50; rb99=$RR_P99
@@ -279,6 +280,9 @@ check_path() { # FORCE_TCP HOLDER WANT
     --duration=0.05 --ws_bytes=1MiB >/dev/null 2>"$WORK/path.err" || fail "path probe failed"
   grep -q "peer=$2 protocol=$3 " "$WORK/path.err" || fail "expected the $3 path: $(grep -m1 TransferRequest "$WORK/path.err")"
 }
+for f in tcp shm; do # steady state for the data cases below: both holders done warming up
+  for _ in $(seq 1200); do grep -q '^HOLDER warm' "$WORK/holder_$f.out" && break; sleep 0.1; done
+done
 check_path 1 "$TCP_HOLDER" tcp
 check_path 0 "$SHM_HOLDER" shm
 

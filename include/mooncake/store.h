@@ -289,6 +289,11 @@ int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
  * Idempotent; 0, or -1 for a NULL handle. */
 int mc_store_close(mooncake_store_t store);
 
+/* Bytes of memory this client is still warming in the background (its segment and staging buffer, and
+ * the parts of same-host holders' segments it has used; see docs/transfer-engine.md "Warming memory").
+ * 0 when everything is warm, before setup, and with MC_SEGMENT_PREFAULT=0. */
+uint64_t mc_store_warmup_pending(mooncake_store_t store);
+
 #ifdef __cplusplus
 }
 #endif

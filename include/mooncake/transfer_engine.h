@@ -195,7 +195,8 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
  * by the first writes only). Free with mc_te_free_shared(), which unregisters it. */
 void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
 int mc_te_free_shared(transfer_engine_t engine, void *addr);
-/* Bytes of mc_te_alloc_shared memory still waiting for background population (0 when done or off). */
+/* Bytes of background warming work left: this engine's mc_te_alloc_shared memory, and chunks of
+ * same-host peers' memory it has started to use (0 when all is warm, or with MC_SEGMENT_PREFAULT=0). */
 uint64_t mc_te_prefault_pending(transfer_engine_t engine);
 /* Publishes this engine's rpc_meta key and segment descriptor again (e.g. after the metadata service
  * restarted empty). No-op under P2PHANDSHAKE. Returns 0 or ERR_METADATA. */

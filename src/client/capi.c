@@ -43,6 +43,14 @@ int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
   return rc;
 }
 
+uint64_t mc_store_warmup_pending(mooncake_store_t store) {
+  struct mc_store *s = store;
+  if (!s || !mc_api_enter(s)) return 0;
+  uint64_t n = mc_te_prefault_pending(s->te);
+  mc_api_leave(s);
+  return n;
+}
+
 int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server,
                          uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
                          const char *device_name, const char *master_server_addr) {

@@ -65,7 +65,7 @@ struct mc_prefault {
   size_t n, cap, next;
   struct pf_peer *peers, *peers_tail;
   uint64_t busy_since_ns, bytes; /* the current run of own-buffer work, for the log line */
-  atomic_uint_least64_t pending; /* bytes of populate + touch work queued and not done */
+  atomic_uint_least64_t pending; /* bytes of populate + touch work queued and not done (peer chunks too) */
   int stop, started, no_populate, populate_only;
   pthread_t th;
 };
@@ -156,6 +156,7 @@ static void peer_work(struct mc_prefault *p) {
   }
   mc_desc_unref(d);
   mc_free(j);
+  atomic_fetch_sub(&p->pending, MC_WARM_CHUNK);
   pthread_mutex_lock(&p->mu);
 }
 
@@ -237,9 +238,11 @@ void mc_prefault_peer(struct mc_prefault *p, struct mc_desc *d, size_t buf, uint
     struct pf_peer *j = mc_calloc(1, sizeof(*j));
     mc_desc_ref(d);
     *j = (struct pf_peer){NULL, d, buf, c};
+    atomic_fetch_add(&p->pending, MC_WARM_CHUNK);
     pthread_mutex_lock(&p->mu);
     if (ensure_started(p)) {
       pthread_mutex_unlock(&p->mu);
+      atomic_fetch_sub(&p->pending, MC_WARM_CHUNK);
       mc_desc_unref(d);
       mc_free(j);
       return;
