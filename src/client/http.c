@@ -13,7 +13,7 @@
 #include "net/httpd.h"
 
 #define HTTP_HEALTH_TIMEOUT_MS 2000
-#define HTTP_THREADS 1
+#define HTTP_THREADS 2
 #define HTTP_DEFAULT_PORT 9300
 
 /* The counters at one instant (each read atomically; not one consistent snapshot across them). */
