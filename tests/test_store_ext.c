@@ -1,8 +1,12 @@
 /* The native additions the Python package uses (store.h, "additions for the Python package"), against a
  * real mooncake_master: writes with the full replicate config (soft-pin TTL rules, upsert/copy flags),
  * multi-buffer batch writes and reads, replica descriptors, the registered-range query, close-and-setup
- * on one handle, and setup reusing a caller's transfer engine (which must survive the teardown). */
+ * on one handle, setup reusing a caller's transfer engine (which must survive the teardown),
+ * batch_replica_clear (master lease 500 ms) and the client HTTP server. */
+#include <unistd.h>
+
 #include "test_store_harness.c"
+#include "lib/http.h"
 #include "mooncake/transfer_engine.h"
 
 static struct master M;
@@ -135,14 +139,119 @@ static void test_setup_with_caller_engine(void) {
   destroyTransferEngine(e);
 }
 
+static void test_batch_replica_clear(void) {
+  mooncake_store_t a = client_new(&M, 16 * MiB, 4 * MiB), b = client_new(&M, 16 * MiB, 4 * MiB);
+  REQUIRE(a && b);
+  char bname[300], aname[300];
+  CHECK_EQ(mooncake_store_get_hostname(b, bname, sizeof(bname)), 0);
+  CHECK_EQ(mooncake_store_get_hostname(a, aname, sizeof(aname)), 0);
+  const char *pref[] = {bname};
+  mooncake_replicate_config_t two = {2, 0, 0, NULL, 0}, on_b = {1, 0, 0, pref, 1};
+  CHECK_EQ(mooncake_store_put(a, "c_own", "1111", 4, NULL), 0);
+  CHECK_EQ(mooncake_store_put(a, "c_leased", "2222", 4, &on_b), 0);
+  CHECK_EQ(mooncake_store_put(a, "c_two", "3333", 4, &two), 0);
+  CHECK_EQ(mooncake_store_put(b, "c_other", "4444", 4, NULL), 0);
+  char out[8];
+  CHECK_EQ(mooncake_store_get_into(a, "c_leased", out, sizeof(out)), 4); /* leased for 500 ms */
+  const char *keys[] = {"c_own", "c_leased", "c_other", "c_missing", "", "c_own"};
+  int r[6] = {9, 9, 9, 9, 9, 9};
+  CHECK_EQ(mc_store_batch_replica_clear(a, keys, 6, NULL, r), 1);
+  CHECK(r[0] == 1 && r[1] == 0 && r[2] == 0 && r[3] == 0 && r[4] == 0 && r[5] == 0);
+  CHECK_EQ(mooncake_store_is_exist(a, "c_own"), 0);
+  CHECK_EQ(mooncake_store_is_exist(a, "c_other"), 1);
+  usleep(600 * 1000);
+  CHECK_EQ(mc_store_batch_replica_clear(a, keys + 1, 1, "", r), 1);
+  CHECK_EQ(mooncake_store_is_exist(a, "c_leased"), 0);
+  /* segment filter */
+  const char *k2[] = {"c_two"};
+  CHECK_EQ(mc_store_batch_replica_clear(a, k2, 1, "nowhere:1", r), 0);
+  CHECK_EQ(mc_store_batch_replica_clear(a, k2, 1, bname, r), 1);
+  mc_replica_desc_t *d = NULL;
+  int n = mc_store_get_replica_desc(a, "c_two", &d);
+  CHECK_EQ(n, 1);
+  if (n == 1) CHECK(!strcmp(d[0].segment_name, aname));
+  mc_store_replica_desc_free(d, n);
+  usleep(600 * 1000);
+  CHECK_EQ(mc_store_batch_replica_clear(a, k2, 1, aname, r), 1);
+  CHECK_EQ(mooncake_store_is_exist(a, "c_two"), 0);
+  /* argument rules */
+  CHECK_EQ(mc_store_batch_replica_clear(NULL, k2, 1, "", r), -1);
+  CHECK_EQ(mc_store_batch_replica_clear(a, NULL, 1, "", r), -1);
+  CHECK_EQ(mc_store_batch_replica_clear(a, k2, 1, "", NULL), -1);
+  const char *knull[] = {"x", NULL};
+  r[0] = 9;
+  CHECK_EQ(mc_store_batch_replica_clear(a, knull, 2, "", r), -1);
+  CHECK_EQ(r[0], 9);
+  CHECK_EQ(mc_store_batch_replica_clear(a, k2, 0, "", r), 0);
+  mooncake_store_t u = mooncake_store_create();
+  CHECK_EQ(mc_store_batch_replica_clear(u, k2, 1, "", r), MC_INVALID_PARAMS);
+  mooncake_store_destroy(u);
+  mooncake_store_remove_all(b, 1);
+  mooncake_store_destroy(a);
+  mooncake_store_destroy(b);
+  struct th_resp h;
+  CHECK_EQ(th_get(M.metrics, "/metrics", &h), 200);
+  CHECK(th_prom_value(h.body, "master_batch_replica_clear_requests_total") >= 5);
+  CHECK(th_prom_value(h.body, "master_batch_replica_clear_items_total") >= 9);
+  th_free(&h);
+}
+
+static void test_client_http_server(void) {
+  int port = mc_tp_free_port();
+  mooncake_store_t s = mooncake_store_create(), peer = client_new(&M, 16 * MiB, 4 * MiB);
+  REQUIRE(peer);
+  char pname[300];
+  CHECK_EQ(mooncake_store_get_hostname(peer, pname, sizeof(pname)), 0);
+  mc_store_config_t c = {"127.0.0.1", M.metadata, 16 * MiB, 4 * MiB, "tcp", "", M.addr, NULL, NULL, 1, 70000};
+  CHECK_EQ(mc_store_setup(s, &c), MC_INVALID_PARAMS);
+  c.http_port = port;
+  CHECK_EQ(mc_store_setup(s, &c), 0);
+  struct th_resp h;
+  CHECK_EQ(th_get(port, "/health", &h), 200);
+  CHECK(strstr(h.body, "\"status\":\"ok\"") && strstr(h.body, M.addr));
+  th_free(&h);
+  CHECK_EQ(th_get(port, "/metrics", &h), 200);
+  CHECK(strstr(h.ctype, "version=0.0.4") != NULL);
+  double w0 = th_prom_value(h.body, "store_client_written_bytes_total");
+  double n0 = th_prom_value(h.body, "te_transfer_latency_seconds_count");
+  CHECK(!isnan(w0) && !isnan(n0) && !isnan(th_prom_value(h.body, "te_transfer_latency_p99")));
+  CHECK(strstr(h.body, "# TYPE te_transfer_latency_seconds histogram") != NULL);
+  th_free(&h);
+  const char *pref[] = {pname};
+  mooncake_replicate_config_t on_peer = {1, 0, 0, pref, 1};
+  CHECK_EQ(mooncake_store_put(s, "http_k", "0123456789", 10, &on_peer), 0);
+  CHECK_EQ(th_get(port, "/metrics", &h), 200);
+  CHECK(th_prom_value(h.body, "store_client_written_bytes_total") >= w0 + 10);
+  CHECK(th_prom_value(h.body, "te_transfer_latency_seconds_count") >= n0 + 1);
+  th_free(&h);
+  CHECK_EQ(th_get(port, "/metrics/summary", &h), 200);
+  CHECK(strstr(h.body, "te_transfer_latency_p99=") && strchr(h.body, '\n') == h.body + h.len - 1);
+  th_free(&h);
+  CHECK_EQ(th_get(port, "/other", &h), 404);
+  th_free(&h);
+  /* the port is taken: a second client still sets up, without a server */
+  mooncake_store_t s2 = mooncake_store_create();
+  CHECK_EQ(mc_store_setup(s2, &c), 0);
+  mooncake_store_destroy(s2);
+  CHECK_EQ(mc_store_close(s), 0);
+  CHECK_EQ(th_get(port, "/health", &h), 0); /* refused */
+  th_free(&h);
+  mooncake_store_remove_all(peer, 1);
+  mooncake_store_destroy(peer);
+  mooncake_store_destroy(s);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
-  if (master_start(&M, NULL)) return 1;
+  static const char *const extra[] = {"--default_kv_lease_ttl=500", NULL};
+  if (master_start(&M, extra)) return 1;
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_write_config_rules),
       TEST_CASE(test_multi_buffers),
       TEST_CASE(test_replicas_registrations_close),
       TEST_CASE(test_setup_with_caller_engine),
+      TEST_CASE(test_batch_replica_clear),
+      TEST_CASE(test_client_http_server),
   };
   int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
   master_stop(&M);

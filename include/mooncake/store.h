@@ -181,6 +181,11 @@ struct mc_store_config {
    * create one. It must outlive the client's teardown, which frees what the client allocated in it and
    * unregisters the client's buffers but leaves the engine running. */
   void *engine;
+  /* Client HTTP server (python-api.md §4.1, docs/store-client.md): when enable_http_server != 0 the
+   * client serves GET /health, /metrics and /metrics/summary on http_port (0 = 9300) on every address.
+   * A port that cannot be bound only logs a warning. Stopped at teardown. */
+  int enable_http_server;
+  int http_port; /* 0 = 9300; outside 0-65535 -> -600 */
 };
 typedef struct mc_store_config mc_store_config_t;
 
@@ -284,6 +289,16 @@ void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count);
 /* 1 when [ptr, ptr+len) lies inside one range registered with this client (its staging buffer and
  * segment included), else 0 (also before setup); -1 for a NULL handle. */
 int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
+
+/* BatchReplicaClear (python-api.md §4.3): drops the replicas of keys[0..count) that this client wrote,
+ * that are complete and whose lease has expired; segment_name NULL or "" = all replicas of the key, else
+ * only the one on that segment (an object left without replicas is removed). cleared_out[i] = 1 for each
+ * key cleared, else 0 (missing, empty, another writer's, leased, being written, no replica there).
+ * Returns the number cleared, -1 (cleared_out untouched) for a NULL handle/keys/cleared_out or a NULL
+ * keys[i], or a negative code (-600 not set up; the master's error) with every cleared_out[i] = 0 —
+ * though keys of earlier chunks (65536 keys each) may already be cleared then. */
+int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size_t count, const char *segment_name,
+                                 int *cleared_out);
 
 /* Tears the client down as destroy does but keeps the handle usable for a new setup (Python close()).
  * Idempotent; 0, or -1 for a NULL handle. */

@@ -41,20 +41,22 @@ static void Store_dealloc(StoreObj *self) {
 /* ------------------------------------------------------------------ lifecycle */
 
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
- *        rdma_devices, master_server_addr, engine=None, engine_ptr=0, zone=None) -> int */
+ *        rdma_devices, master_server_addr, engine=None, engine_ptr=0, zone=None,
+ *        enable_client_http_server=False, client_http_port=9300) -> int */
 static PyObject *Store_setup(StoreObj *self, PyObject *args, PyObject *kw) {
   KW("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size", "protocol", "rdma_devices",
-     "master_server_addr", "engine", "engine_ptr", "zone");
+     "master_server_addr", "engine", "engine_ptr", "zone", "enable_client_http_server", "client_http_port");
   const char *host, *meta, *proto, *dev, *master, *zone = NULL;
   PyObject *gss_o, *lbs_o, *engine = Py_None, *eptr_o = NULL;
   uint64_t gss, lbs, eptr = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssOOsss|OOz", kwl, &host, &meta, &gss_o, &lbs_o, &proto, &dev, &master,
-                                   &engine, &eptr_o, &zone))
+  int http = 0, http_port = 9300;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssOOsss|OOzpi", kwl, &host, &meta, &gss_o, &lbs_o, &proto, &dev,
+                                   &master, &engine, &eptr_o, &zone, &http, &http_port))
     return NULL;
   if (mcpy_u64(gss_o, &gss, "global_segment_size") || mcpy_u64(lbs_o, &lbs, "local_buffer_size") ||
       (eptr_o && mcpy_u64(eptr_o, &eptr, "engine_ptr")))
     return NULL;
-  mc_store_config_t c = {host, meta, gss, lbs, proto, dev, master, zone, (void *)(uintptr_t)eptr};
+  mc_store_config_t c = {host, meta, gss, lbs, proto, dev, master, zone, (void *)(uintptr_t)eptr, http, http_port};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = mc_store_setup(self->h, &c);
   Py_END_ALLOW_THREADS self->ready = rc == 0;
@@ -476,6 +478,28 @@ static PyObject *keys_call(StoreObj *self, PyObject *args, PyObject *kw, int rem
 static PyObject *Store_batch_is_exist(StoreObj *self, PyObject *a, PyObject *k) { return keys_call(self, a, k, 0); }
 static PyObject *Store_batch_remove(StoreObj *self, PyObject *a, PyObject *k) { return keys_call(self, a, k, 1); }
 
+/* _batch_replica_clear(keys, segment_name) -> list of cleared keys ([] on error) */
+static PyObject *Store_batch_replica_clear(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "segment_name");
+  PyObject *k_o;
+  const char *seg = "";
+  struct mcpy_strs keys;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O|s", kwl, &k_o, &seg) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_replica_clear(self->h, keys.v, n, seg, r);
+  Py_END_ALLOW_THREADS PyObject *res = PyList_New(0);
+  for (size_t i = 0; res && rc > 0 && i < n; i++) {
+    if (!r[i]) continue;
+    PyObject *k = PySequence_GetItem(k_o, (Py_ssize_t)i);
+    if (!k || PyList_Append(res, k)) Py_CLEAR(res);
+    Py_XDECREF(k);
+  }
+  PyMem_Free(r);
+  mcpy_strs_free(&keys);
+  return res;
+}
+
 static PyObject *Store_remove_by_regex(StoreObj *self, PyObject *args, PyObject *kw) {
   KW("regex_pattern", "force");
   PyObject *re_o;
@@ -556,6 +580,8 @@ static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromL
 #define MK(name) M(name, METH_VARARGS | METH_KEYWORDS)
 static PyMethodDef Store_methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))Store_setup, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_batch_replica_clear", (PyCFunction)(void (*)(void))Store_batch_replica_clear, METH_VARARGS | METH_KEYWORDS,
+     NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
     M(close, METH_NOARGS), M(health_check, METH_NOARGS), M(get_hostname, METH_NOARGS),

@@ -363,14 +363,13 @@ class MooncakeDistributedStore(_mooncake.Store):
         if enable_client_http_server and not 1 <= client_http_port <= 65535:
             _log.error("setup: client_http_port %d is not in 1-65535", client_http_port)
             return INVALID_PARAMS
-        if enable_client_http_server:
-            _log.warning("setup: the client HTTP server is not implemented; continuing without it")
         if enable_ssd_offload:
             _log.warning("setup: SSD offload is not supported; continuing without it")
         if tenant_id != "default":
             _log.warning("setup: tenant namespaces are not supported; tenant_id %r is ignored", tenant_id)
         return self._setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, dev,
-                           master, engine, engine_ptr, zone)
+                           master, engine, engine_ptr, zone, bool(enable_client_http_server),
+                           client_http_port if enable_client_http_server else 0)
 
     # ---------------------------------------------------------------- P1 implemented in Python
 
@@ -400,11 +399,12 @@ class MooncakeDistributedStore(_mooncake.Store):
         return out
 
     def batch_replica_clear(self, keys, segment_name=""):
-        """Not supported by our master yet: returns [] (the documented error value)."""
-        _str_list(keys, "keys")
+        """Drops the replicas of keys this client wrote that are complete and unleased ("" = every replica,
+        else only the one on that segment); returns the cleared keys, [] on error."""
+        keys = _str_list(keys, "keys")
         if not isinstance(segment_name, str):
             raise TypeError("segment_name: expected str")
-        return []
+        return self._batch_replica_clear(keys, segment_name)
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
         ptrs = [_check_uint("buffer_ptrs", p) for p in _seq(buffer_ptrs, "buffer_ptrs")]

@@ -277,3 +277,35 @@ int mc_store_close(mooncake_store_t store) {
   pthread_rwlock_unlock(&s->life);
   return 0;
 }
+
+/* ------------------------------------------------------------------ batch_replica_clear */
+
+#define CLEAR_CHUNK 65536
+
+int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size_t count, const char *segment_name,
+                                 int *cleared_out) {
+  struct mc_store *s = store;
+  if (!s || !keys || !cleared_out) return BAD_CALL;
+  for (size_t i = 0; i < count; i++)
+    if (!keys[i]) return BAD_CALL;
+  memset(cleared_out, 0, count * sizeof(*cleared_out));
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  const char **k = mc_calloc(count ? count : 1, sizeof(char *));
+  size_t *pos = mc_calloc(count ? count : 1, sizeof(size_t)), m = 0;
+  uint8_t *flag = mc_calloc(count ? count : 1, 1);
+  for (size_t i = 0; i < count; i++)
+    if (*keys[i]) k[m] = keys[i], pos[m++] = i; /* empty keys are skipped */
+  int rc = 0;
+  for (size_t off = 0; off < m && !rc; off += CLEAR_CHUNK)
+    rc = mcli_batch_replica_clear(s->master, s->client_id, k + off, MC_MIN(CLEAR_CHUNK, m - off),
+                                  segment_name ? segment_name : "", flag + off);
+  int n = 0;
+  for (size_t i = 0; i < m && !rc; i++)
+    if (flag[i]) cleared_out[pos[i]] = 1, n++;
+  if (rc) LOG_WARN("batch_replica_clear: the master answered %d", rc);
+  mc_free(flag);
+  mc_free(pos);
+  mc_free(k);
+  mc_api_leave(s);
+  return rc ? rc : n;
+}

@@ -22,6 +22,7 @@
 
 struct mc_mrpc_client;
 struct mc_stage;
+struct MHD_Daemon;
 struct mc_xfer;
 
 struct mc_region {
@@ -76,6 +77,11 @@ struct mc_store {
   /* write extents (fastput.c) */
   struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) or no segment */
   _Atomic uint64_t ping_ok_ns; /* send time of the last mount or ping answered OK */
+
+  /* client HTTP server (http.c); NULL when disabled or not bound */
+  struct MHD_Daemon *httpd;
+  uint16_t http_port;    /* bound port */
+  char master_addr[300]; /* as given to setup (for /health) */
 };
 
 /* ---- capi.c: helpers of the public entry points ---- */
@@ -124,6 +130,12 @@ void mc_stats_replica_lookup(struct mc_store *s, int status);
 /* Sends what is new since the last acknowledged report (nothing when there is nothing). 0 or an error. */
 int mc_stats_report(struct mc_store *s, int tmo_ms);
 int mc_stats_interval_ms(void);
+
+/* ---- http.c: the client HTTP server (/health, /metrics, /metrics/summary) ---- */
+/* Starts it on port (0 = 9300), every IPv4 address; 0, or -1 (logged as a warning) when it cannot bind. */
+int mc_http_start(struct mc_store *s, int port);
+/* Stops it (joins its threads); no-op when not running. */
+void mc_http_stop(struct mc_store *s);
 
 /* ---- live.c ---- */
 void mc_live_add(struct mc_store *s);
@@ -195,6 +207,9 @@ int mcli_exist(struct mc_mrpc_client *c, const char *key);
 int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results);
 int mcli_remove(struct mc_mrpc_client *c, const char *key, int force);
 int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results);
+/* BATCH_REPLICA_CLEAR: cleared[i] = 1 for the keys the master cleared, else 0. 0 or the RPC error. */
+int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n,
+                             const char *segment, uint8_t *cleared);
 int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force);
 int64_t mcli_remove_all(struct mc_mrpc_client *c, int force);
 

@@ -274,6 +274,38 @@ int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t 
   return call_i32_list(c, MC_OP_BATCH_REMOVE, &req, n, results);
 }
 
+int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n,
+                             const char *segment, uint8_t *cleared) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  put_keys(&req, keys, n);
+  mc_w_str(&req, segment);
+  int rc = call(c, MC_OP_BATCH_REPLICA_CLEAR, &req, &rep, 0);
+  memset(cleared, 0, n);
+  if (!rc) {
+    /* The master answers the cleared keys in request order: match them with one forward walk. */
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    uint32_t m = mc_r_count(&r, 4), matched = 0;
+    size_t i = 0;
+    for (uint32_t j = 0; j < m && !r.err; j++) {
+      uint32_t len;
+      const uint8_t *k = mc_r_blob(&r, &len);
+      while (!r.err && i < n && !(strlen(keys[i]) == len && !memcmp(keys[i], k, len))) i++;
+      if (r.err || i == n) break;
+      cleared[i++] = 1;
+      matched++;
+    }
+    if (r.err || matched != m) {
+      memset(cleared, 0, n);
+      rc = MALFORMED(MC_OP_BATCH_REPLICA_CLEAR);
+    }
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
 static int64_t call_count(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req) {
   struct mc_wbuf rep;
   int64_t rc = call(c, op, req, &rep, 0);

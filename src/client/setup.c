@@ -353,6 +353,11 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   mc_log_init_from_env();
   snprintf(s->zone, sizeof(s->zone), "%s", zone);
   s->client_id = mc_uuid_random();
+  snprintf(s->master_addr, sizeof(s->master_addr), "%s", master);
+  if (cfg->enable_http_server && (cfg->http_port < 0 || cfg->http_port > 65535)) {
+    LOG_ERROR("setup: client HTTP port %d is not in 1-65535", cfg->http_port);
+    return MC_INVALID_PARAMS;
+  }
   int rc = set_name(s, or_default(cfg->local_hostname, ""));
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);
@@ -368,6 +373,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
     mc_store_do_teardown(s);
     return rc;
   }
+  if (cfg->enable_http_server) mc_http_start(s, cfg->http_port); /* a bind failure is only a warning */
   s->ready = 1;
   LOG_INFO("store client %s ready (segment %llu bytes, staging %llu bytes, master %s, metadata %s, zone '%s')", s->name,
            (unsigned long long)s->segment_size, (unsigned long long)s->stage_size, master, meta, s->zone);
@@ -385,6 +391,7 @@ static void release_engine_memory(struct mc_store *s) {
 }
 
 void mc_store_do_teardown(struct mc_store *s) {
+  mc_http_stop(s); /* first: its handlers read the master connection and the name */
   stop_ping(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */

@@ -67,6 +67,11 @@ int mc_master_peek_replicas(struct mc_master *m, const void *key, uint32_t klen,
 /* 1 readable (lease granted), 0 absent or not yet readable. */
 int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen);
 int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force);
+/* BatchReplicaClear for one key (python-api.md §4.3): when key's object was written by `client`, every
+ * replica is COMPLETE and its lease has expired, drops its replicas (seg_len 0) or only the one on the
+ * segment named seg (seg_len bytes); an object left without replicas is removed. 1 cleared, 0 not. */
+int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen,
+                            const void *seg, uint32_t seg_len);
 /* re NULL = every key. Returns the number of objects removed. */
 int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, int force);
 /* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease). */

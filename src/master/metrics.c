@@ -116,23 +116,6 @@ static const struct mc_msnap *snap_before(struct mc_mstats *ms, uint64_t now, ui
   return best;
 }
 
-/* Quantile q of a bucketed histogram, interpolating linearly inside the bucket (as Prometheus'
- * histogram_quantile); above the last finite bound it answers that bound. 0 when empty. */
-static double lat_quantile_s(const uint64_t *lat, double q) {
-  uint64_t total = 0, cum = 0;
-  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) total += lat[i];
-  if (!total) return 0;
-  double rank = q * (double)total;
-  for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
-    if ((double)(cum + lat[i]) >= rank && lat[i]) {
-      double lo = i ? (double)mc_lat_bound_us(i - 1) : 0, hi = (double)mc_lat_bound_us(i);
-      return (lo + (hi - lo) * (rank - (double)cum) / (double)lat[i]) / 1e6;
-    }
-    cum += lat[i];
-  }
-  return (double)mc_lat_bound_us(MC_LAT_NBUCKETS - 2) / 1e6;
-}
-
 /* ------------------------------------------------------------------ one consistent view */
 
 struct view {
@@ -174,7 +157,7 @@ static void collect(struct mc_master *m, struct view *v) {
   const struct mc_msnap *old = snap_before(ms, now, LATENCY_WINDOW_S);
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) lat[i] = ms->sum.lat[i] - old->lat[i];
   pthread_mutex_unlock(&ms->mu);
-  v->p99_s = lat_quantile_s(lat, 0.99);
+  v->p99_s = mc_lat_quantile_s(lat, 0.99);
 }
 
 /* ------------------------------------------------------------------ exposition */
@@ -246,6 +229,7 @@ static const struct op_name op_names[] = {
     {MC_OP_BATCH_GET_REPLICA_LIST, "get_replica_list", 1},
     {MC_OP_BATCH_EXIST_KEY, "exist_key", 1},
     {MC_OP_BATCH_REMOVE, "remove", 1},
+    {MC_OP_BATCH_REPLICA_CLEAR, "replica_clear", 1},
 };
 
 static void op_counter(struct mc_wbuf *w, const struct op_name *o, const char *what, const char *help, uint64_t v) {

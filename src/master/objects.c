@@ -495,6 +495,32 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
   return rc;
 }
 
+int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen,
+                            const void *seg, uint32_t seg_len) {
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  int cleared = 0;
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  if (o && mc_uuid_eq(o->owner, client) && o->lease_ns <= now && count_status(o, REP_COMPLETE) == o->nrep) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < o->nrep; i++) {
+      const char *name = o->rep[i].seg->name;
+      if (!seg_len || (strlen(name) == seg_len && !memcmp(name, seg, seg_len))) {
+        mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+        cleared = 1;
+      } else {
+        o->rep[k++] = o->rep[i];
+      }
+    }
+    o->nrep = k;
+    if (!k) mc_obj_erase(m, sh, o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  if (cleared) MLOG_V(1, "key=%.*s, info=replica_clear", (int)klen, (const char *)key);
+  return cleared;
+}
+
 static int key_matches(const regex_t *re, const struct object *o) { return !re || !regexec(re, o->key, 0, NULL, 0); }
 
 /* Removes the matching, complete, unleased (unless force) objects of one locked shard. */

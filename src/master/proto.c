@@ -143,6 +143,21 @@ uint32_t mc_lat_bucket(uint64_t us) {
   return i;
 }
 
+double mc_lat_quantile_s(const uint64_t *lat, double q) {
+  uint64_t total = 0, cum = 0;
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) total += lat[i];
+  if (!total) return 0;
+  double rank = q * (double)total;
+  for (uint32_t i = 0; i < MC_LAT_NBUCKETS - 1; i++) {
+    if ((double)(cum + lat[i]) >= rank && lat[i]) {
+      double lo = i ? (double)mc_lat_bound_us(i - 1) : 0, hi = (double)mc_lat_bound_us(i);
+      return (lo + (hi - lo) * (rank - (double)cum) / (double)lat[i]) / 1e6;
+    }
+    cum += lat[i];
+  }
+  return (double)mc_lat_bound_us(MC_LAT_NBUCKETS - 2) / 1e6;
+}
+
 void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d) {
   for (uint32_t i = 0; i < MC_LAT_NBUCKETS; i++) acc->lat[i] += d->lat[i];
   acc->lat_sum_us += d->lat_sum_us;

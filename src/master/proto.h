@@ -28,6 +28,8 @@
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
  *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
+ *   BATCH_REPLICA_CLEAR client id, list<str key>, str segment_name -> list<str cleared key> (in request
+ *                      order; only objects the client wrote, complete and unleased; "" = every replica)
  *   RESERVE_EXTENT     client id, u64 min_len, u64 len_hint, config -> u64 extent id, replica (the extent:
  *                      address, size), u64 lease_ms, u64 client_ttl_ms, u64 view_version
  *   COMMIT_PUT         client id, u64 extent id, str key, u64 offset (from the extent's start, 8-aligned),
@@ -72,6 +74,7 @@ enum mc_master_op {
   MC_OP_REMOVE_ALL = 33,
   MC_OP_QUERY_SEGMENTS = 40,
   MC_OP_REPORT_CLIENT_STATS = 50,
+  MC_OP_BATCH_REPLICA_CLEAR = 51,
   /* write extents (master/extents.h): one-round-trip puts */
   MC_OP_RESERVE_EXTENT = 60,
   MC_OP_COMMIT_PUT = 61,
@@ -160,6 +163,10 @@ struct mc_client_stats {
 };
 /* Bucket index of a latency. */
 uint32_t mc_lat_bucket(uint64_t us);
+/* The q-quantile (0..1) in seconds of a latency histogram lat[MC_LAT_NBUCKETS], interpolating linearly
+ * inside the bucket (as Prometheus' histogram_quantile); above the last finite bound it answers that
+ * bound. 0 when empty. */
+double mc_lat_quantile_s(const uint64_t *lat, double q);
 /* acc += d, field by field (the client id is left alone). */
 void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_stats *d);
 void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);

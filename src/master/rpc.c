@@ -356,6 +356,28 @@ static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   return rc;
 }
 
+/* python-api.md §4.3: per key, the caller's own complete unleased objects; answers the cleared keys. */
+static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint32_t n;
+  struct key *k = get_keys(r, &n);
+  struct key seg = get_key(r);
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    uint32_t cleared = 0;
+    size_t at = slot_i32(w);
+    for (uint32_t i = 0; i < n; i++)
+      if (k[i].n && mc_master_replica_clear(m, client, k[i].p, k[i].n, seg.p, seg.n)) {
+        mc_w_blob(w, k[i].p, k[i].n);
+        cleared++;
+      }
+    patch_i32(w, at, (int32_t)cleared);
+    mc_metrics_batch(m->ms, MC_OP_BATCH_REPLICA_CLEAR, n, n - cleared);
+  }
+  mc_free(k);
+  return rc;
+}
+
 static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   regex_t re;
   int rc = compile(r, &re);
@@ -423,6 +445,7 @@ static const op_fn ops[] = {
     [MC_OP_COMMIT_PUT] = mc_op_commit_put,
     [MC_OP_RELEASE_EXTENT] = mc_op_release_extent,
     [MC_OP_REPORT_CLIENT_STATS] = op_report_stats,
+    [MC_OP_BATCH_REPLICA_CLEAR] = op_batch_replica_clear,
 };
 
 int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {

@@ -105,7 +105,8 @@ class Master:
     def __init__(self, *extra, rpc_port=None, http_metadata=True):
         self.rpc_port = rpc_port or free_port()
         self.meta_port = free_port()
-        argv = [binary("mooncake_master"), "--rpc_port=%d" % self.rpc_port, "--metrics_port=%d" % free_port()]
+        self.metrics_port = free_port()
+        argv = [binary("mooncake_master"), "--rpc_port=%d" % self.rpc_port, "--metrics_port=%d" % self.metrics_port]
         if http_metadata:
             argv += ["--enable_http_metadata_server", "--http_metadata_server_port=%d" % self.meta_port]
         self.proc = Proc(argv + list(extra), "master")

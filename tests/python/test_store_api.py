@@ -2,9 +2,12 @@
 invariant of §4.5, against a real mooncake_master (500 ms lease) and real clients."""
 
 import gc
+import json
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import numpy as np
 import pytest
@@ -447,7 +450,113 @@ def test_replica_desc_and_clear(make_store):
     assert desc.size == 3 and desc.buffer_address > 0 and repr(desc).startswith("<Descriptor size=3")
     assert list(s.batch_get_replica_desc(["rd", "rd_none"])) == ["rd"]
     assert s.get_replica_desc("rd_none") == []
-    assert s.batch_replica_clear(["rd"]) == []  # not supported by this master: the error value
+    time.sleep(LEASE_S)  # get_replica_desc leased it
+    assert s.batch_replica_clear(["rd"]) == ["rd"] and s.get_replica_desc("rd") == []
+
+
+def test_batch_replica_clear(make_store, master):
+    a, b = make_store(), make_store()
+    two = ReplicateConfig()
+    two.replica_num = 2
+    assert a.put("rc_own", b"1" * 64) == 0 and a.put("rc_leased", b"2" * 64) == 0
+    assert a.put("rc_two", b"3" * 64, two) == 0 and b.put("rc_other", b"4" * 64) == 0
+    assert len(a.get_replica_desc("rc_two")) == 2
+    assert a.get("rc_leased") == b"2" * 64  # leased for 500 ms
+    got = a.batch_replica_clear(["rc_own", "rc_leased", "rc_other", "rc_missing", "", "rc_own"])
+    assert got == ["rc_own"]
+    assert a.is_exist("rc_own") == 0 and b.is_exist("rc_other") == 1 and a.is_exist("rc_leased") == 1
+    time.sleep(LEASE_S)
+    assert a.batch_replica_clear(["rc_leased"]) == ["rc_leased"] and a.is_exist("rc_leased") == 0
+    # segment filter: only the replica on b's segment goes
+    assert a.batch_replica_clear(["rc_two"], "no-such-segment:1") == []
+    assert a.batch_replica_clear(["rc_two"], b.get_hostname()) == ["rc_two"]
+    d = a.get_replica_desc("rc_two")
+    assert len(d) == 1 and d[0].get_memory_descriptor().buffer_descriptor.size == 64
+    assert a.get("rc_two") == b"3" * 64
+    time.sleep(LEASE_S)
+    assert a.batch_replica_clear(["rc_two"], a.get_hostname()) == ["rc_two"] and a.is_exist("rc_two") == 0
+    assert b.batch_replica_clear(("rc_other",)) == ["rc_other"]
+    assert a.batch_replica_clear([]) == []
+    with pytest.raises(TypeError):
+        a.batch_replica_clear([1])
+    with pytest.raises(TypeError):
+        a.batch_replica_clear(["x"], None)
+    assert MooncakeDistributedStore().batch_replica_clear(["x"]) == []  # not set up: the error value
+    body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % master.metrics_port, timeout=5).read().decode()
+    req = re.search(r"^master_batch_replica_clear_requests_total (\d+)$", body, re.M)
+    items = re.search(r"^master_batch_replica_clear_items_total (\d+)$", body, re.M)
+    assert req and int(req.group(1)) >= 7 and items and int(items.group(1)) >= 10
+
+
+# ------------------------------------------------------------------ client HTTP server
+
+
+def _http(port, path):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _metric(body, name):
+    m = re.search(r"^%s (\S+)$" % re.escape(name), body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_client_http_server(master, make_store):
+    port = free_port()
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", master.metadata, 16 << 20, 16 << 20, "tcp", "", master.addr,
+                   enable_client_http_server=True, client_http_port=port) == 0
+    st, body = _http(port, "/health")
+    h = json.loads(body)
+    assert st == 200 and h["status"] == "ok" and h["segment"] == s.get_hostname() and h["master"] == master.addr
+    st, before = _http(port, "/metrics")
+    assert st == 200 and "# TYPE te_transfer_latency_seconds histogram" in before
+    for n in ("te_transfer_latency_seconds_count", "te_transfer_latency_seconds_sum", "te_transfer_latency_p99",
+              "store_client_read_bytes_total", "store_client_written_bytes_total", "store_client_lookup_hits_total"):
+        assert _metric(before, n) is not None, n
+    assert 'te_transfer_latency_seconds_bucket{le="+Inf"}' in before
+    # transfers to another client's segment move the histogram; every put/get moves the byte counters
+    other = make_store()
+    cfg = ReplicateConfig()
+    cfg.preferred_segments = [other.get_hostname()]
+    assert s.put("http_k", b"z" * 4096, cfg) == 0 and s.get("http_k") == b"z" * 4096
+    st, after = _http(port, "/metrics")
+    assert _metric(after, "store_client_written_bytes_total") >= _metric(before, "store_client_written_bytes_total") + 4096
+    assert _metric(after, "store_client_read_bytes_total") >= _metric(before, "store_client_read_bytes_total") + 4096
+    assert _metric(after, "store_client_lookup_hits_total") >= _metric(before, "store_client_lookup_hits_total") + 1
+    assert _metric(after, "te_transfer_latency_seconds_count") >= 2 and _metric(after, "te_transfer_latency_p99") > 0
+    st, summ = _http(port, "/metrics/summary")
+    assert st == 200 and summ.count("\n") == 1 and "client=%s" % s.get_hostname() in summ
+    assert _http(port, "/nope")[0] == 404
+    # a port in use: setup still succeeds, without the server
+    s2 = MooncakeDistributedStore()
+    assert s2.setup("127.0.0.1", master.metadata, 0, 0, "tcp", "", master.addr, enable_client_http_server=True,
+                    client_http_port=port) == 0
+    assert s2.health_check() == 0
+    s2.close()
+    assert _http(port, "/health")[0] == 200  # still the first client's
+    s.close()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=5)
+
+
+def test_client_http_health_master_down(make_store):
+    m = Master()
+    port = free_port()
+    s = MooncakeDistributedStore()
+    try:
+        assert s.setup("127.0.0.1", m.metadata, 0, 0, "tcp", "", m.addr, enable_client_http_server=True,
+                       client_http_port=port) == 0
+        assert _http(port, "/health")[0] == 200
+        m.stop()
+        st, body = _http(port, "/health")
+        assert st == 503 and json.loads(body)["status"] != "ok"
+    finally:
+        s.close()
+        m.stop()
 
 
 def test_p2_failure_values(make_store):
