@@ -241,6 +241,67 @@ static void test_client_http_server(void) {
   mooncake_store_destroy(s);
 }
 
+/* tenant_id: isolated key namespaces; remove_all / remove_by_regex see only their own namespace. */
+static mooncake_store_t tenant_client(const char *tenant, uint64_t gss) {
+  mooncake_store_t s = mooncake_store_create();
+  mc_store_config_t c = {"127.0.0.1", M.metadata, gss, 4 * MiB, "tcp", "", M.addr, NULL, NULL, 0, 0, tenant};
+  if (mc_store_setup(s, &c)) {
+    mooncake_store_destroy(s);
+    return NULL;
+  }
+  return s;
+}
+
+static int64_t tget(mooncake_store_t s, const char *key, char *out) {
+  memset(out, 0, 8);
+  return mooncake_store_get_into(s, key, out, 8);
+}
+
+static void test_tenant_namespaces(void) {
+  mooncake_store_t a = tenant_client("acme", 16 * MiB), b = tenant_client("beta", 0), d = tenant_client("default", 0);
+  REQUIRE(a && b && d);
+  char out[8];
+  CHECK_EQ(mooncake_store_put(a, "k", "A", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_put(b, "k", "B", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_put(d, "k", "D", 1, NULL), 0);
+  CHECK_EQ(tget(a, "k", out), 1);
+  CHECK_EQ(out[0], 'A');
+  CHECK_EQ(tget(b, "k", out), 1);
+  CHECK_EQ(out[0], 'B');
+  CHECK_EQ(tget(d, "k", out), 1);
+  CHECK_EQ(out[0], 'D');
+  CHECK_EQ(mooncake_store_remove(b, "k", 1), 0);
+  CHECK_EQ(mooncake_store_is_exist(b, "k"), 0);
+  CHECK_EQ(mooncake_store_is_exist(a, "k"), 1);
+  CHECK_EQ(mooncake_store_is_exist(d, "k"), 1);
+  /* regex on the key without the namespace, anchors included; other namespaces untouched */
+  CHECK_EQ(mooncake_store_put(a, "x1", "1", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_put(a, "x2", "2", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_put(d, "x1", "3", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_remove_by_regex(a, "^x", 1), 2);
+  CHECK_EQ(mooncake_store_is_exist(d, "x1"), 1);
+  /* the default namespace's remove_all leaves tenants alone */
+  CHECK_EQ(mooncake_store_remove_all(d, 1), 2); /* its k and x1 */
+  CHECK_EQ(mooncake_store_is_exist(a, "k"), 1);
+  int cleared = 0;
+  const char *keys[] = {"k"};
+  usleep(600000); /* past the 500 ms lease of the reads above */
+  CHECK_EQ(mc_store_batch_replica_clear(a, keys, 1, "", &cleared), 1); /* answers carry the namespace */
+  CHECK_EQ(cleared, 1);
+  CHECK_EQ(mooncake_store_is_exist(a, "k"), 0);
+  CHECK_EQ(mooncake_store_put(a, "last", "L", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_remove_all(a, 1), 1);
+  /* bad ids */
+  CHECK(tenant_client("bad\x1fid", 0) == NULL);
+  char longid[200];
+  memset(longid, 'a', sizeof(longid) - 1);
+  longid[sizeof(longid) - 1] = 0;
+  CHECK(tenant_client(longid, 0) == NULL);
+  mooncake_store_destroy(b);
+  mooncake_store_destroy(d);
+  mooncake_store_destroy(a);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static const char *const extra[] = {"--default_kv_lease_ttl=500", NULL};
@@ -252,6 +313,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup_with_caller_engine),
       TEST_CASE(test_batch_replica_clear),
       TEST_CASE(test_client_http_server),
+      TEST_CASE(test_tenant_namespaces),
   };
   int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
   master_stop(&M);

@@ -186,6 +186,11 @@ struct mc_store_config {
    * A port that cannot be bound only logs a warning. Stopped at teardown. */
   int enable_http_server;
   int http_port; /* 0 = 9300; outside 0-65535 -> -600 */
+  /* Object-key namespace (python-api.md tenant_id): NULL, "" or "default" = the shared default namespace.
+   * Another id isolates this client's keys: every key it sends is stored as "<tenant_id>\x1f<key>", and
+   * remove_all / remove_by_regex only see its own namespace (the regex applies to the key without the
+   * prefix). Up to 128 bytes, no control characters, else -600. Admin listings show the stored form. */
+  const char *tenant_id;
 };
 typedef struct mc_store_config mc_store_config_t;
 

@@ -365,11 +365,9 @@ class MooncakeDistributedStore(_mooncake.Store):
             return INVALID_PARAMS
         if enable_ssd_offload:
             _log.warning("setup: SSD offload is not supported; continuing without it")
-        if tenant_id != "default":
-            _log.warning("setup: tenant namespaces are not supported; tenant_id %r is ignored", tenant_id)
         return self._setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, dev,
                            master, engine, engine_ptr, zone, bool(enable_client_http_server),
-                           client_http_port if enable_client_http_server else 0)
+                           client_http_port if enable_client_http_server else 0, tenant_id)
 
     # ---------------------------------------------------------------- P1 implemented in Python
 

@@ -177,6 +177,8 @@ struct mcli_reps {
   struct mc_replica_rec *reps;
 };
 void mcli_reps_free(struct mcli_reps *r, size_t n);
+/* Writes an object key as a str field, prefixed with the client's key namespace (tenant). */
+void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key);
 int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version);
 int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status);
 int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);

@@ -150,7 +150,7 @@ static int rpc_commit(struct mc_store *s, const struct fp_ext *e, const char *ke
   struct mc_wbuf req = {0}, rep = {0};
   mc_put_uuid(&req, s->client_id);
   mc_w_u64(&req, e->id);
-  mc_w_str(&req, key);
+  mcli_put_key(&req, s->master, key);
   mc_w_u64(&req, off);
   mc_w_u64(&req, len);
   mc_w_u8(&req, cfg->soft_pin_action);

@@ -35,6 +35,14 @@ void mcli_reps_free(struct mcli_reps *r, size_t n) {
   }
 }
 
+void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key) {
+  const char *ns = mc_mrpc_client_key_ns(c);
+  size_t nl = strlen(ns), kl = strlen(key);
+  mc_w_u32(w, (uint32_t)(nl + kl));
+  mc_w_bytes_raw(w, ns, nl);
+  mc_w_bytes_raw(w, key, kl);
+}
+
 int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version) {
   struct mc_wbuf req = {0}, rep;
   int rc = call(c, MC_OP_SERVICE_READY, &req, &rep, tmo);
@@ -101,7 +109,7 @@ int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, str
                    uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
-  mc_w_str(&req, key);
+  mcli_put_key(&req, c, key);
   mc_w_u64(&req, len);
   mc_put_config(&req, cfg);
   memset(out, 0, sizeof(*out));
@@ -125,7 +133,7 @@ int mcli_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struc
                  int revoke) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
-  mc_w_str(&req, key);
+  mcli_put_key(&req, c, key);
   mc_w_u8(&req, MC_REPLICA_ALL);
   return call_void(c, revoke ? ops->revoke : ops->end, &req, 0);
 }
@@ -150,7 +158,7 @@ int mcli_batch_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *op
   mc_put_uuid(&req, id);
   mc_w_u32(&req, (uint32_t)n);
   for (size_t i = 0; i < n; i++) {
-    mc_w_str(&req, keys[i]);
+    mcli_put_key(&req, c, keys[i]);
     mc_w_u64(&req, lens[i]);
   }
   mc_put_config(&req, cfg);
@@ -187,23 +195,23 @@ static int call_i32_list(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *
   return rc;
 }
 
-static void put_keys(struct mc_wbuf *w, const char *const *keys, size_t n) {
+static void put_keys(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *const *keys, size_t n) {
   mc_w_u32(w, (uint32_t)n);
-  for (size_t i = 0; i < n; i++) mc_w_str(w, keys[i]);
+  for (size_t i = 0; i < n; i++) mcli_put_key(w, c, keys[i]);
 }
 
 int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
                        const char *const *keys, size_t n, int revoke, int *results) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
-  put_keys(&req, keys, n);
+  put_keys(&req, c, keys, n);
   mc_w_u8(&req, MC_REPLICA_ALL);
   return call_i32_list(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results);
 }
 
 int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
-  mc_w_str(&req, key);
+  mcli_put_key(&req, c, key);
   memset(out, 0, sizeof(*out));
   int rc = call(c, MC_OP_GET_REPLICA_LIST, &req, &rep, 0);
   if (!rc) {
@@ -225,7 +233,7 @@ int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease
 int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
                             struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
-  put_keys(&req, keys, n);
+  put_keys(&req, c, keys, n);
   memset(out, 0, n * sizeof(*out));
   int rc = call(c, MC_OP_BATCH_GET_REPLICA_LIST, &req, &rep, 0);
   if (!rc) {
@@ -241,7 +249,7 @@ int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, s
 
 int mcli_exist(struct mc_mrpc_client *c, const char *key) {
   struct mc_wbuf req = {0}, rep;
-  mc_w_str(&req, key);
+  mcli_put_key(&req, c, key);
   int rc = call(c, MC_OP_EXIST_KEY, &req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
@@ -256,20 +264,20 @@ int mcli_exist(struct mc_mrpc_client *c, const char *key) {
 
 int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results) {
   struct mc_wbuf req = {0};
-  put_keys(&req, keys, n);
+  put_keys(&req, c, keys, n);
   return call_i32_list(c, MC_OP_BATCH_EXIST_KEY, &req, n, results);
 }
 
 int mcli_remove(struct mc_mrpc_client *c, const char *key, int force) {
   struct mc_wbuf req = {0};
-  mc_w_str(&req, key);
+  mcli_put_key(&req, c, key);
   mc_w_u8(&req, force ? 1 : 0);
   return call_void(c, MC_OP_REMOVE, &req, 0);
 }
 
 int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results) {
   struct mc_wbuf req = {0};
-  put_keys(&req, keys, n);
+  put_keys(&req, c, keys, n);
   mc_w_u8(&req, force ? 1 : 0);
   return call_i32_list(c, MC_OP_BATCH_REMOVE, &req, n, results);
 }
@@ -278,7 +286,7 @@ int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const 
                              const char *segment, uint8_t *cleared) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
-  put_keys(&req, keys, n);
+  put_keys(&req, c, keys, n);
   mc_w_str(&req, segment);
   int rc = call(c, MC_OP_BATCH_REPLICA_CLEAR, &req, &rep, 0);
   memset(cleared, 0, n);
@@ -287,10 +295,11 @@ int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const 
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     uint32_t m = mc_r_count(&r, 4), matched = 0;
-    size_t i = 0;
+    size_t i = 0, nl = strlen(mc_mrpc_client_key_ns(c));
     for (uint32_t j = 0; j < m && !r.err; j++) {
       uint32_t len;
       const uint8_t *k = mc_r_blob(&r, &len);
+      if (!r.err && len >= nl) k += nl, len -= (uint32_t)nl; /* the answer carries our namespace */
       while (!r.err && i < n && !(strlen(keys[i]) == len && !memcmp(keys[i], k, len))) i++;
       if (r.err || i == n) break;
       cleared[i++] = 1;
@@ -320,15 +329,18 @@ static int64_t call_count(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf 
   return rc;
 }
 
+/* Both scoped to the client's key namespace ("" = the default one; docs/master.md, tenant namespaces). */
 int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force) {
   struct mc_wbuf req = {0};
   mc_w_str(&req, re);
   mc_w_u8(&req, force ? 1 : 0);
+  mc_w_str(&req, mc_mrpc_client_key_ns(c));
   return call_count(c, MC_OP_REMOVE_BY_REGEX, &req);
 }
 
 int64_t mcli_remove_all(struct mc_mrpc_client *c, int force) {
   struct mc_wbuf req = {0};
   mc_w_u8(&req, force ? 1 : 0);
+  mc_w_str(&req, mc_mrpc_client_key_ns(c));
   return call_count(c, MC_OP_REMOVE_ALL, &req);
 }

@@ -346,6 +346,15 @@ static int set_name(struct mc_store *s, const char *hostname) {
 
 static const char *or_default(const char *v, const char *def) { return v ? v : def; }
 
+/* A tenant id: at most 128 bytes, no control characters (the namespace separator is 0x1f). */
+static int tenant_ok(const char *t) {
+  size_t n = strlen(t);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f) n = 129;
+  if (n > 128) LOG_ERROR("setup: invalid tenant_id (at most 128 bytes, no control characters)");
+  return n <= 128;
+}
+
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   uint64_t deadline = mc_now_ms() + SETUP_BUDGET_MS;
   const char *meta = or_default(cfg->metadata_server, ""), *master = or_default(cfg->master_server_addr, "127.0.0.1:50051");
@@ -358,9 +367,16 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
     LOG_ERROR("setup: client HTTP port %d is not in 1-65535", cfg->http_port);
     return MC_INVALID_PARAMS;
   }
-  int rc = set_name(s, or_default(cfg->local_hostname, ""));
+  const char *tenant = or_default(cfg->tenant_id, "");
+  int rc = tenant_ok(tenant) ? 0 : MC_INVALID_PARAMS;
+  if (!rc) rc = set_name(s, or_default(cfg->local_hostname, ""));
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);
+  if (!rc && *tenant && strcmp(tenant, "default")) { /* the key namespace: "<tenant>\x1f" */
+    char ns[136];
+    snprintf(ns, sizeof(ns), "%s\x1f", tenant);
+    mc_mrpc_client_set_key_ns(s->master, ns);
+  }
   if (!rc) rc = probe_metadata(meta, s->name);
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);

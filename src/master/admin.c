@@ -300,7 +300,12 @@ static mc_mhd_ret post_remove(struct mc_admin *a, struct MHD_Connection *c, cons
 static mc_mhd_ret post_remove_all(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
   int force = force_arg(c);
   if (force < 0) return reply_error(c, MC_INVALID_PARAMS, "force must be true, false, 1 or 0");
-  int64_t n = mc_master_remove_matching(a->m, NULL, force);
+  size_t tlen = 0;
+  const char *tenant = arg(c, "tenant_id", &tlen); /* a client's key namespace: "<tenant>\x1f" */
+  char scope[136] = ""; /* no tenant_id: every key; "default": the default namespace */
+  if (tenant && tlen > 128) return reply_error(c, MC_INVALID_PARAMS, "tenant_id longer than 128 bytes");
+  if (tenant && tlen && strcmp(tenant, "default")) snprintf(scope, sizeof(scope), "%.*s\x1f", (int)tlen, tenant);
+  int64_t n = mc_master_remove_matching(a->m, NULL, tenant && tlen ? scope : NULL, force);
   return reply_ok(c, json_pack("{s:I}", "removed_count", (json_int_t)n));
 }
 

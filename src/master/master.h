@@ -73,7 +73,10 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
 int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen,
                             const void *seg, uint32_t seg_len);
 /* re NULL = every key. Returns the number of objects removed. */
-int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, int force);
+/* Removes the matching objects (re NULL = all). scope: NULL = every key; "" = the default key namespace
+ * (keys without the 0x1f tenant separator); else only keys starting with it, re applied to the rest of
+ * the key (a tenant's namespace "<tenant>\x1f"). */
+int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, const char *scope, int force);
 /* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease). */
 void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct mc_wbuf *w);
 uint64_t mc_master_lease_ttl_ms(const struct mc_master *m);

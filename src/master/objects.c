@@ -521,10 +521,18 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
   return cleared;
 }
 
-static int key_matches(const regex_t *re, const struct object *o) { return !re || !regexec(re, o->key, 0, NULL, 0); }
+/* A key matches when it is in scope and re (NULL = any) matches the rest of it. Scope: NULL = every key;
+ * "" = the default namespace (keys without the 0x1f tenant separator); else keys starting with it. */
+static int key_matches(const regex_t *re, const char *scope, const struct object *o) {
+  size_t sl = scope ? strlen(scope) : 0;
+  if (scope && !sl && memchr(o->key, 0x1f, o->klen)) return 0;
+  if (sl && (o->klen < sl || memcmp(o->key, scope, sl))) return 0;
+  return !re || !regexec(re, o->key + sl, 0, NULL, 0);
+}
 
 /* Removes the matching, complete, unleased (unless force) objects of one locked shard. */
-static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const regex_t *re, int force, uint64_t now) {
+static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const regex_t *re, const char *scope, int force,
+                               uint64_t now) {
   int64_t n = 0;
   for (uint32_t b = 0; b < sh->nbuckets; b++)
     for (struct object *o = sh->buckets[b], *next; o; o = next) {
@@ -534,7 +542,7 @@ static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const rege
         mc_obj_erase(m, sh, o);
         continue;
       }
-      if (!key_matches(re, o) || (!force && o->lease_ns > now) || count_status(o, REP_COMPLETE) != o->nrep) continue;
+      if (!key_matches(re, scope, o) || (!force && o->lease_ns > now) || count_status(o, REP_COMPLETE) != o->nrep) continue;
       release_all(o);
       mc_obj_erase(m, sh, o);
       n++;
@@ -542,12 +550,12 @@ static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const rege
   return n;
 }
 
-int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, int force) {
+int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, const char *scope, int force) {
   int64_t n = 0;
   for (uint32_t i = 0; i < MC_NSHARDS; i++) {
     struct shard *sh = &m->shards[i];
     pthread_mutex_lock(&sh->mu);
-    n += remove_in_shard(m, sh, re, force, mc_now_ns());
+    n += remove_in_shard(m, sh, re, scope, force, mc_now_ns());
     pthread_mutex_unlock(&sh->mu);
   }
   return n;
@@ -562,7 +570,7 @@ void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct 
     pthread_mutex_lock(&sh->mu);
     for (uint32_t b = 0; b < sh->nbuckets; b++)
       for (struct object *o = sh->buckets[b]; o; o = o->next) {
-        if (!count_readable(o) || !key_matches(re, o)) continue;
+        if (!count_readable(o) || !key_matches(re, NULL, o)) continue;
         mc_w_blob(w, o->key, o->klen);
         encode_readable(w, o);
         count++;

@@ -382,20 +382,24 @@ static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct 
   regex_t re;
   int rc = compile(r, &re);
   uint8_t force = mc_r_u8(r);
+  char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
   if (rc || r->err) {
     if (!rc) regfree(&re);
+    mc_free(scope);
     return MC_INVALID_PARAMS;
   }
-  mc_w_i64(w, mc_master_remove_matching(m, &re, force));
+  mc_w_i64(w, mc_master_remove_matching(m, &re, scope, force));
   regfree(&re);
+  mc_free(scope);
   return 0;
 }
 
 static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   uint8_t force = mc_r_u8(r);
-  if (r->err) return MC_INVALID_PARAMS;
-  mc_w_i64(w, mc_master_remove_matching(m, NULL, force));
-  return 0;
+  char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
+  if (!r->err) mc_w_i64(w, mc_master_remove_matching(m, NULL, scope, force));
+  mc_free(scope);
+  return r->err ? MC_INVALID_PARAMS : 0;
 }
 
 /* ------------------------------------------------------------------ statistics */

@@ -614,3 +614,35 @@ def test_gil_released_during_blocking_calls(master):
     t.join()
     lst.close()
     assert rc == -901 and len(ticks) > 20
+
+
+def test_tenant_namespaces(master, make_store):
+    """tenant_id isolates keys; remove_all / remove_by_regex stay inside the namespace."""
+    from mooncake.store import MooncakeDistributedStore
+    holder = make_store()  # default namespace, holds the bytes
+    tenants = []
+    for t in ("acme", "beta"):
+        s = MooncakeDistributedStore()
+        assert s.setup("127.0.0.1", master.metadata, 0, 16 << 20, "tcp", "", master.addr, tenant_id=t) == 0
+        tenants.append(s)
+    acme, beta = tenants
+    assert holder.put("k", b"default") == 0
+    assert acme.put("k", b"acme") == 0
+    assert beta.put("k", b"beta") == 0
+    assert (holder.get("k"), acme.get("k"), beta.get("k")) == (b"default", b"acme", b"beta")
+    assert acme.put("x1", b"1") == 0 and acme.put("x2", b"2") == 0
+    assert acme.remove_by_regex("^x", force=True) == 2
+    assert beta.remove_all(force=True) == 1
+    assert acme.is_exist("k") == 1 and holder.is_exist("k") == 1 and beta.is_exist("k") == 0
+    assert holder.remove_all(force=True) == 1  # only the default namespace's "k"
+    assert acme.get("k") == b"acme"
+    # the dict form carries it too; a control character is refused
+    s = MooncakeDistributedStore()
+    assert s.setup({"local_hostname": "127.0.0.1", "metadata_server": master.metadata, "global_segment_size": "0",
+                    "master_server_address": master.addr, "tenant_id": "acme"}) == 0
+    assert s.get("k") == b"acme"
+    s.close()
+    assert MooncakeDistributedStore().setup("127.0.0.1", master.metadata, 0, 16 << 20, "tcp", "", master.addr,
+                                            tenant_id="a\x1fb") != 0
+    for t in tenants:
+        t.close()
