@@ -349,10 +349,10 @@ static const char *or_default(const char *v, const char *def) { return v ? v : d
 /* A tenant id: at most 128 bytes, no control characters (the namespace separator is 0x1f). */
 static int tenant_ok(const char *t) {
   size_t n = strlen(t);
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f) n = 129;
-  if (n > 128) LOG_ERROR("setup: invalid tenant_id (at most 128 bytes, no control characters)");
-  return n <= 128;
+  int ok = n <= 128;
+  for (size_t i = 0; i < n && ok; i++) ok = (unsigned char)t[i] >= 0x20 && t[i] != 0x7f;
+  if (!ok) LOG_ERROR("setup: invalid tenant_id (at most 128 bytes, no control characters)");
+  return ok;
 }
 
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
