@@ -242,12 +242,16 @@ MC_FRESH=$(grep '^MEMCACHED' "$WORK/mc_fresh.out")
 MC_WARM=$(grep '^MEMCACHED' "$WORK/mc_fresh.out")
 
 FRESH_ROWS=()
-start_holder 1 1GiB tcp
-TCP_PID=$HOLDER_PID; TCP_HOLDER=$HOLDER_NAME
-start_holder 0 1GiB shm
-SHM_PID=$HOLDER_PID; SHM_HOLDER=$HOLDER_NAME
-# 896 MiB of 1 MiB unbatched puts into the fresh 1 GiB segment, then (keys removed) the same again: warm.
+# 896 MiB of 1 MiB unbatched puts into the fresh 1 GiB segment of a holder started just before (one fresh
+# holder at a time, as a storage node comes up), then (keys removed) the same again: warm.
 for path in tcp shm; do
+  if [ $path = tcp ]; then
+    start_holder 1 1GiB tcp
+    TCP_PID=$HOLDER_PID; TCP_HOLDER=$HOLDER_NAME
+  else
+    start_holder 0 1GiB shm
+    SHM_PID=$HOLDER_PID; SHM_HOLDER=$HOLDER_NAME
+  fi
   ft=1; h=$TCP_HOLDER
   [ $path = shm ] && ft=0 h=$SHM_HOLDER
   out=$(client "$ft" "fresh_$path" --preferred="$h" --cases=put:1MiB:1,put:1MiB:1 --max_bytes=896MiB \
@@ -262,8 +266,8 @@ done
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
   HOLDER_LOG=INFO start_holder "$ft" 1GiB "warmup_$path"
-  for _ in $(seq 1200); do grep -q 'prefault: .* warm in' "$WORK/holder_warmup_$path.err" && break; sleep 0.1; done
-  secs=$(sed -n 's/.*prefault: .* warm in \([0-9.]*\) s.*/\1/p' "$WORK/holder_warmup_$path.err")
+  for _ in $(seq 1200); do grep -q 'prefault: .* in [0-9.]* s' "$WORK/holder_warmup_$path.err" && break; sleep 0.1; done
+  secs=$(sed -n 's/.*prefault: .* in \([0-9.]*\) s.*/\1/p' "$WORK/holder_warmup_$path.err")
   [ -n "$secs" ] || fail "holder warmup_$path did not finish warming up within 120 s"
   first=$(client "$ft" "afterwarm_$path" --preferred="$HOLDER_NAME" --cases=put:1MiB:1 --max_bytes=896MiB \
     --cap_bytes=896MiB | grep '^RESULT') || exit 1
