@@ -92,8 +92,7 @@ start_memcached() {
 start_holder() {
   local out=$WORK/holder_$3.out
   : >"$out"
-  MC_LOG_LEVEL=${HOLDER_LOG:-$MC_LOG_LEVEL} MC_FORCE_TCP=$1 "$BENCH" --mode=holder "${ADDR[@]}" \
-    --global_segment_size="$2" --local_buffer_size=1MiB \
+  MC_FORCE_TCP=$1 "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size="$2" --local_buffer_size=1MiB \
     >"$out" 2>"$WORK/holder_$3.err" &
   HOLDER_PID=$!
   BG_PIDS+=("$HOLDER_PID")
@@ -105,6 +104,14 @@ start_holder() {
   HOLDER_NAME=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$out")
   HOLDER_SETUP_MS=$(sed -n 's/^HOLDER ready.* setup_ms=\([^ ]*\).*/\1/p' "$out")
   [ -n "$HOLDER_NAME" ] || fail "holder $3 did not become ready"
+}
+
+# wait_warm TAG: waits (up to 120 s) until holder TAG reports its background warm-up done ("HOLDER warm
+# after_s=X"); sets WARMUP_S to X.
+wait_warm() {
+  for _ in $(seq 1200); do grep -q '^HOLDER warm' "$WORK/holder_$1.out" && break; sleep 0.1; done
+  WARMUP_S=$(sed -n 's/^HOLDER warm after_s=\([^ ]*\).*/\1/p' "$WORK/holder_$1.out")
+  [ -n "$WARMUP_S" ] || fail "holder $1 did not finish warming up within 120 s"
 }
 
 # client FORCE_TCP TAG ARGS...: runs store_bench --mode=client (pure client), prints its WARM/RESULT lines.
@@ -196,7 +203,7 @@ API_ROWS=()
 # a small holder for the store-API exist cases (their keys need a segment); stopped before the fresh-segment runs
 start_holder 0 64MiB api
 API_PID=$HOLDER_PID; API_HOLDER=$HOLDER_NAME
-for _ in $(seq 600); do grep -q '^HOLDER warm' "$WORK/holder_api.out" && break; sleep 0.05; done # steady state
+wait_warm api # steady state
 for op in exist batch_exist put; do
   for c in 1 4 16; do
     redis_rpc "$op" "$c"; rb=$RR_RATE; rb50=$RR_P50; rb99=$RR_P99
@@ -261,14 +268,13 @@ for path in tcp shm; do
   FRESH_ROWS+=("| $path | $(fmt "$f") | $(field "$first" p50_us) / $(field "$first" p99_us) | $(fmt "$w") | $(field "$second" p50_us) / $(field "$second" p99_us) | $(ratio "$f" "$w") |")
   eval "FRESH_$path=$f WARM_$path=$w"
 done
-# Fresh segments again, but first given the time the holder's background warm-up takes (it logs
-# "prefault: ... warm in X s" at INFO when done); then one pass of the same puts.
+# Fresh segments again, but first given the time the holder's background warm-up takes; then one pass
+# of the same puts.
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
-  HOLDER_LOG=INFO start_holder "$ft" 1GiB "warmup_$path"
-  for _ in $(seq 1200); do grep -q 'prefault: .* in [0-9.]* s' "$WORK/holder_warmup_$path.err" && break; sleep 0.1; done
-  secs=$(sed -n 's/.*prefault: .* in \([0-9.]*\) s.*/\1/p' "$WORK/holder_warmup_$path.err")
-  [ -n "$secs" ] || fail "holder warmup_$path did not finish warming up within 120 s"
+  start_holder "$ft" 1GiB "warmup_$path"
+  wait_warm "warmup_$path"
+  secs=$WARMUP_S
   first=$(client "$ft" "afterwarm_$path" --preferred="$HOLDER_NAME" --cases=put:1MiB:1 --max_bytes=896MiB \
     --cap_bytes=896MiB | grep '^RESULT') || exit 1
   f=$(field "$first" gbps); w=$(eval echo "\$WARM_$path")
@@ -284,9 +290,8 @@ check_path() { # FORCE_TCP HOLDER WANT
     --duration=0.05 --ws_bytes=1MiB >/dev/null 2>"$WORK/path.err" || fail "path probe failed"
   grep -q "peer=$2 protocol=$3 " "$WORK/path.err" || fail "expected the $3 path: $(grep -m1 TransferRequest "$WORK/path.err")"
 }
-for f in tcp shm; do # steady state for the data cases below: both holders done warming up
-  for _ in $(seq 1200); do grep -q '^HOLDER warm' "$WORK/holder_$f.out" && break; sleep 0.1; done
-done
+wait_warm tcp # steady state for the data cases below: both holders done warming up
+wait_warm shm
 check_path 1 "$TCP_HOLDER" tcp
 check_path 0 "$SHM_HOLDER" shm
 

@@ -73,7 +73,7 @@ static void *live_main(void *arg) {
     mc_free(k);
     mc_free(v);
     pthread_mutex_lock(&l->mu);
-    if (rc && !l->failing) LOG_WARN("metadata %s: cannot renew %zu key(s); retrying every %d s", m->conn, n, l->ttl_s / 3 ? l->ttl_s / 3 : 1);
+    if (rc && !l->failing) LOG_WARN("metadata %s: cannot renew %zu key(s); retrying every %d s", m->conn, n, l->ttl_s / 3);
     if (!rc && l->failing) LOG_INFO("metadata %s: keys renewed again", m->conn);
     l->failing = rc != 0;
   }

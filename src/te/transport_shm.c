@@ -147,7 +147,8 @@ static int copy_slice(struct mc_slice *s) {
   atomic_uint_least64_t *warm;
   uint64_t off = s->remote - b->addr;
   if (d->pid == getpid()) {
-    struct mc_buf *own = s->eng->prefault ? mc_engine_pin_range(s->eng, s->remote, s->len) : NULL;
+    /* while anything is still warming (rare after start-up), a cold own buffer is copied by the kernel */
+    struct mc_buf *own = mc_prefault_pending(s->eng->prefault) ? mc_engine_pin_range(s->eng, s->remote, s->len) : NULL;
     int cold = own && !mc_buf_warm(own, s->remote, s->len);
     int rc = cold ? mc_vm_copy_raw(getpid(), s->opcode, s->local, s->remote, s->len) : 0;
     if (own) mc_engine_unpin(own);
