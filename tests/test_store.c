@@ -411,13 +411,14 @@ static void test_remove_leases(void) {
 }
 
 static void test_remove_lease_expired_read(void) {
-  /* a master whose leases last 1 ms: a 32 MiB read cannot finish inside it */
+  /* a master whose leases last 1 ms: a 128 MiB read (~7 ms at memcpy speed) cannot finish inside it,
+   * even counted in whole milliseconds (32 MiB could: ~1.8 ms, flaky once waits stopped sleeping) */
   struct master m;
   const char *flags[] = {"--default_kv_lease_ttl=1", NULL};
   REQUIRE(master_start(&m, flags) == 0);
-  mooncake_store_t s = client_new(&m, 64 * MiB, 40 * MiB);
+  mooncake_store_t s = client_new(&m, 160 * MiB, 136 * MiB);
   REQUIRE(s);
-  uint64_t n = 32 * MiB;
+  uint64_t n = 128 * MiB;
   char *v = malloc(n);
   fill(v, n, 3);
   CHECK_EQ(mooncake_store_put(s, "slow", v, n, NULL), 0);

@@ -81,6 +81,9 @@ struct mc_mrpc_server {
 
 /* Reads a frame header, waiting indefinitely between requests but checking for shutdown. */
 static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h) {
+  long got = mc_sock_spin_recv(fd, h, MC_MRPC_HDR, 0); /* a busy client's next request comes soon */
+  if (got > 0) return got == MC_MRPC_HDR ? 0 : mc_sock_read_deadline(fd, h + got, MC_MRPC_HDR - (size_t)got, 10000);
+  if (got != -EAGAIN) return (int)got;
   for (;;) {
     if (atomic_load(&s->stop)) return -ECANCELED;
     struct pollfd p = {.fd = fd, .events = POLLIN};

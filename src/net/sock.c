@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +165,31 @@ int mc_sock_writev_full(int fd, struct iovec *iov, int iovcnt, uint64_t *sent) {
   return 0;
 }
 
+uint64_t mc_spin_ns(void) {
+  static atomic_llong ns = -1;
+  long long v = atomic_load_explicit(&ns, memory_order_relaxed);
+  if (v < 0) {
+    v = mc_env_long("MC_SPIN_US", 50, 0, 100000) * 1000;
+    atomic_store(&ns, v);
+  }
+  return (uint64_t)v;
+}
+
+long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags) {
+  uint64_t spin = mc_spin_ns(), deadline = 0;
+  for (;;) {
+    ssize_t r = recv(fd, buf, n, MSG_DONTWAIT | flags);
+    if (r > 0) return (long)r;
+    if (r == 0) return -EPIPE;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return -errno;
+    uint64_t now = mc_now_ns();
+    if (!deadline) deadline = now + spin;
+    if (now >= deadline) return -EAGAIN;
+    sched_yield();
+  }
+}
+
 static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
   for (;;) {
     uint64_t now = mc_now_ns();
@@ -177,8 +204,14 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
 int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {
   uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   char *p = buf;
-  while (n) { /* try first, poll only when the socket has nothing: saves a syscall per message */
-    ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+  int spun = 0;
+  while (n) { /* try first (spinning a little once), poll only when the socket stays empty */
+    ssize_t r = spun ? recv(fd, p, n, MSG_DONTWAIT) : (ssize_t)mc_sock_spin_recv(fd, p, n, 0);
+    if (!spun && r < 0) {
+      errno = (int)-r;
+      r = -1;
+    }
+    spun = 1;
     if (r > 0) {
       p += r;
       n -= (size_t)r;

@@ -33,6 +33,15 @@ int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms);
 /* Sends all of iov (consumed) before the deadline. */
 int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_ms);
 
+/* Busy-poll window before a blocking wait for a reply or the next request (MC_SPIN_US, default 50 us,
+ * 0 = off). Waking a sleeping thread costs tens of microseconds in a VM, more than a whole loopback
+ * round trip; polling for a bounded time with sched_yield() in between hands the CPU to anything else
+ * runnable, so a spinning waiter never keeps the peer it waits for off the CPU. */
+uint64_t mc_spin_ns(void);
+/* recv(MSG_DONTWAIT | flags) until data arrives or the spin window ends. Returns the bytes received
+ * (> 0), -EAGAIN when nothing came within the window, -EPIPE on EOF, -errno on error. */
+long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags);
+
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */
 void mc_local_ip(char *buf, size_t len);

@@ -2,6 +2,7 @@
  * It routes slices to transports and never touches sockets itself (the control RPC lives in net/). */
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1012,6 +1013,8 @@ int mc_te_wait_batch(transfer_engine_t engine, batch_id_t id, int timeout_ms) {
   uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ull;
   ts.tv_sec += (time_t)(ns / 1000000000ull);
   ts.tv_nsec = (long)(ns % 1000000000ull);
+  uint64_t spin_end = mc_now_ns() + (timeout_ms ? mc_spin_ns() : 0); /* small transfers finish within a wake-up's cost */
+  while (atomic_load(&b->pending) > 0 && mc_now_ns() < spin_end) sched_yield();
   pthread_mutex_lock(&b->mu);
   while (atomic_load(&b->pending) > 0) {
     if (timeout_ms < 0) pthread_cond_wait(&b->cv, &b->mu);

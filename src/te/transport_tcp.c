@@ -40,6 +40,7 @@ struct lane {
   struct mc_slice *q_head, *q_tail; /* to send */
   struct mc_slice *f_head, *f_tail; /* sent (or being sent), awaiting status, in wire order */
   int fd, alive, stop, started;
+  int direct; /* a submitting thread owns the connection (direct_io): the lane threads keep off */
   int recovering; /* the receiver is settling the slices of a lost connection: no reconnect yet */
   atomic_uint_least64_t progress_ns;
   pthread_t snd, rcv;
@@ -76,7 +77,7 @@ struct tcp_tp {
   pthread_mutex_t mu; /* guards peers and conns */
   struct tcp_peer *peers;
   struct srv_conn *conns;
-  int nlanes, io_timeout_ms, connect_timeout_ms;
+  int nlanes, io_timeout_ms, connect_timeout_ms, direct;
   size_t chunk;
 };
 
@@ -97,6 +98,13 @@ static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *pro
                          atomic_int *stop, int idle_ok) {
   char *p = buf;
   size_t got = 0;
+  long first = n ? mc_sock_spin_recv(fd, p, n, 0) : 0; /* replies and busy peers' requests come soon */
+  if (first > 0) {
+    got = (size_t)first;
+    atomic_store(progress, mc_now_ns());
+  } else if (first != -EAGAIN && first != 0) {
+    return (int)first;
+  }
   while (got < n) {
     ssize_t r = recv(fd, p + got, n - got, 0);
     if (r > 0) {
@@ -405,7 +413,7 @@ static void *sender_main(void *arg) {
   struct lane *l = arg;
   pthread_mutex_lock(&l->mu);
   for (;;) {
-    while (!l->stop && (!l->q_head || l->recovering)) pthread_cond_wait(&l->cv, &l->mu);
+    while (!l->stop && (!l->q_head || l->recovering || l->direct)) pthread_cond_wait(&l->cv, &l->mu);
     if (l->stop) break;
     if (l->fd >= 0 && !l->alive) {
       close(l->fd);
@@ -448,6 +456,14 @@ static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st
     pthread_mutex_lock(&l->mu);
     for (struct mc_slice *x = l->f_head; x && x->opcode == OPCODE_WRITE && k < 64; x = x->next) k++;
     pthread_mutex_unlock(&l->mu);
+    if (!k) k = 1; /* direct_io: the one request in flight is not queued */
+    long first = mc_sock_spin_recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
+    if (first > 0) {
+      l->st_have += (size_t)first;
+      atomic_store(&l->progress_ns, mc_now_ns());
+    } else if (first != -EAGAIN) {
+      return (int)first;
+    }
     while (l->st_have < 8) {
       ssize_t r = recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
       if (r > 0) {
@@ -564,9 +580,85 @@ static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t)
   pthread_mutex_unlock(&l->mu);
 }
 
+/* A lone request of at most DIRECT_MAX bytes to a peer with an idle lane is carried out by the submitting
+ * thread itself: two thread hand-offs (to the sender, from the receiver) cost more than a loopback round
+ * trip on a VM. submitTransfer then returns with the request already terminal; MC_TCP_DIRECT=0 keeps
+ * every request on the lane threads. */
+#define DIRECT_MAX (256u << 10)
+
+static struct lane *claim_idle_lane(struct tcp_tp *tp, struct tcp_peer *p) {
+  unsigned start = atomic_fetch_add(&p->rr, 1);
+  for (int i = 0; i < tp->nlanes; i++) {
+    struct lane *l = &p->lanes[(start + (unsigned)i) % (unsigned)tp->nlanes];
+    if (pthread_mutex_trylock(&l->mu)) continue;
+    int idle = !l->stop && !l->direct && !l->q_head && !l->f_head && !l->recovering && !l->ngrp;
+    if (idle) l->direct = 1;
+    pthread_mutex_unlock(&l->mu);
+    if (idle) return l;
+  }
+  return NULL;
+}
+
+static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t);
+
+/* Sends s on the claimed lane and reads its status (and READ payload) in this thread. A lost connection
+ * is left for the lane's sender to replace; the retry rule of recover() applies. */
+static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
+  pthread_mutex_lock(&l->mu);
+  if (l->fd >= 0 && !l->alive) {
+    close(l->fd);
+    l->fd = -1;
+  }
+  int rc = l->fd < 0 ? lane_connect(l) : 0, fd = l->fd, ok = 0;
+  pthread_mutex_unlock(&l->mu);
+  uint64_t sent = 0;
+  if (!rc) {
+    uint8_t h[HDR_LEN] = {0};
+    put_u64(h, s->len);
+    put_u64(h + 8, s->remote);
+    h[16] = (uint8_t)(s->opcode | OP_V2);
+    struct iovec iov[2] = {{h, HDR_LEN}, {s->local, s->len}};
+    rc = send_progress(fd, iov, s->opcode == OPCODE_WRITE ? 2 : 1, tp->chunk, &l->progress_ns, &sent);
+    if (!rc) rc = recv_reply(l, fd, s, &ok);
+    if (rc) {
+      LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
+               rc == -EPROTO ? "bad status frame" : strerror(-rc));
+      shutdown(fd, SHUT_RDWR);
+    }
+  }
+  pthread_mutex_lock(&l->mu);
+  if (rc && l->fd == fd) {
+    l->alive = 0;
+    l->st_have = 0;
+  }
+  l->direct = 0;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  if (rc && fd >= 0 && s->retries == 0 && (s->opcode == OPCODE_READ || sent == 0)) {
+    s->retries++;
+    s->sent = 0;
+    lane_enqueue(l, s, s); /* the sender reconnects */
+    return;
+  }
+  if (!rc && !ok)
+    LOG_WARN("tcp: %s:%u rejected a %s of %llu bytes at 0x%llx", l->peer->host, l->peer->port,
+             s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len,
+             (unsigned long long)s->remote);
+  mc_slice_done(s, !rc && ok, s->len);
+}
+
 static void tcp_submit(struct mc_transport *t, struct mc_slice **sl, size_t n) {
   struct tcp_tp *tp = (struct tcp_tp *)t;
   struct tcp_peer *p = NULL;
+  if (n == 1 && tp->direct && sl[0]->len <= DIRECT_MAX) {
+    p = get_peer(tp, sl[0]->desc->ip, sl[0]->desc->tcp_data_port);
+    struct lane *l = claim_idle_lane(tp, p);
+    if (l) {
+      direct_io(tp, l, sl[0]);
+      return;
+    }
+    p = NULL;
+  }
   struct mc_slice *h[MAX_LANES] = {0}, *tl[MAX_LANES] = {0};
   for (size_t i = 0; i < n; i++) {
     struct mc_desc *d = sl[i]->desc;
@@ -606,6 +698,7 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
                                                : mc_env_long("MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, MAX_LANES);
   tp->nlanes = (int)lanes;
   tp->io_timeout_ms = (int)mc_env_long("MC_TCP_IO_TIMEOUT_MS", 10000, 100, 3600000);
+  tp->direct = (int)mc_env_long("MC_TCP_DIRECT", 1, 0, 1);
   tp->connect_timeout_ms = (int)mc_env_long("MC_TCP_CONNECT_TIMEOUT_MS", 3000, 100, 600000);
   tp->chunk = (size_t)mc_env_long("MC_TCP_SLICE_SIZE", 65536, 4096, 1l << 30) * 16;
   pthread_mutex_init(&tp->mu, NULL);
