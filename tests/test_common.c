@@ -4,6 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -11,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "lib/test.h"
+#include "net/sock.h"
 #include "mooncake/store_errors.h"
 #include "mooncake/transfer_engine.h"
 #include "net/ctrl_rpc.h"
@@ -195,6 +199,41 @@ static void test_env_knobs(void) {
   mc_log_set_level(MC_LOG_WARN);
 }
 
+/* The adaptive busy poll (net/sock.h): a poll that runs out turns polling off for that waiter; a short
+ * blocking wait turns it back on; data already there is returned at once either way. */
+static void test_adaptive_spin(void) {
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  struct mc_spin sp = {0};
+  char b[8];
+  uint64_t t0 = mc_now_ns();
+  CHECK_EQ(mc_sock_spin_recv(sv[0], b, sizeof(b), 0, &sp), -EAGAIN);
+  CHECK(mc_now_ns() - t0 >= mc_spin_ns()); /* it polled for the whole window */
+  CHECK_EQ(atomic_load(&sp.off), 1);
+  t0 = mc_now_ns();
+  CHECK_EQ(mc_sock_spin_recv(sv[0], b, sizeof(b), 0, &sp), -EAGAIN); /* off: one try only */
+  CHECK(mc_now_ns() - t0 < mc_spin_ns());
+  mc_spin_note_wait(&sp, mc_spin_ns() * 4); /* a long wait keeps it off */
+  CHECK_EQ(atomic_load(&sp.off), 1);
+  mc_spin_note_wait(&sp, 1000); /* a short one turns it on */
+  CHECK_EQ(atomic_load(&sp.off), 0);
+  CHECK_EQ(write(sv[1], "abc", 3), 3);
+  CHECK_EQ(mc_sock_spin_recv(sv[0], b, sizeof(b), 0, &sp), 3);
+  CHECK_EQ(memcmp(b, "abc", 3), 0);
+  CHECK_EQ(write(sv[1], "defg", 4), 4);
+  CHECK_EQ(mc_sock_read_deadline_spin(sv[0], b, 4, 1000, &sp), 0);
+  CHECK_EQ(memcmp(b, "defg", 4), 0);
+  _Atomic int pending = 1;
+  CHECK_EQ(mc_spin_until_zero(&pending, &sp), 0); /* never reaches 0: runs out, turns off */
+  CHECK_EQ(atomic_load(&sp.off), 1);
+  pending = 0;
+  CHECK_EQ(mc_spin_until_zero(&pending, &sp), 1);
+  close(sv[1]);
+  CHECK_EQ(mc_sock_spin_recv(sv[0], b, sizeof(b), 0, NULL), -EPIPE);
+  close(sv[0]);
+}
+
 TEST_MAIN(TEST_CASE(test_error_tables), TEST_CASE(test_parse_size), TEST_CASE(test_config_table),
           TEST_CASE(test_host_port), TEST_CASE(test_rpc_port_range), TEST_CASE(test_rpc_frame_decode),
-          TEST_CASE(test_alloc_fault_injection), TEST_CASE(test_env_knobs))
+          TEST_CASE(test_alloc_fault_injection), TEST_CASE(test_env_knobs),
+          TEST_CASE(test_adaptive_spin))

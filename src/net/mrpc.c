@@ -80,16 +80,20 @@ struct mc_mrpc_server {
 };
 
 /* Reads a frame header, waiting indefinitely between requests but checking for shutdown. */
-static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h) {
-  long got = mc_sock_spin_recv(fd, h, MC_MRPC_HDR, 0); /* a busy client's next request comes soon */
+static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h, struct mc_spin *sp) {
+  long got = mc_sock_spin_recv(fd, h, MC_MRPC_HDR, 0, sp); /* a busy client's next request comes soon */
   if (got > 0) return got == MC_MRPC_HDR ? 0 : mc_sock_read_deadline(fd, h + got, MC_MRPC_HDR - (size_t)got, 10000);
   if (got != -EAGAIN) return (int)got;
+  uint64_t t0 = mc_now_ns();
   for (;;) {
     if (atomic_load(&s->stop)) return -ECANCELED;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, 250);
     if (n < 0 && errno != EINTR) return -errno;
-    if (n > 0) return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
+    if (n > 0) {
+      mc_spin_note_wait(sp, mc_now_ns() - t0);
+      return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
+    }
   }
 }
 
@@ -98,7 +102,8 @@ static void *serve_conn(void *arg) {
   struct mc_mrpc_server *s = c->s;
   void *conn_ctx = NULL;
   uint8_t hb[MC_MRPC_HDR];
-  while (read_hdr_idle(s, c->fd, hb) == 0) {
+  struct mc_spin spin = {0};
+  while (read_hdr_idle(s, c->fd, hb, &spin) == 0) {
     struct hdr h;
     get_hdr(hb, &h);
     if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
@@ -217,6 +222,7 @@ struct mc_mrpc_client {
   int nidle;
   atomic_uint_least64_t next_id;
   char *key_ns; /* prefix of every object key sent through this client (a tenant's namespace), or NULL */
+  struct mc_spin spin; /* reply waits: poll first while the master answers within the window */
 };
 
 struct mc_mrpc_client *mc_mrpc_client_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms) {
@@ -277,7 +283,7 @@ static int exchange(struct mc_mrpc_client *c, int fd, uint16_t op, const struct 
   if (*io_err) return 0;
   uint8_t hb[MC_MRPC_HDR];
   struct hdr h;
-  if ((*io_err = mc_sock_read_deadline(fd, hb, MC_MRPC_HDR, tmo))) return 0;
+  if ((*io_err = mc_sock_read_deadline_spin(fd, hb, MC_MRPC_HDR, tmo, &c->spin))) return 0;
   get_hdr(hb, &h);
   if (h.magic != MC_MRPC_MAGIC || h.id != id || h.len > MC_MRPC_MAX_BODY) {
     *io_err = -EPROTO;

@@ -175,19 +175,42 @@ uint64_t mc_spin_ns(void) {
   return (uint64_t)v;
 }
 
-long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags) {
-  uint64_t spin = mc_spin_ns(), deadline = 0;
+long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp) {
+  uint64_t spin = sp && !atomic_load_explicit(&sp->off, memory_order_relaxed) ? mc_spin_ns() : 0, deadline = 0;
   for (;;) {
     ssize_t r = recv(fd, buf, n, MSG_DONTWAIT | flags);
     if (r > 0) return (long)r;
     if (r == 0) return -EPIPE;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return -errno;
+    if (!spin) return -EAGAIN;
     uint64_t now = mc_now_ns();
     if (!deadline) deadline = now + spin;
-    if (now >= deadline) return -EAGAIN;
+    if (now >= deadline) {
+      atomic_store_explicit(&sp->off, 1, memory_order_relaxed);
+      return -EAGAIN;
+    }
     sched_yield();
   }
+}
+
+void mc_spin_note_wait(struct mc_spin *sp, uint64_t waited_ns) {
+  if (sp && waited_ns < mc_spin_ns()) atomic_store_explicit(&sp->off, 0, memory_order_relaxed);
+}
+
+int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp) {
+  if (!atomic_load(pending)) return 1;
+  uint64_t spin = sp && !atomic_load_explicit(&sp->off, memory_order_relaxed) ? mc_spin_ns() : 0;
+  if (!spin) return 0;
+  uint64_t deadline = mc_now_ns() + spin;
+  while (atomic_load(pending)) {
+    if (mc_now_ns() >= deadline) {
+      atomic_store_explicit(&sp->off, 1, memory_order_relaxed);
+      return 0;
+    }
+    sched_yield();
+  }
+  return 1;
 }
 
 static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
@@ -201,30 +224,34 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
   }
 }
 
-int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {
-  uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp) {
+  uint64_t t0 = mc_now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000ull;
   char *p = buf;
-  int spun = 0;
-  while (n) { /* try first (spinning a little once), poll only when the socket stays empty */
-    ssize_t r = spun ? recv(fd, p, n, MSG_DONTWAIT) : (ssize_t)mc_sock_spin_recv(fd, p, n, 0);
-    if (!spun && r < 0) {
-      errno = (int)-r;
-      r = -1;
-    }
-    spun = 1;
+  int first = 1, blocked = 0;
+  while (n) { /* try first (polling a little, once), poll(2) only when the socket stays empty */
+    long r = first ? mc_sock_spin_recv(fd, p, n, 0, sp) : mc_sock_spin_recv(fd, p, n, 0, NULL);
+    first = 0;
     if (r > 0) {
+      if (blocked == 1) mc_spin_note_wait(sp, mc_now_ns() - t0);
+      blocked = blocked ? 2 : 0;
       p += r;
       n -= (size_t)r;
-    } else if (r == 0) {
-      return -EPIPE;
-    } else if (errno == EAGAIN) {
+    } else if (r == -EAGAIN) {
+      if (!blocked) {
+        blocked = 1;
+        t0 = mc_now_ns();
+      }
       int w = wait_fd(fd, POLLIN, deadline);
       if (w) return w;
-    } else if (errno != EINTR) {
-      return -errno;
+    } else if (r != -EINTR) {
+      return (int)r;
     }
   }
   return 0;
+}
+
+int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {
+  return mc_sock_read_deadline_spin(fd, buf, n, timeout_ms, NULL);
 }
 
 int mc_sock_write_deadline(int fd, const void *buf, size_t n, int timeout_ms) {

@@ -36,11 +36,25 @@ int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_m
 /* Busy-poll window before a blocking wait for a reply or the next request (MC_SPIN_US, default 50 us,
  * 0 = off). Waking a sleeping thread costs tens of microseconds in a VM, more than a whole loopback
  * round trip; polling for a bounded time with sched_yield() in between hands the CPU to anything else
- * runnable, so a spinning waiter never keeps the peer it waits for off the CPU. */
+ * runnable, so a spinning waiter never keeps the peer it waits for off the CPU.
+ * Polling is adaptive per waiter (`struct mc_spin`, zero-initialised): after a poll that ran out
+ * without data the next wait blocks at once; a blocking wait that turned out shorter than the window
+ * turns polling back on. So a connection whose peer answers within the window polls, and one that sits
+ * idle between bursts (or a pipelined lane whose data is already queued) costs no CPU. */
+struct mc_spin {
+  _Atomic unsigned char off;
+};
 uint64_t mc_spin_ns(void);
-/* recv(MSG_DONTWAIT | flags) until data arrives or the spin window ends. Returns the bytes received
- * (> 0), -EAGAIN when nothing came within the window, -EPIPE on EOF, -errno on error. */
-long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags);
+/* recv(MSG_DONTWAIT | flags), polling up to the window unless sp says not to (sp == NULL: one try, no
+ * polling). Returns the bytes received (> 0), -EAGAIN when nothing came, -EPIPE on EOF, -errno. */
+long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp);
+/* After a blocking wait of waited_ns that the poll did not cover: turns polling back on when the wait
+ * was shorter than the window. */
+void mc_spin_note_wait(struct mc_spin *sp, uint64_t waited_ns);
+/* Polls *pending until it is 0 or the window ends (with the same adaptation); 1 when it reached 0. */
+int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp);
+/* mc_sock_read_deadline with a poll phase first (sp adapts as above). */
+int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp);
 
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "mooncake/transfer_engine.h"
+#include "net/sock.h"
 #include "te/metadata.h"
 
 struct mc_engine;
@@ -128,6 +129,7 @@ const struct mc_transport_ops *mc_transport_lookup(const char *name);
 
 struct mc_engine {
   char *conn;
+  struct mc_spin wait_spin; /* mc_te_wait_batch: poll before sleeping while batches finish that soon */
   struct mc_meta *meta; /* NULL under P2PHANDSHAKE */
   int p2p;
   char *name; /* segment name */

@@ -41,6 +41,7 @@ struct lane {
   struct mc_slice *f_head, *f_tail; /* sent (or being sent), awaiting status, in wire order */
   int fd, alive, stop, started;
   int direct; /* a submitting thread owns the connection (direct_io): the lane threads keep off */
+  struct mc_spin direct_spin; /* direct_io's reply waits */
   int recovering; /* the receiver is settling the slices of a lost connection: no reconnect yet */
   atomic_uint_least64_t progress_ns;
   pthread_t snd, rcv;
@@ -93,21 +94,28 @@ static uint64_t get_u64(const uint8_t *p) {
 /* ---------------------------------------------------------------- progress-aware I/O */
 
 /* Receives n bytes on a socket with a short SO_RCVTIMEO; fails after io_timeout without progress on
- * the connection (either direction counts, through *progress), or when *stop is set. */
+ * the connection (either direction counts, through *progress), or when *stop is set. With sp, the wait
+ * for the first bytes starts with an adaptive busy poll (net/sock.h). */
 static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *progress, int timeout_ms,
-                         atomic_int *stop, int idle_ok) {
+                         atomic_int *stop, int idle_ok, struct mc_spin *sp) {
   char *p = buf;
   size_t got = 0;
-  long first = n ? mc_sock_spin_recv(fd, p, n, 0) : 0; /* replies and busy peers' requests come soon */
-  if (first > 0) {
-    got = (size_t)first;
-    atomic_store(progress, mc_now_ns());
-  } else if (first != -EAGAIN && first != 0) {
-    return (int)first;
+  uint64_t t0 = 0;
+  if (sp && n) {
+    long first = mc_sock_spin_recv(fd, p, n, 0, sp);
+    if (first > 0) {
+      got = (size_t)first;
+      atomic_store(progress, mc_now_ns());
+    } else if (first != -EAGAIN) {
+      return (int)first;
+    } else {
+      t0 = mc_now_ns();
+    }
   }
   while (got < n) {
     ssize_t r = recv(fd, p + got, n - got, 0);
     if (r > 0) {
+      if (t0 && !got) mc_spin_note_wait(sp, mc_now_ns() - t0);
       got += (size_t)r;
       atomic_store(progress, mc_now_ns());
       continue;
@@ -152,7 +160,7 @@ static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeou
   char sink[65536];
   while (n) {
     size_t k = (size_t)MC_MIN(n, sizeof(sink));
-    int rc = recv_progress(fd, sink, k, progress, timeout_ms, stop, 0);
+    int rc = recv_progress(fd, sink, k, progress, timeout_ms, stop, 0, NULL);
     if (rc) return rc;
     n -= k;
   }
@@ -165,6 +173,7 @@ struct pend {
   uint8_t buf[8 * 256];
   int n;
   char *bounce; /* BOUNCE bytes, allocated on first use: staging for cold destination pages */
+  struct mc_spin spin; /* waits for the next request */
 };
 
 /* Payload into/out of registered memory whose pages this process has not touched yet (prefault.c)
@@ -176,7 +185,7 @@ static int recv_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd, atom
   if (!pd->bounce) pd->bounce = mc_malloc(BOUNCE);
   for (uint64_t off = 0; off < size;) {
     size_t k = (size_t)MC_MIN(size - off, BOUNCE);
-    int rc = recv_progress(fd, pd->bounce, k, progress, timeout_ms, stop, 0);
+    int rc = recv_progress(fd, pd->bounce, k, progress, timeout_ms, stop, 0, NULL);
     if (!rc) rc = mc_vm_copy_raw(getpid(), OPCODE_WRITE, pd->bounce, addr + off, k);
     if (rc) return rc;
     off += k;
@@ -213,7 +222,7 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
       if (frc) return frc;
     }
   }
-  int rc = recv_progress(fd, h, HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 1);
+  int rc = recv_progress(fd, h, HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 1, &pd->spin);
   if (rc) return rc;
   uint64_t size = get_u64(h), addr = get_u64(h + 8);
   int op = h[16] & 0x7f;
@@ -227,7 +236,7 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
     rc = cold ? recv_cold(fd, addr, size, pd, progress, tp->io_timeout_ms, &tp->stop)
-         : b  ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0)
+         : b  ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0, NULL)
               : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
     if (!rc) put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
   } else {
@@ -448,25 +457,34 @@ static void *sender_main(void *arg) {
 }
 
 /* Status frames of consecutive WRITEs at the head of the in-flight queue can be read together. */
-static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st) {
+/* sp: a submitting thread waiting on its own request polls first (direct_io); the lane receiver does
+ * not: it serves pipelined traffic, where polling only takes CPU from the peer. */
+static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st, struct mc_spin *sp) {
   struct tcp_tp *tp = l->peer->tp;
-  if (s->opcode != OPCODE_WRITE) return recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
+  if (s->opcode != OPCODE_WRITE) return recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0, sp);
   if (l->st_have < 8) {
     size_t k = 0;
     pthread_mutex_lock(&l->mu);
     for (struct mc_slice *x = l->f_head; x && x->opcode == OPCODE_WRITE && k < 64; x = x->next) k++;
     pthread_mutex_unlock(&l->mu);
     if (!k) k = 1; /* direct_io: the one request in flight is not queued */
-    long first = mc_sock_spin_recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
-    if (first > 0) {
-      l->st_have += (size_t)first;
-      atomic_store(&l->progress_ns, mc_now_ns());
-    } else if (first != -EAGAIN) {
-      return (int)first;
+    uint64_t t0 = 0;
+    if (sp) {
+      long first = mc_sock_spin_recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0, sp);
+      if (first > 0) {
+        l->st_have += (size_t)first;
+        atomic_store(&l->progress_ns, mc_now_ns());
+      } else if (first != -EAGAIN) {
+        return (int)first;
+      } else {
+        t0 = mc_now_ns();
+      }
     }
     while (l->st_have < 8) {
       ssize_t r = recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
       if (r > 0) {
+        if (t0) mc_spin_note_wait(sp, mc_now_ns() - t0);
+        t0 = 0;
         l->st_have += (size_t)r;
         atomic_store(&l->progress_ns, mc_now_ns());
         continue;
@@ -483,10 +501,10 @@ static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st
   return 0;
 }
 
-static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok) {
+static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok, struct mc_spin *sp) {
   struct tcp_tp *tp = l->peer->tp;
   uint8_t st[8];
-  int rc = recv_statuses(l, fd, s, st);
+  int rc = recv_statuses(l, fd, s, st, sp);
   if (rc) {
     l->st_have = 0;
     return rc;
@@ -495,7 +513,7 @@ static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok) {
   if ((v >> 32) != STATUS_MAGIC) return -EPROTO;
   *ok = (uint32_t)v == STATUS_OK;
   if (*ok && s->opcode == OPCODE_READ)
-    rc = recv_progress(fd, s->local, s->len, &l->progress_ns, tp->io_timeout_ms, NULL, 0);
+    rc = recv_progress(fd, s->local, s->len, &l->progress_ns, tp->io_timeout_ms, NULL, 0, sp);
   return rc;
 }
 
@@ -508,7 +526,7 @@ static void *receiver_main(void *arg) {
     struct mc_slice *s = l->f_head;
     int fd = l->fd, ok = 0;
     pthread_mutex_unlock(&l->mu);
-    int rc = recv_reply(l, fd, s, &ok);
+    int rc = recv_reply(l, fd, s, &ok, NULL);
     if (rc) {
       LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
                rc == -EPROTO ? "bad status frame" : strerror(-rc));
@@ -619,7 +637,7 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
     h[16] = (uint8_t)(s->opcode | OP_V2);
     struct iovec iov[2] = {{h, HDR_LEN}, {s->local, s->len}};
     rc = send_progress(fd, iov, s->opcode == OPCODE_WRITE ? 2 : 1, tp->chunk, &l->progress_ns, &sent);
-    if (!rc) rc = recv_reply(l, fd, s, &ok);
+    if (!rc) rc = recv_reply(l, fd, s, &ok, &l->direct_spin);
     if (rc) {
       LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
                rc == -EPROTO ? "bad status frame" : strerror(-rc));
@@ -632,7 +650,7 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
     l->st_have = 0;
   }
   l->direct = 0;
-  pthread_cond_broadcast(&l->cv);
+  if (l->q_head) pthread_cond_broadcast(&l->cv); /* requests queued meanwhile: the sender's turn */
   pthread_mutex_unlock(&l->mu);
   if (rc && fd >= 0 && s->retries == 0 && (s->opcode == OPCODE_READ || sent == 0)) {
     s->retries++;
