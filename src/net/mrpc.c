@@ -84,16 +84,12 @@ static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h, struct mc
   long got = mc_sock_spin_recv(fd, h, MC_MRPC_HDR, 0, sp); /* a busy client's next request comes soon */
   if (got > 0) return got == MC_MRPC_HDR ? 0 : mc_sock_read_deadline(fd, h + got, MC_MRPC_HDR - (size_t)got, 10000);
   if (got != -EAGAIN) return (int)got;
-  uint64_t t0 = mc_now_ns();
   for (;;) {
     if (atomic_load(&s->stop)) return -ECANCELED;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, 250);
     if (n < 0 && errno != EINTR) return -errno;
-    if (n > 0) {
-      mc_spin_note_wait(sp, mc_now_ns() - t0);
-      return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
-    }
+    if (n > 0) return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
   }
 }
 

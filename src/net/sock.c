@@ -175,41 +175,63 @@ uint64_t mc_spin_ns(void) {
   return (uint64_t)v;
 }
 
+/* Whether a wait that found nothing may poll; counts a skipped one. (Data already there when a wait
+ * starts says nothing about polling and changes nothing.) */
+static int spin_allowed(struct mc_spin *sp) {
+  if (!sp || !mc_spin_ns()) return 0;
+  unsigned char k = atomic_load_explicit(&sp->skip, memory_order_relaxed);
+  if (!k) return 1;
+  atomic_store_explicit(&sp->skip, (unsigned char)(k - 1), memory_order_relaxed);
+  return 0;
+}
+
+static void spin_result(struct mc_spin *sp, int got) {
+  if (got) {
+    atomic_store_explicit(&sp->backoff, 0, memory_order_relaxed);
+    return;
+  }
+  unsigned char b = atomic_load_explicit(&sp->backoff, memory_order_relaxed);
+  b = b ? (unsigned char)MC_MIN(2 * b, 64) : 1;
+  atomic_store_explicit(&sp->backoff, b, memory_order_relaxed);
+  atomic_store_explicit(&sp->skip, b, memory_order_relaxed);
+}
+
 long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp) {
-  uint64_t spin = sp && !atomic_load_explicit(&sp->off, memory_order_relaxed) ? mc_spin_ns() : 0, deadline = 0;
+  int spin = -1; /* not decided yet: only once the socket was found empty */
+  uint64_t deadline = 0;
   for (;;) {
     ssize_t r = recv(fd, buf, n, MSG_DONTWAIT | flags);
-    if (r > 0) return (long)r;
+    if (r > 0) {
+      if (spin == 1) spin_result(sp, 1);
+      return (long)r;
+    }
     if (r == 0) return -EPIPE;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return -errno;
+    if (spin < 0) spin = spin_allowed(sp);
     if (!spin) return -EAGAIN;
     uint64_t now = mc_now_ns();
-    if (!deadline) deadline = now + spin;
+    if (!deadline) deadline = now + mc_spin_ns();
     if (now >= deadline) {
-      atomic_store_explicit(&sp->off, 1, memory_order_relaxed);
+      spin_result(sp, 0);
       return -EAGAIN;
     }
     sched_yield();
   }
 }
 
-void mc_spin_note_wait(struct mc_spin *sp, uint64_t waited_ns) {
-  if (sp && waited_ns < mc_spin_ns()) atomic_store_explicit(&sp->off, 0, memory_order_relaxed);
-}
-
 int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp) {
   if (!atomic_load(pending)) return 1;
-  uint64_t spin = sp && !atomic_load_explicit(&sp->off, memory_order_relaxed) ? mc_spin_ns() : 0;
-  if (!spin) return 0;
-  uint64_t deadline = mc_now_ns() + spin;
+  if (!spin_allowed(sp)) return 0;
+  uint64_t deadline = mc_now_ns() + mc_spin_ns();
   while (atomic_load(pending)) {
     if (mc_now_ns() >= deadline) {
-      atomic_store_explicit(&sp->off, 1, memory_order_relaxed);
+      spin_result(sp, 0);
       return 0;
     }
     sched_yield();
   }
+  spin_result(sp, 1);
   return 1;
 }
 
@@ -225,25 +247,19 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
 }
 
 int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp) {
-  uint64_t t0 = mc_now_ns(), deadline = t0 + (uint64_t)timeout_ms * 1000000ull;
+  uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   char *p = buf;
-  int first = 1, blocked = 0;
+  int first = 1;
   while (n) { /* try first (polling a little, once), poll(2) only when the socket stays empty */
-    long r = first ? mc_sock_spin_recv(fd, p, n, 0, sp) : mc_sock_spin_recv(fd, p, n, 0, NULL);
+    long r = mc_sock_spin_recv(fd, p, n, 0, first ? sp : NULL);
     first = 0;
     if (r > 0) {
-      if (blocked == 1) mc_spin_note_wait(sp, mc_now_ns() - t0);
-      blocked = blocked ? 2 : 0;
       p += r;
       n -= (size_t)r;
     } else if (r == -EAGAIN) {
-      if (!blocked) {
-        blocked = 1;
-        t0 = mc_now_ns();
-      }
       int w = wait_fd(fd, POLLIN, deadline);
       if (w) return w;
-    } else if (r != -EINTR) {
+    } else {
       return (int)r;
     }
   }

@@ -37,20 +37,18 @@ int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_m
  * 0 = off). Waking a sleeping thread costs tens of microseconds in a VM, more than a whole loopback
  * round trip; polling for a bounded time with sched_yield() in between hands the CPU to anything else
  * runnable, so a spinning waiter never keeps the peer it waits for off the CPU.
- * Polling is adaptive per waiter (`struct mc_spin`, zero-initialised): after a poll that ran out
- * without data the next wait blocks at once; a blocking wait that turned out shorter than the window
- * turns polling back on. So a connection whose peer answers within the window polls, and one that sits
- * idle between bursts (or a pipelined lane whose data is already queued) costs no CPU. */
+ * Polling is adaptive per waiter (`struct mc_spin`, zero-initialised): a poll that runs out without data
+ * makes the next 1, 2, 4, ... 64 waits (doubling while polls keep failing) block at once; a poll that
+ * gets data resets that; data already there when a wait starts changes nothing. So a connection whose peer answers within the window polls every time, and
+ * one whose waits are mostly long (idle between bursts, or a gap longer than the window every other
+ * request) polls rarely. */
 struct mc_spin {
-  _Atomic unsigned char off;
+  _Atomic unsigned char skip, backoff;
 };
 uint64_t mc_spin_ns(void);
 /* recv(MSG_DONTWAIT | flags), polling up to the window unless sp says not to (sp == NULL: one try, no
  * polling). Returns the bytes received (> 0), -EAGAIN when nothing came, -EPIPE on EOF, -errno. */
 long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp);
-/* After a blocking wait of waited_ns that the poll did not cover: turns polling back on when the wait
- * was shorter than the window. */
-void mc_spin_note_wait(struct mc_spin *sp, uint64_t waited_ns);
 /* Polls *pending until it is 0 or the window ends (with the same adaptation); 1 when it reached 0. */
 int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp);
 /* mc_sock_read_deadline with a poll phase first (sp adapts as above). */

@@ -1014,15 +1014,13 @@ int mc_te_wait_batch(transfer_engine_t engine, batch_id_t id, int timeout_ms) {
   ts.tv_sec += (time_t)(ns / 1000000000ull);
   ts.tv_nsec = (long)(ns % 1000000000ull);
   /* small transfers finish within a wake-up's cost: poll first (adaptive, per engine) */
-  uint64_t t0 = 0;
-  if (timeout_ms && !mc_spin_until_zero(&b->pending, &e->wait_spin)) t0 = mc_now_ns();
+  if (timeout_ms) mc_spin_until_zero(&b->pending, &e->wait_spin);
   pthread_mutex_lock(&b->mu);
   while (atomic_load(&b->pending) > 0) {
     if (timeout_ms < 0) pthread_cond_wait(&b->cv, &b->mu);
     else if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) == ETIMEDOUT) break;
   }
   pthread_mutex_unlock(&b->mu);
-  if (t0) mc_spin_note_wait(&e->wait_spin, mc_now_ns() - t0);
   return mc_te_batch_status(e, id);
 }
 

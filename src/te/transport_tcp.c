@@ -100,7 +100,6 @@ static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *pro
                          atomic_int *stop, int idle_ok, struct mc_spin *sp) {
   char *p = buf;
   size_t got = 0;
-  uint64_t t0 = 0;
   if (sp && n) {
     long first = mc_sock_spin_recv(fd, p, n, 0, sp);
     if (first > 0) {
@@ -108,14 +107,11 @@ static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *pro
       atomic_store(progress, mc_now_ns());
     } else if (first != -EAGAIN) {
       return (int)first;
-    } else {
-      t0 = mc_now_ns();
     }
   }
   while (got < n) {
     ssize_t r = recv(fd, p + got, n - got, 0);
     if (r > 0) {
-      if (t0 && !got) mc_spin_note_wait(sp, mc_now_ns() - t0);
       got += (size_t)r;
       atomic_store(progress, mc_now_ns());
       continue;
@@ -468,7 +464,6 @@ static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st
     for (struct mc_slice *x = l->f_head; x && x->opcode == OPCODE_WRITE && k < 64; x = x->next) k++;
     pthread_mutex_unlock(&l->mu);
     if (!k) k = 1; /* direct_io: the one request in flight is not queued */
-    uint64_t t0 = 0;
     if (sp) {
       long first = mc_sock_spin_recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0, sp);
       if (first > 0) {
@@ -476,15 +471,11 @@ static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st
         atomic_store(&l->progress_ns, mc_now_ns());
       } else if (first != -EAGAIN) {
         return (int)first;
-      } else {
-        t0 = mc_now_ns();
       }
     }
     while (l->st_have < 8) {
       ssize_t r = recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
       if (r > 0) {
-        if (t0) mc_spin_note_wait(sp, mc_now_ns() - t0);
-        t0 = 0;
         l->st_have += (size_t)r;
         atomic_store(&l->progress_ns, mc_now_ns());
         continue;
