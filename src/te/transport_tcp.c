@@ -589,11 +589,11 @@ static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t)
   pthread_mutex_unlock(&l->mu);
 }
 
-/* A lone request of at most DIRECT_MAX bytes to a peer with an idle lane is carried out by the submitting
- * thread itself: two thread hand-offs (to the sender, from the receiver) cost more than a loopback round
- * trip on a VM. submitTransfer then returns with the request already terminal; MC_TCP_DIRECT=0 keeps
- * every request on the lane threads. */
-#define DIRECT_MAX (256u << 10)
+/* A lone request (one slice) of at most DIRECT_MAX bytes to a peer with an idle lane is carried out by the
+ * submitting thread itself: two thread hand-offs (to the sender, from the receiver) cost more than a
+ * loopback round trip on a VM. submitTransfer then returns with the request already terminal;
+ * MC_TCP_DIRECT=0 keeps every request on the lane threads. */
+#define DIRECT_MAX (1u << 20)
 
 static struct lane *claim_idle_lane(struct tcp_tp *tp, struct tcp_peer *p) {
   unsigned start = atomic_fetch_add(&p->rr, 1);
