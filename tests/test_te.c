@@ -305,6 +305,55 @@ static void batches_threads(int force_tcp) {
   peer_stop(&p);
 }
 static void test_batches_threads_tcp(void) { batches_threads(1); }
+
+/* Lone requests from several threads at once: each takes an idle lane in its own thread (direct I/O) or,
+ * when every lane is taken, goes through the lane threads; both kinds interleave on the same connections
+ * with batches from another thread. Every byte must land where it was meant to. */
+static void *lone_worker(void *a) {
+  struct worker_arg *w = a;
+  const uint64_t blk = 4096;
+  w->ok = 1;
+  for (int it = 0; it < 300; it++) {
+    uint64_t off = (uint64_t)(it % 64) * blk;
+    unsigned seed = (unsigned)(w->tid * 1000 + it);
+    fill(w->local + off, blk, off, seed);
+    if (xfer(w->e, OPCODE_WRITE, w->local + off, w->seg, w->remote + off, blk)) w->ok = 0;
+    memset(w->local + off, 0, blk);
+    if (xfer(w->e, OPCODE_READ, w->local + off, w->seg, w->remote + off, blk)) w->ok = 0;
+    if (!verify(w->local + off, blk, off, seed)) w->ok = 0;
+  }
+  return NULL;
+}
+
+static void lone_requests_threads(const char *direct) {
+  if (direct) setenv("MC_TCP_DIRECT", direct, 1);
+  struct peer p = {0};
+  const int threads = 5;
+  const uint64_t per = 256 * 4096;
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", per * threads, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  uint8_t *local = malloc(per * threads);
+  REQUIRE(registerLocalMemory(e, local, per * threads, "*", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  pthread_t th[5];
+  struct worker_arg wa[5];
+  for (int t = 0; t < threads; t++) {
+    wa[t] = (struct worker_arg){e, seg, p.addr + per * t, local + per * t, t, 0};
+    pthread_create(&th[t], NULL, t == threads - 1 ? batch_worker : lone_worker, &wa[t]);
+  }
+  for (int t = 0; t < threads; t++) {
+    pthread_join(th[t], NULL);
+    CHECK(wa[t].ok);
+  }
+  destroyTransferEngine(e);
+  free(local);
+  peer_stop(&p);
+  unsetenv("MC_TCP_DIRECT");
+}
+static void test_lone_requests_threads(void) { lone_requests_threads(NULL); }
+static void test_lone_requests_threads_no_direct(void) { lone_requests_threads("0"); }
 static void test_batches_threads_shm(void) { batches_threads(0); }
 
 static void out_of_bounds(int force_tcp) {
@@ -723,6 +772,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_roundtrip_prefault_off),
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
+      TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
