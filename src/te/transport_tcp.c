@@ -641,9 +641,10 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
     l->st_have = 0;
   }
   l->direct = 0;
+  int stopping = l->stop;
   if (l->q_head) pthread_cond_broadcast(&l->cv); /* requests queued meanwhile: the sender's turn */
   pthread_mutex_unlock(&l->mu);
-  if (rc && fd >= 0 && s->retries == 0 && (s->opcode == OPCODE_READ || sent == 0)) {
+  if (rc && fd >= 0 && !stopping && s->retries == 0 && (s->opcode == OPCODE_READ || sent == 0)) {
     s->retries++;
     s->sent = 0;
     lane_enqueue(l, s, s); /* the sender reconnects */
