@@ -39,9 +39,9 @@ int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_m
  * runnable, so a spinning waiter never keeps the peer it waits for off the CPU.
  * Polling is adaptive per waiter (`struct mc_spin`, zero-initialised): a poll that runs out without data
  * makes the next 1, 2, 4, ... 64 waits (doubling while polls keep failing) block at once; a poll that
- * gets data resets that; data already there when a wait starts changes nothing. So a connection whose peer answers within the window polls every time, and
- * one whose waits are mostly long (idle between bursts, or a gap longer than the window every other
- * request) polls rarely. */
+ * gets data resets that; data already there when a wait starts changes nothing. So a connection whose
+ * peer answers within the window polls every time, and one whose waits are mostly long (idle between
+ * bursts, or a gap longer than the window every other request) polls rarely. */
 struct mc_spin {
   _Atomic unsigned char skip, backoff;
 };
