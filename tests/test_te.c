@@ -403,6 +403,57 @@ static void out_of_bounds(int force_tcp) {
   peer_stop(&p);
 }
 static void test_out_of_bounds_tcp(void) { out_of_bounds(1); }
+
+/* A batch of small READs travels pipelined and the target answers runs of them with one writev; a
+ * rejected READ, a WRITE and a larger READ in the middle end such runs. Each request must get exactly
+ * its own answer: good reads their bytes, bad ones a failure, and the write must land. */
+static void test_pipelined_reads_tcp(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  const size_t n = 96, blk = 4096;
+  uint8_t *buf = malloc(n * 64 * 1024);
+  REQUIRE(registerLocalMemory(e, buf, n * 64 * 1024, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK(peer_ok(&p, "FILL %u", 7, 0, 0));
+  for (int round = 0; round < 3; round++) {
+    struct transfer_request r[96];
+    uint64_t off[96], len[96];
+    for (size_t i = 0; i < n; i++) {
+      off[i] = (i * blk) % (512 * 1024);
+      len[i] = i % 17 == 5 ? 40 * 1024 : i % 3 ? blk : 100; /* mostly 4 KiB, some tiny, some above a group item */
+      r[i] = (struct transfer_request){OPCODE_READ, buf + i * 64 * 1024, seg, p.addr + off[i], len[i]};
+    }
+    r[10].target_offset = p.addr + p.len - 8; /* one past the end: rejected */
+    r[41].target_offset = UINT64_MAX - 8;     /* wraps: rejected */
+    r[60].opcode = OPCODE_WRITE;              /* a write in the middle, into the upper half */
+    r[60].target_offset = p.addr + 768 * 1024;
+    fill(buf + 60 * 64 * 1024, len[60], 768 * 1024, 8);
+    memset(buf, 0, 10 * 64 * 1024);
+    batch_id_t b = allocateBatchID(e, n);
+    REQUIRE(submitTransfer(e, b, r, n) == 0);
+    mc_te_wait_batch(e, b, 30000);
+    for (size_t i = 0; i < n; i++) {
+      struct transfer_status st;
+      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
+      int bad = i == 10 || i == 41;
+      CHECK_EQ(st.status, bad ? STATUS_FAILED : STATUS_COMPLETED);
+      if (!bad && r[i].opcode == OPCODE_READ && !verify(buf + i * 64 * 1024, len[i], off[i], 7)) {
+        CHECK(!"read returned the wrong bytes");
+        break;
+      }
+    }
+    CHECK_EQ(freeBatchID(e, b), 0);
+    CHECK(peer_ok(&p, "CHECK %llu %llu %u", 768 * 1024, len[60], 8));
+    CHECK(peer_ok(&p, "FILL %u", 7, 0, 0)); /* the write's range back to the pattern for the next round */
+  }
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
 static void test_out_of_bounds_shm(void) { out_of_bounds(0); }
 
 /* A peer that unregistered its buffer must not receive writes through a stale cached descriptor. */
@@ -773,7 +824,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
-      TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm),
+      TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
       TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_http_metadata_discovery),
