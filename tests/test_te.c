@@ -279,22 +279,24 @@ static void *batch_worker(void *a) {
   return NULL;
 }
 
-static void batches_threads(int force_tcp) {
+/* Runs `threads` workers against one peer, each on its own quarter-MiB of both buffers; the last one runs
+ * `last` (NULL: the same worker). Every worker must report ok. */
+static void run_workers(int force_tcp, int threads, void *(*worker)(void *), void *(*last)(void *)) {
   struct peer p = {0};
-  const int threads = 4;
   const uint64_t per = 256 * 4096;
-  REQUIRE(peer_start(&p, "P2PHANDSHAKE", per * threads, 0) == 0);
+  REQUIRE(threads <= 8);
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", per * (uint64_t)threads, 0) == 0);
   transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
   REQUIRE(e);
-  uint8_t *local = malloc(per * threads);
-  REQUIRE(registerLocalMemory(e, local, per * threads, "*", 1) == 0);
+  uint8_t *local = malloc(per * (uint64_t)threads);
+  REQUIRE(registerLocalMemory(e, local, per * (uint64_t)threads, "*", 1) == 0);
   segment_id_t seg = openSegment(e, p.name);
   REQUIRE(seg > 0);
-  pthread_t th[4];
-  struct worker_arg wa[4];
+  pthread_t th[8];
+  struct worker_arg wa[8];
   for (int t = 0; t < threads; t++) {
     wa[t] = (struct worker_arg){e, seg, p.addr + per * t, local + per * t, t, 0};
-    pthread_create(&th[t], NULL, batch_worker, &wa[t]);
+    pthread_create(&th[t], NULL, t == threads - 1 && last ? last : worker, &wa[t]);
   }
   for (int t = 0; t < threads; t++) {
     pthread_join(th[t], NULL);
@@ -304,6 +306,8 @@ static void batches_threads(int force_tcp) {
   free(local);
   peer_stop(&p);
 }
+
+static void batches_threads(int force_tcp) { run_workers(force_tcp, 4, batch_worker, NULL); }
 static void test_batches_threads_tcp(void) { batches_threads(1); }
 
 /* Lone requests from several threads at once: each takes an idle lane in its own thread (direct I/O) or,
@@ -327,29 +331,7 @@ static void *lone_worker(void *a) {
 
 static void lone_requests_threads(const char *direct) {
   if (direct) setenv("MC_TCP_DIRECT", direct, 1);
-  struct peer p = {0};
-  const int threads = 5;
-  const uint64_t per = 256 * 4096;
-  REQUIRE(peer_start(&p, "P2PHANDSHAKE", per * threads, 0) == 0);
-  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
-  REQUIRE(e);
-  uint8_t *local = malloc(per * threads);
-  REQUIRE(registerLocalMemory(e, local, per * threads, "*", 1) == 0);
-  segment_id_t seg = openSegment(e, p.name);
-  REQUIRE(seg > 0);
-  pthread_t th[5];
-  struct worker_arg wa[5];
-  for (int t = 0; t < threads; t++) {
-    wa[t] = (struct worker_arg){e, seg, p.addr + per * t, local + per * t, t, 0};
-    pthread_create(&th[t], NULL, t == threads - 1 ? batch_worker : lone_worker, &wa[t]);
-  }
-  for (int t = 0; t < threads; t++) {
-    pthread_join(th[t], NULL);
-    CHECK(wa[t].ok);
-  }
-  destroyTransferEngine(e);
-  free(local);
-  peer_stop(&p);
+  run_workers(1, 5, lone_worker, batch_worker);
   unsetenv("MC_TCP_DIRECT");
 }
 static void test_lone_requests_threads(void) { lone_requests_threads(NULL); }

@@ -93,37 +93,49 @@ static uint64_t get_u64(const uint8_t *p) {
 
 /* ---------------------------------------------------------------- progress-aware I/O */
 
-/* Receives n bytes on a socket with a short SO_RCVTIMEO; fails after io_timeout without progress on
- * the connection (either direction counts, through *progress), or when *stop is set. With sp, the wait
- * for the first bytes starts with an adaptive busy poll (net/sock.h). */
-static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *progress, int timeout_ms,
-                         atomic_int *stop, int idle_ok, struct mc_spin *sp) {
+/* Receives at least min and at most max bytes (*got says how many, also on failure) on a socket with a
+ * short SO_RCVTIMEO; fails after io_timeout without progress on the connection (either direction counts,
+ * through *progress), or when *stop is set. idle_ok: waiting for the first byte is no lack of progress.
+ * With sp, the wait for the first bytes starts with an adaptive busy poll (net/sock.h). */
+static int recv_atleast(int fd, void *buf, size_t min, size_t max, size_t *got, atomic_uint_least64_t *progress,
+                        int timeout_ms, atomic_int *stop, int idle_ok, struct mc_spin *sp) {
   char *p = buf;
-  size_t got = 0;
-  if (sp && n) {
-    long first = mc_sock_spin_recv(fd, p, n, 0, sp);
+  size_t g = 0;
+  int rc = 0;
+  if (sp && min) {
+    long first = mc_sock_spin_recv(fd, p, max, 0, sp);
     if (first > 0) {
-      got = (size_t)first;
+      g = (size_t)first;
       atomic_store(progress, mc_now_ns());
     } else if (first != -EAGAIN) {
-      return (int)first;
+      rc = (int)first;
     }
   }
-  while (got < n) {
-    ssize_t r = recv(fd, p + got, n - got, 0);
+  while (!rc && g < min) {
+    ssize_t r = recv(fd, p + g, max - g, 0);
     if (r > 0) {
-      got += (size_t)r;
+      g += (size_t)r;
       atomic_store(progress, mc_now_ns());
-      continue;
+    } else if (r == 0) {
+      rc = -EPIPE;
+    } else if (errno != EINTR && errno != EAGAIN) {
+      rc = -errno;
+    } else if (errno == EAGAIN && stop && atomic_load(stop)) {
+      rc = -ECANCELED;
+    } else if (errno == EAGAIN && !(idle_ok && g == 0) &&
+               mc_now_ns() - atomic_load(progress) > (uint64_t)timeout_ms * 1000000ull) {
+      rc = -ETIMEDOUT;
     }
-    if (r == 0) return -EPIPE;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN) return -errno;
-    if (stop && atomic_load(stop)) return -ECANCELED;
-    if (idle_ok && got == 0) continue;
-    if (mc_now_ns() - atomic_load(progress) > (uint64_t)timeout_ms * 1000000ull) return -ETIMEDOUT;
   }
-  return 0;
+  *got = g;
+  return rc;
+}
+
+/* Receives exactly n bytes (recv_atleast with min = max = n). */
+static int recv_progress(int fd, void *buf, size_t n, atomic_uint_least64_t *progress, int timeout_ms,
+                         atomic_int *stop, int idle_ok, struct mc_spin *sp) {
+  size_t got;
+  return recv_atleast(fd, buf, n, n, &got, progress, timeout_ms, stop, idle_ok, sp);
 }
 
 /* Sends iov fully, at most `chunk` bytes per sendmsg so that progress is recorded while a large payload
@@ -368,8 +380,20 @@ static struct mc_slice *q_pop(struct mc_slice **h, struct mc_slice **t) {
   return s;
 }
 
+static void *sender_main(void *arg);
+static void *receiver_main(void *arg);
+
+/* Starts the lane's sender and receiver on first use. l->mu held. */
+static void lane_start(struct lane *l) {
+  if (l->started) return;
+  l->started = 1;
+  pthread_create(&l->snd, NULL, sender_main, l);
+  pthread_create(&l->rcv, NULL, receiver_main, l);
+}
+
 /* Connection lost: each inflight slice is retried once on a fresh connection if it is a READ or no byte
- * of it was sent; otherwise it fails. Lane mu NOT held. */
+ * of it was sent; otherwise it fails. The sender reconnects (started here if direct_io alone used the
+ * lane so far). Lane mu NOT held. */
 static void recover(struct lane *l, struct mc_slice *list) {
   struct mc_slice *retry_h = NULL, *retry_t = NULL;
   while (list) {
@@ -385,6 +409,7 @@ static void recover(struct lane *l, struct mc_slice *list) {
   }
   if (!retry_h) return;
   pthread_mutex_lock(&l->mu);
+  lane_start(l);
   retry_t->next = l->q_head; /* retries go first */
   l->q_head = retry_h;
   if (!l->q_tail) l->q_tail = retry_t;
@@ -441,16 +466,20 @@ static void attribute_sent(struct lane *l, uint64_t sent) {
 
 /* Sends the group's headers and payloads with as few sendmsg calls as the kernel allows. The slices are
  * read only while the iovec is built: none can complete before its header is on the wire. */
+static void encode_hdr(uint8_t *h, const struct mc_slice *s) {
+  memset(h, 0, HDR_LEN);
+  put_u64(h, s->len);
+  put_u64(h + 8, s->remote);
+  h[16] = (uint8_t)(s->opcode | OP_V2);
+}
+
 static int send_group(struct lane *l, int fd, uint64_t *sent) {
   struct iovec iov[2 * GRP_MAX];
   int n = 0;
   for (int i = 0; i < l->ngrp; i++) {
     struct mc_slice *s = l->grp[i];
     uint8_t *h = l->hdrs[i];
-    memset(h, 0, HDR_LEN);
-    put_u64(h, s->len);
-    put_u64(h + 8, s->remote);
-    h[16] = (uint8_t)(s->opcode | OP_V2);
+    encode_hdr(h, s);
     l->grp_len[i] = s->opcode == OPCODE_WRITE ? s->len : 0;
     iov[n++] = (struct iovec){h, HDR_LEN};
     if (s->opcode == OPCODE_WRITE) iov[n++] = (struct iovec){s->local, s->len};
@@ -496,9 +525,9 @@ static void *sender_main(void *arg) {
   return NULL;
 }
 
-/* Status frames of consecutive WRITEs at the head of the in-flight queue can be read together. */
-/* sp: a submitting thread waiting on its own request polls first (direct_io); the lane receiver does
- * not: it serves pipelined traffic, where polling only takes CPU from the peer. */
+/* Status frames of consecutive WRITEs at the head of the in-flight queue can be read together. sp: a
+ * submitting thread waiting on its own request polls first (direct_io); the lane receiver does not: it
+ * serves pipelined traffic, where polling only takes CPU from the peer. */
 static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st, struct mc_spin *sp) {
   struct tcp_tp *tp = l->peer->tp;
   if (s->opcode != OPCODE_WRITE) return recv_progress(fd, st, 8, &l->progress_ns, tp->io_timeout_ms, NULL, 0, sp);
@@ -508,27 +537,11 @@ static int recv_statuses(struct lane *l, int fd, struct mc_slice *s, uint8_t *st
     for (struct mc_slice *x = l->f_head; x && x->opcode == OPCODE_WRITE && k < 64; x = x->next) k++;
     pthread_mutex_unlock(&l->mu);
     if (!k) k = 1; /* direct_io: the one request in flight is not queued */
-    if (sp) {
-      long first = mc_sock_spin_recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0, sp);
-      if (first > 0) {
-        l->st_have += (size_t)first;
-        atomic_store(&l->progress_ns, mc_now_ns());
-      } else if (first != -EAGAIN) {
-        return (int)first;
-      }
-    }
-    while (l->st_have < 8) {
-      ssize_t r = recv(fd, l->stbuf + l->st_have, 8 * k - l->st_have, 0);
-      if (r > 0) {
-        l->st_have += (size_t)r;
-        atomic_store(&l->progress_ns, mc_now_ns());
-        continue;
-      }
-      if (r == 0) return -EPIPE;
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) return -errno;
-      if (mc_now_ns() - atomic_load(&l->progress_ns) > (uint64_t)tp->io_timeout_ms * 1000000ull) return -ETIMEDOUT;
-    }
+    size_t got;
+    int rc = recv_atleast(fd, l->stbuf + l->st_have, 8 - l->st_have, 8 * k - l->st_have, &got, &l->progress_ns,
+                          tp->io_timeout_ms, NULL, 0, sp);
+    l->st_have += got;
+    if (rc) return rc;
   }
   memcpy(st, l->stbuf, 8);
   l->st_have -= 8;
@@ -552,6 +565,16 @@ static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok, struc
   return rc;
 }
 
+static void log_lost(const struct lane *l, int rc) {
+  LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
+           rc == -EPROTO ? "bad status frame" : strerror(-rc));
+}
+
+static void log_rejected(const struct lane *l, const struct mc_slice *s) {
+  LOG_WARN("tcp: %s:%u rejected a %s of %llu bytes at 0x%llx", l->peer->host, l->peer->port,
+           s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len, (unsigned long long)s->remote);
+}
+
 static void *receiver_main(void *arg) {
   struct lane *l = arg;
   pthread_mutex_lock(&l->mu);
@@ -563,8 +586,7 @@ static void *receiver_main(void *arg) {
     pthread_mutex_unlock(&l->mu);
     int rc = recv_reply(l, fd, s, &ok, NULL);
     if (rc) {
-      LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
-               rc == -EPROTO ? "bad status frame" : strerror(-rc));
+      log_lost(l, rc);
       shutdown(fd, SHUT_RDWR);
       pthread_mutex_lock(&l->mu);
       l->alive = 0;
@@ -581,10 +603,7 @@ static void *receiver_main(void *arg) {
       pthread_cond_broadcast(&l->cv);
       continue;
     }
-    if (!ok)
-      LOG_WARN("tcp: %s:%u rejected a %s of %llu bytes at 0x%llx", l->peer->host, l->peer->port,
-               s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len,
-               (unsigned long long)s->remote);
+    if (!ok) log_rejected(l, s);
     pthread_mutex_lock(&l->mu);
     q_pop(&l->f_head, &l->f_tail); /* acknowledged, so all its bytes left: no wait for the group */
     pthread_mutex_unlock(&l->mu);
@@ -620,11 +639,7 @@ static struct tcp_peer *get_peer(struct tcp_tp *tp, const char *host, uint16_t p
 /* Appends a chain of slices with one lock and one wake-up. */
 static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t) {
   pthread_mutex_lock(&l->mu);
-  if (!l->started) {
-    l->started = 1;
-    pthread_create(&l->snd, NULL, sender_main, l);
-    pthread_create(&l->rcv, NULL, receiver_main, l);
-  }
+  lane_start(l);
   t->next = NULL;
   if (l->q_tail) l->q_tail->next = h;
   else l->q_head = h;
@@ -652,10 +667,8 @@ static struct lane *claim_idle_lane(struct tcp_tp *tp, struct tcp_peer *p) {
   return NULL;
 }
 
-static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t);
-
 /* Sends s on the claimed lane and reads its status (and READ payload) in this thread. A lost connection
- * is left for the lane's sender to replace; the retry rule of recover() applies. */
+ * is left for the lane's sender to replace, through recover() and its retry rule. */
 static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
   pthread_mutex_lock(&l->mu);
   if (l->fd >= 0 && !l->alive) {
@@ -666,16 +679,13 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
   pthread_mutex_unlock(&l->mu);
   uint64_t sent = 0;
   if (!rc) {
-    uint8_t h[HDR_LEN] = {0};
-    put_u64(h, s->len);
-    put_u64(h + 8, s->remote);
-    h[16] = (uint8_t)(s->opcode | OP_V2);
+    uint8_t h[HDR_LEN];
+    encode_hdr(h, s);
     struct iovec iov[2] = {{h, HDR_LEN}, {s->local, s->len}};
     rc = send_progress(fd, iov, s->opcode == OPCODE_WRITE ? 2 : 1, tp->chunk, &l->progress_ns, &sent);
     if (!rc) rc = recv_reply(l, fd, s, &ok, &l->direct_spin);
     if (rc) {
-      LOG_WARN("tcp: connection to %s:%u lost: %s", l->peer->host, l->peer->port,
-               rc == -EPROTO ? "bad status frame" : strerror(-rc));
+      log_lost(l, rc);
       shutdown(fd, SHUT_RDWR);
     }
   }
@@ -685,19 +695,15 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
     l->st_have = 0;
   }
   l->direct = 0;
-  int stopping = l->stop;
   if (l->q_head) pthread_cond_broadcast(&l->cv); /* requests queued meanwhile: the sender's turn */
   pthread_mutex_unlock(&l->mu);
-  if (rc && fd >= 0 && !stopping && s->retries == 0 && (s->opcode == OPCODE_READ || sent == 0)) {
-    s->retries++;
-    s->sent = 0;
-    lane_enqueue(l, s, s); /* the sender reconnects */
+  if (rc && fd >= 0) { /* lost on an open connection (not a failed connect): retry at most once */
+    s->sent = sent;
+    s->next = NULL;
+    recover(l, s);
     return;
   }
-  if (!rc && !ok)
-    LOG_WARN("tcp: %s:%u rejected a %s of %llu bytes at 0x%llx", l->peer->host, l->peer->port,
-             s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len,
-             (unsigned long long)s->remote);
+  if (!rc && !ok) log_rejected(l, s);
   mc_slice_done(s, !rc && ok, s->len);
 }
 
