@@ -1,6 +1,7 @@
 /* Transfer engine black-box tests: two real processes over loopback (the peer is this binary re-run as
  * "--serve"), through the TCP path (MC_FORCE_TCP) and the same-host path, with P2PHANDSHAKE and the
  * embedded HTTP metadata server. The peer guards its registered buffer to prove nothing lands outside. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -336,6 +337,51 @@ static void lone_requests_threads(const char *direct) {
 }
 static void test_lone_requests_threads(void) { lone_requests_threads(NULL); }
 static void test_lone_requests_threads_no_direct(void) { lone_requests_threads("0"); }
+
+static int count_sockets(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  char path[300], target[64];
+  for (struct dirent *de; (de = readdir(d));) {
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+    ssize_t k = readlink(path, target, sizeof(target) - 1);
+    if (k > 0) target[k] = 0, n += !strncmp(target, "socket:", 7);
+  }
+  closedir(d);
+  return n;
+}
+
+/* One thread's lone requests keep to one connection (the lowest idle lane), so the peer's thread for that
+ * connection sees back-to-back requests and stays in its busy poll; rotating over the lanes made each of
+ * them wait long enough to fall asleep, and every request paid a wake-up. */
+static void test_lone_requests_one_connection(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  uint8_t *buf = malloc(64 * 1024);
+  REQUIRE(registerLocalMemory(e, buf, 64 * 1024, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  fill(buf, 4096, 0, 3);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), 0); /* opens the first lane */
+  int before = count_sockets();
+  CHECK(before > 0);
+  for (int i = 0; i < 40; i++) {
+    uint64_t off = (uint64_t)(i % 8) * 4096;
+    fill(buf, 4096, off, (unsigned)i);
+    CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr + off, 4096), 0);
+    memset(buf, 0, 4096);
+    CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, p.addr + off, 4096), 0);
+    CHECK(verify(buf, 4096, off, (unsigned)i));
+  }
+  CHECK_EQ(count_sockets(), before);
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
 static void test_batches_threads_shm(void) { batches_threads(0); }
 
 static void out_of_bounds(int force_tcp) {
@@ -806,6 +852,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
+      TEST_CASE(test_lone_requests_one_connection),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),

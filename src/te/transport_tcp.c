@@ -654,10 +654,12 @@ static void lane_enqueue(struct lane *l, struct mc_slice *h, struct mc_slice *t)
  * MC_TCP_DIRECT=0 keeps every request on the lane threads. */
 #define DIRECT_MAX (1u << 20)
 
+/* The lowest idle lane: one thread's lone requests keep to one connection, whose server thread then sees
+ * them back to back and stays in its busy poll (rotating over the lanes let each server thread fall
+ * asleep between its requests: a wake-up per request, 16 KiB store puts 12-16 k/s -> 16-22 k/s). */
 static struct lane *claim_idle_lane(struct tcp_tp *tp, struct tcp_peer *p) {
-  unsigned start = atomic_fetch_add(&p->rr, 1);
   for (int i = 0; i < tp->nlanes; i++) {
-    struct lane *l = &p->lanes[(start + (unsigned)i) % (unsigned)tp->nlanes];
+    struct lane *l = &p->lanes[i];
     if (pthread_mutex_trylock(&l->mu)) continue;
     int idle = !l->stop && !l->direct && !l->q_head && !l->f_head && !l->recovering && !l->ngrp;
     if (idle) l->direct = 1;
