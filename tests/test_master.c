@@ -670,6 +670,117 @@ static void test_malformed_frames(void) {
   env_stop(&e);
 }
 
+/* Many requests sent back to back on one connection, before any reply is read: bodies of every size
+ * (several crossing the server's read-ahead buffer, some larger than it), each answered once, in order,
+ * with its own id and result. */
+struct pipe_send {
+  int fd;
+  const uint8_t *p;
+  size_t n;
+};
+
+static void *pipe_sender(void *a) {
+  struct pipe_send *ps = a;
+  send_raw(ps->fd, ps->p, ps->n);
+  return NULL;
+}
+
+static void pipe_frame(struct mc_wbuf *w, uint64_t id, uint16_t op, const struct mc_wbuf *body) {
+  mc_w_u32(w, MC_MRPC_MAGIC);
+  mc_w_u8(w, MC_MRPC_VERSION & 0xff), mc_w_u8(w, MC_MRPC_VERSION >> 8);
+  mc_w_u8(w, op & 0xff), mc_w_u8(w, op >> 8);
+  mc_w_u64(w, id);
+  mc_w_u32(w, (uint32_t)body->len);
+  mc_w_i32(w, 0);
+  mc_w_bytes_raw(w, body->p, body->len);
+}
+
+static int recv_full(int fd, void *p, size_t n) {
+  for (size_t got = 0; got < n;) {
+    ssize_t r = recv(fd, (uint8_t *)p + got, n - got, 0);
+    if (r <= 0) return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+static void test_pipelined_frames(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0);
+  struct mc_uuid a = mt_id(1);
+  struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
+  CHECK_EQ(mt_mount(e.c, a, &s), 0);
+  CHECK_EQ(mt_put(e.c, a, "alive", 100, 1), 0);
+  enum { N = 300, BIG_KEYS = 6000 };
+  struct mc_wbuf all = {0};
+  uint32_t want_keys[N];
+  for (uint64_t i = 0; i < N; i++) {
+    struct mc_wbuf body = {0};
+    want_keys[i] = 0;
+    if (i % 3 == 1) { /* an unknown opcode with a body of some size */
+      for (size_t k = 0; k < (i * 997) % 9000; k++) mc_w_u8(&body, (uint8_t)k);
+      pipe_frame(&all, 1000 + i, 777, &body);
+    } else { /* a batch exist: two keys, or (every 50th) more than the read-ahead buffer holds */
+      uint32_t n = i % 50 == 0 ? BIG_KEYS : 2;
+      want_keys[i] = n;
+      mc_w_u32(&body, n);
+      for (uint32_t k = 0; k < n; k++) {
+        char key[32];
+        snprintf(key, sizeof(key), k == 0 ? "alive" : "missing-%012u", k);
+        mc_w_u32(&body, (uint32_t)strlen(key));
+        mc_w_bytes_raw(&body, key, strlen(key));
+      }
+      pipe_frame(&all, 1000 + i, MC_OP_BATCH_EXIST_KEY, &body);
+    }
+    mc_w_free(&body);
+  }
+  CHECK(all.len > 4 * 65536);
+  int fd = mc_tp_connect(e.mm.port);
+  REQUIRE(fd >= 0);
+  struct timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  struct pipe_send ps = {fd, all.p, all.len};
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, pipe_sender, &ps) == 0);
+  int bad = 0;
+  for (uint64_t i = 0; i < N && !bad; i++) {
+    uint8_t h[MC_MRPC_HDR];
+    if (recv_full(fd, h, sizeof(h))) {
+      CHECK(!"reply missing");
+      bad = 1;
+      break;
+    }
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, h, sizeof(h));
+    (void)mc_r_u32(&r), (void)mc_r_u32(&r);
+    uint64_t id = mc_r_u64(&r);
+    uint32_t len = mc_r_u32(&r);
+    int32_t st = mc_r_i32(&r);
+    uint8_t *b = malloc(len ? len : 1);
+    REQUIRE(b && recv_full(fd, b, len) == 0);
+    CHECK_EQ(id, 1000 + i);
+    if (want_keys[i]) {
+      CHECK_EQ(st, 0);
+      CHECK_EQ(len, 4 + 4 * want_keys[i]);
+      mc_r_init(&r, b, len);
+      CHECK_EQ(mc_r_u32(&r), want_keys[i]);
+      CHECK_EQ(mc_r_i32(&r), 1); /* "alive" */
+      for (uint32_t k = 1; k < want_keys[i] && !r.err; k++)
+        if (mc_r_i32(&r) != 0) bad = 1;
+    } else {
+      CHECK_EQ(st, MC_NOT_SUPPORTED);
+    }
+    free(b);
+    bad |= id != 1000 + i;
+  }
+  CHECK(!bad);
+  pthread_join(th, NULL);
+  close(fd);
+  mc_w_free(&all);
+  CHECK_EQ(mt_exist(e.c, "alive"), 1); /* the ordinary client is unaffected */
+  env_stop(&e);
+}
+
 static void test_allocation_log(void) {
   const char *args[] = {"--v=1", NULL};
   struct env e;
@@ -917,5 +1028,5 @@ TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_ownership_and_revoke), TEST_
           TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
           TEST_CASE(test_best_effort_distinct_names), TEST_CASE(test_mount_unmount), TEST_CASE(test_graceful_unmount),
           TEST_CASE(test_zone_preference), TEST_CASE(test_strategies), TEST_CASE(test_pin_parameters),
-          TEST_CASE(test_malformed_frames), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),
+          TEST_CASE(test_malformed_frames), TEST_CASE(test_pipelined_frames), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),
           TEST_CASE(test_throughput))

@@ -79,46 +79,92 @@ struct mc_mrpc_server {
   struct srv_conn *conns;
 };
 
-/* Reads a frame header, waiting indefinitely between requests but checking for shutdown. */
-static int read_hdr_idle(struct mc_mrpc_server *s, int fd, uint8_t *h, struct mc_spin *sp) {
-  long got = mc_sock_spin_recv(fd, h, MC_MRPC_HDR, 0, sp); /* a busy client's next request comes soon */
-  if (got > 0) return got == MC_MRPC_HDR ? 0 : mc_sock_read_deadline(fd, h + got, MC_MRPC_HDR - (size_t)got, 10000);
-  if (got != -EAGAIN) return (int)got;
+/* Per-connection read-ahead: a request's header and body (and whatever the client sent behind them)
+ * usually come with one recv; bodies up to RA_CAP are handed to the handler in place. */
+#define RA_CAP (64u << 10)
+struct readahead {
+  uint8_t *b;
+  size_t lo, hi; /* unread bytes: [lo, hi) */
+};
+
+/* Waits for the first bytes of the next request into an empty ra: indefinitely, but checking for
+ * shutdown; a busy client's next request comes soon, so the wait starts with a busy poll. */
+static int wait_request(struct mc_mrpc_server *s, int fd, struct readahead *ra, struct mc_spin *sp) {
+  ra->lo = ra->hi = 0;
+  long got = mc_sock_spin_recv(fd, ra->b, RA_CAP, 0, sp);
+  if (got > 0) ra->hi = (size_t)got;
+  if (got != -EAGAIN) return got > 0 ? 0 : (int)got;
   for (;;) {
     if (atomic_load(&s->stop)) return -ECANCELED;
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int n = poll(&p, 1, 250);
     if (n < 0 && errno != EINTR) return -errno;
-    if (n > 0) return mc_sock_read_deadline(fd, h, MC_MRPC_HDR, 10000);
+    if (n > 0) return 0; /* ra_fill reads it */
   }
+}
+
+/* Makes ra hold at least n (<= RA_CAP) unread bytes, within 10 s. */
+static int ra_fill(int fd, struct readahead *ra, size_t n) {
+  size_t have = ra->hi - ra->lo;
+  if (have >= n) return 0;
+  if (ra->lo + n > RA_CAP) {
+    memmove(ra->b, ra->b + ra->lo, have);
+    ra->lo = 0;
+    ra->hi = have;
+  }
+  size_t got = 0;
+  int rc = mc_sock_read_atleast_spin(fd, ra->b + ra->hi, n - have, RA_CAP - ra->hi, &got, 10000, NULL);
+  ra->hi += got;
+  return rc;
+}
+
+/* The next request's body: in place in ra, or (larger than RA_CAP) in *owned, which the caller frees. */
+static int read_body(int fd, struct readahead *ra, uint32_t len, uint8_t **body, uint8_t **owned) {
+  *owned = NULL;
+  if (len <= RA_CAP) {
+    int rc = ra_fill(fd, ra, len);
+    *body = ra->b + ra->lo;
+    ra->lo += rc ? 0 : len;
+    return rc;
+  }
+  if (!(*owned = mc_try_malloc(len))) return -ENOMEM;
+  size_t have = ra->hi - ra->lo;
+  memcpy(*owned, ra->b + ra->lo, have);
+  ra->lo = ra->hi;
+  *body = *owned;
+  return mc_sock_read_deadline(fd, *owned + have, len - have, 10000);
 }
 
 static void *serve_conn(void *arg) {
   struct srv_conn *c = arg;
   struct mc_mrpc_server *s = c->s;
   void *conn_ctx = NULL;
-  uint8_t hb[MC_MRPC_HDR];
+  struct readahead ra = {mc_malloc(RA_CAP), 0, 0};
   struct mc_spin spin = {0};
-  while (read_hdr_idle(s, c->fd, hb, &spin) == 0) {
+  for (;;) {
+    if (ra.lo == ra.hi && wait_request(s, c->fd, &ra, &spin)) break;
+    if (ra_fill(c->fd, &ra, MC_MRPC_HDR)) break;
     struct hdr h;
-    get_hdr(hb, &h);
+    get_hdr(ra.b + ra.lo, &h);
     if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
       LOG_WARN("master RPC: dropping a connection that sent a malformed frame");
       break;
     }
-    uint8_t *body = mc_try_malloc(h.len);
-    if (!body || mc_sock_read_deadline(c->fd, body, h.len, 10000)) {
-      mc_free(body);
+    ra.lo += MC_MRPC_HDR;
+    uint8_t *body, *owned;
+    if (read_body(c->fd, &ra, h.len, &body, &owned)) {
+      mc_free(owned);
       break;
     }
     struct mc_wbuf reply = {0};
     int status = h.version != MC_MRPC_VERSION ? MC_INVALID_VERSION
                                               : s->handler(s->ctx, &conn_ctx, h.op, body, h.len, &reply);
-    mc_free(body);
+    mc_free(owned);
     int rc = send_frame(c->fd, h.op, h.id, status, reply.p, reply.len, 10000);
     mc_w_free(&reply);
     if (rc || h.version != MC_MRPC_VERSION) break;
   }
+  mc_free(ra.b);
   shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   if (s->on_close) s->on_close(s->ctx, conn_ctx);
   pthread_mutex_lock(&s->mu);
@@ -277,16 +323,21 @@ static int exchange(struct mc_mrpc_client *c, int fd, uint16_t op, const struct 
   uint64_t id = atomic_fetch_add(&c->next_id, 1);
   *io_err = send_frame(fd, op, id, 0, req ? req->p : NULL, req ? req->len : 0, tmo);
   if (*io_err) return 0;
-  uint8_t hb[MC_MRPC_HDR];
+  /* the reply's header and (up to the rest of this buffer) body with one recv; the master sends nothing
+   * else on this connection until our next request */
+  uint8_t rb[4096];
+  size_t got = 0;
   struct hdr h;
-  if ((*io_err = mc_sock_read_deadline_spin(fd, hb, MC_MRPC_HDR, tmo, &c->spin))) return 0;
-  get_hdr(hb, &h);
-  if (h.magic != MC_MRPC_MAGIC || h.id != id || h.len > MC_MRPC_MAX_BODY) {
+  if ((*io_err = mc_sock_read_atleast_spin(fd, rb, MC_MRPC_HDR, sizeof(rb), &got, tmo, &c->spin))) return 0;
+  get_hdr(rb, &h);
+  size_t early = got - MC_MRPC_HDR;
+  if (h.magic != MC_MRPC_MAGIC || h.id != id || h.len > MC_MRPC_MAX_BODY || early > h.len) {
     *io_err = -EPROTO;
     return 0;
   }
   mc_w_reserve(reply, h.len);
-  if (h.len && (*io_err = mc_sock_read_deadline(fd, reply->p, h.len, tmo))) return 0;
+  if (early) memcpy(reply->p, rb + MC_MRPC_HDR, early);
+  if (h.len > early && (*io_err = mc_sock_read_deadline(fd, reply->p + early, h.len - early, tmo))) return 0;
   reply->len = h.len;
   return h.status;
 }

@@ -246,24 +246,30 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns) {
   }
 }
 
-int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp) {
+int mc_sock_read_atleast_spin(int fd, void *buf, size_t min, size_t max, size_t *got, int timeout_ms,
+                              struct mc_spin *sp) {
   uint64_t deadline = mc_now_ns() + (uint64_t)timeout_ms * 1000000ull;
   char *p = buf;
-  int first = 1;
-  while (n) { /* try first (polling a little, once), poll(2) only when the socket stays empty */
-    long r = mc_sock_spin_recv(fd, p, n, 0, first ? sp : NULL);
+  size_t g = 0;
+  int first = 1, rc = 0;
+  while (g < min) { /* try first (polling a little, once), poll(2) only when the socket stays empty */
+    long r = mc_sock_spin_recv(fd, p + g, max - g, 0, first ? sp : NULL);
     first = 0;
     if (r > 0) {
-      p += r;
-      n -= (size_t)r;
+      g += (size_t)r;
     } else if (r == -EAGAIN) {
-      int w = wait_fd(fd, POLLIN, deadline);
-      if (w) return w;
+      if ((rc = wait_fd(fd, POLLIN, deadline))) break;
     } else {
-      return (int)r;
+      rc = (int)r;
+      break;
     }
   }
-  return 0;
+  if (got) *got = g;
+  return rc;
+}
+
+int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp) {
+  return mc_sock_read_atleast_spin(fd, buf, n, n, NULL, timeout_ms, sp);
 }
 
 int mc_sock_read_deadline(int fd, void *buf, size_t n, int timeout_ms) {

@@ -53,6 +53,10 @@ long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *s
 int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp);
 /* mc_sock_read_deadline with a poll phase first (sp adapts as above). */
 int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, struct mc_spin *sp);
+/* The same for at least min and at most max bytes (*got: how many, also on failure; got may be NULL):
+ * whatever is already queued behind the first min bytes comes with the same recv. */
+int mc_sock_read_atleast_spin(int fd, void *buf, size_t min, size_t max, size_t *got, int timeout_ms,
+                              struct mc_spin *sp);
 
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */
