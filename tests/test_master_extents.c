@@ -207,8 +207,7 @@ static void test_reserve_commit_basics(void) {
   struct mc_mrpc_client *c = mt_connect(mm.port);
   struct mc_segment_rec s = mt_seg(1, "ext:1", SEG_BASE, SEG_SIZE);
   struct grant g;
-  /* a client the master does not track (no mount, no ping) gets no extent */
-  CHECK_EQ(x_reserve(c, mt_id(1), 4096, 16 << 20, NULL, &g), MC_CLIENT_NOT_FOUND);
+  CHECK_EQ(x_reserve(c, mt_id(1), 4096, 16 << 20, NULL, &g), MC_NO_AVAILABLE_HANDLE); /* no segment yet */
   CHECK_EQ(mt_mount(c, mt_id(1), &s), 0);
   CHECK_EQ(x_reserve(c, mt_id(1), 0, 16 << 20, NULL, &g), MC_INVALID_PARAMS);
   CHECK_EQ(x_reserve(c, mt_id(1), 4096, 16 << 20, NULL, &g), 0);
@@ -484,7 +483,63 @@ static void test_dead_client_extents_reclaimed(void) {
   CHECK_EQ(seg_used(c, "dead:a"), 4096); /* its committed object stays; the reservation is gone */
   CHECK_EQ(mt_exist(c, "d1"), 1);
   CHECK_EQ(x_commit(c, mt_id(2), g.id, "d2", 4096, 4096), MC_LEASE_EXPIRED);
-  CHECK_EQ(x_reserve(c, mt_id(2), 4096, 1 << 20, "dead:a", &g), MC_CLIENT_NOT_FOUND);
+  /* no longer tracked: what it gets now is a lease-only extent (client_ttl 0 in the grant) */
+  CHECK_EQ(x_reserve(c, mt_id(2), 4096, 1 << 20, "dead:a", &g), 0);
+  CHECK_EQ(g.ttl_ms, 0);
+  CHECK_EQ(g.lease_ms, 1000);
+  mc_mrpc_client_free(c);
+  CHECK_EQ(mt_master_stop(&mm), 0);
+}
+
+/* A client the master does not track (a pure client: no segment, no pings) gets a lease-only extent:
+ * lease min(put_start_release_timeout_sec, client_ttl), client_ttl 0 in the grant. Commits renew it;
+ * without them it is reclaimed by its lease; the expiry of a client record under the same id (the
+ * client mounted a segment after reserving, then went silent) does not end it. */
+static void test_lease_only_extent(void) {
+  struct mt_master mm;
+  const char *extra[] = {"--client_ttl=2", NULL};
+  REQUIRE(start_master(&mm, extra) == 0);
+  struct mc_mrpc_client *c = mt_connect(mm.port);
+  struct mc_segment_rec a = mt_seg(1, "lo:a", SEG_BASE, SEG_SIZE), b = mt_seg(2, "lo:b", SEG_BASE << 4, SEG_SIZE);
+  CHECK_EQ(mt_mount(c, mt_id(1), &a), 0);
+  struct grant g, g2;
+  REQUIRE(x_reserve(c, mt_id(9), 4096, 1 << 20, "lo:a", &g) == 0);
+  CHECK_EQ(g.ttl_ms, 0);
+  CHECK_EQ(g.lease_ms, 2000); /* min(600 s, client_ttl) */
+  CHECK_EQ(g.len, 1 << 20);
+  CHECK(mt_wait_log(&mm, "(lease only), action=reserve_extent", 3000) > 0);
+  CHECK_EQ(x_commit(c, mt_id(9), g.id, "p0", 0, 4096), 0);
+  CHECK_EQ(mt_exist(c, "p0"), 1);
+  CHECK_EQ(x_commit(c, mt_id(1), g.id, "p1", 4096, 4096), MC_ILLEGAL_CLIENT); /* still owned */
+  /* id 9 now mounts a segment of its own (so it is tracked) and never pings: it expires after 2 s, while its
+   * commits keep the lease-only extent alive past that */
+  CHECK_EQ(mt_mount(c, mt_id(9), &b), 0);
+  long t0 = mc_tp_now_ms();
+  int i = 1, st;
+  while (mc_tp_now_ms() - t0 < 3500) {
+    mt_ping(c, mt_id(1), &st);
+    char key[32];
+    snprintf(key, sizeof(key), "p-%d", i);
+    CHECK_EQ(x_commit(c, mt_id(9), g.id, key, (uint64_t)i * 4096, 4096), 0);
+    i++;
+    mc_tp_sleep_ms(300);
+  }
+  CHECK(mt_wait_log(&mm, "segment_name=lo:b, action=unmount_expired_mem_segment", 100) > 0); /* id 9 expired */
+  CHECK(mt_log_count(&mm, "action=release_extent, reason=client_expired") == 0); /* and that freed no extent */
+  CHECK_EQ(x_commit(c, mt_id(9), g.id, "after", (uint64_t)i * 4096, 4096), 0);
+  i++;
+  /* untracked again; a second lease-only extent, left without commits: reclaimed by its lease */
+  REQUIRE(x_reserve(c, mt_id(9), 4096, 1 << 20, "lo:a", &g2) == 0);
+  CHECK_EQ(g2.ttl_ms, 0);
+  t0 = mc_tp_now_ms();
+  while (mc_tp_now_ms() - t0 < 2800) {
+    mt_ping(c, mt_id(1), &st);
+    mc_tp_sleep_ms(200);
+  }
+  CHECK(mt_log_count(&mm, "reason=lease_expired") >= 2); /* both: the first had no commit for 2.8 s either */
+  CHECK_EQ(x_commit(c, mt_id(9), g2.id, "late", 0, 4096), MC_LEASE_EXPIRED);
+  CHECK_EQ(mt_exist(c, "late"), 0);
+  CHECK_EQ(seg_used(c, "lo:a"), (uint64_t)i * 4096); /* the committed objects stay, the reservations are gone */
   mc_mrpc_client_free(c);
   CHECK_EQ(mt_master_stop(&mm), 0);
 }
@@ -578,4 +633,5 @@ TEST_MAIN(TEST_CASE(test_carve_basic), TEST_CASE(test_carve_first_block), TEST_C
           TEST_CASE(test_dispatch_truncated), TEST_CASE(test_reserve_commit_basics),
           TEST_CASE(test_reserve_small_segment), TEST_CASE(test_concurrent_commits),
           TEST_CASE(test_mixed_puts_no_overlap), TEST_CASE(test_lease_expiry), TEST_CASE(test_unmount_reclaims),
-          TEST_CASE(test_dead_client_extents_reclaimed), TEST_CASE(test_evict_committed_objects))
+          TEST_CASE(test_dead_client_extents_reclaimed), TEST_CASE(test_lease_only_extent),
+          TEST_CASE(test_evict_committed_objects))

@@ -76,6 +76,39 @@ static void test_fast_path_used(void) {
   master_stop(&m);
 }
 
+/* A pure client (no segment, no pings; here in another process) gets a lease-only extent: one reserve
+ * for its small puts; after idling past the lease it does not write that extent again (the master
+ * reclaimed it) and reserves anew; killed while holding one, its reserved bytes come back within the
+ * lease (client_ttl), as a dead live client's would. */
+static void test_pure_client_extents(void) {
+  struct master m;
+  REQUIRE(start(&m, "--client_ttl=2") == 0);
+  mooncake_store_t h = client_new(&m, 64 * MiB, 4 * MiB);
+  struct peer p;
+  REQUIRE(h && peer_start(&p, &m, 0, MiB, NULL) == 0);
+  int bad = 0;
+  for (int i = 0; i < 100; i++) bad += peer_cmd(&p, "PUT pure-%d 4096 %d 1 0", i, 1 + i) != 0;
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(check_keys(h, "pure", 100, 4 * KiB, 1), 0);
+  CHECK_EQ(log_count(&m, "lease_ms=2000 (lease only), action=reserve_extent"), 1);
+  CHECK_EQ(log_count(&m, "ObjectAllocated key=pure-"), 100);
+  usleep(2600 * 1000); /* past the 2 s lease */
+  CHECK_EQ(log_count(&m, "reason=lease_expired"), 1);
+  for (int i = 0; i < 10; i++) bad += peer_cmd(&p, "PUT again-%d 4096 %d 1 0", i, 200 + i) != 0;
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(check_keys(h, "again", 10, 4 * KiB, 200), 0);
+  CHECK_EQ(check_keys(h, "pure", 100, 4 * KiB, 1), 0); /* nothing written over */
+  CHECK_EQ(log_count(&m, "(lease only), action=reserve_extent"), 2);
+  peer_kill(&p); /* SIGKILL with an extent held */
+  usleep(2600 * 1000);
+  CHECK_EQ(log_count(&m, "reason=lease_expired"), 2);
+  CHECK_EQ(log_count(&m, "reason=released_by_client"), 0);
+  CHECK_EQ(put_keys(h, "own", 10, 4 * KiB, 300), 0);
+  CHECK_EQ(check_keys(h, "again", 10, 4 * KiB, 200), 0);
+  mooncake_store_destroy(h);
+  master_stop(&m);
+}
+
 static void test_env_disables(void) {
   struct master m;
   REQUIRE(start(&m, NULL) == 0);
@@ -224,8 +257,9 @@ static void test_master_restart_falls_back(void) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 6 && !strcmp(argv[1], "--peer")) return peer_main(argc, argv);
   static const struct mc_test_case cases[] = {
-      TEST_CASE(test_fast_path_used),         TEST_CASE(test_env_disables),
+      TEST_CASE(test_fast_path_used),         TEST_CASE(test_pure_client_extents), TEST_CASE(test_env_disables),
       TEST_CASE(test_concurrent_same_keys),   TEST_CASE(test_holder_gone_falls_back),
       TEST_CASE(test_master_restart_falls_back),
   };

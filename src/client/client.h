@@ -75,7 +75,7 @@ struct mc_store {
   int ping_stop; /* guarded by ping_mu */
 
   /* write extents (fastput.c) */
-  struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) or no segment */
+  struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
   _Atomic uint64_t ping_ok_ns; /* send time of the last mount or ping answered OK */
 
   /* client HTTP server (http.c); NULL when disabled or not bound */

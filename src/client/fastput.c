@@ -1,8 +1,10 @@
 /* One-round-trip puts through write extents (master/extents.h; docs/store-client.md "Write extents").
  *
- * A client with a mounted segment (so it pings and is subject to liveness) reserves an extent from the
- * master once, then for each eligible put carves [cursor, cursor + size) locally, writes the bytes
- * there and sends one COMMIT_PUT. Anything unusual (no extent to be had, a failed write, a commit error
+ * A client reserves an extent from the master once, then for each eligible put carves [cursor, cursor +
+ * size) locally, writes the bytes there and sends one COMMIT_PUT. A client with a mounted segment pings
+ * and is subject to liveness; a pure client (no segment, no pings: D7) gets a lease-only extent, which
+ * the master ends only by its lease (min(put_start_release_timeout_sec, client_ttl), renewed by every
+ * commit), RELEASE_EXTENT or an unmount, never by a client expiry; its grant says client_ttl = 0. Anything unusual (no extent to be had, a failed write, a commit error
  * other than "already exists") makes that one put take the PutStart/PutEnd path instead, so callers see
  * exactly the results of that path. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
  *
@@ -11,9 +13,9 @@
  * same rules as PutStart: preferred, writer's host, writer's zone, rest).
  *
  * Safety (see master/extents.c): a write into the extent starts only while
- *   now + margin < (time the reserve or last commit was SENT) + lease, and
+ *   now + margin < (time the reserve or last commit was SENT) + lease, and (unless lease-only)
  *   now + margin < (time the last OK ping was SENT) + client_ttl,
- * margin = min(lease, client_ttl) / 4. The master reclaims an extent no earlier than either bound, so
+ * margin = min(lease, client_ttl) / 4 (lease / 4 for a lease-only extent). The master reclaims an extent no earlier than either bound, so
  * a write that starts in time has at least the margin to land. And a write starts only within
  * MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful contact with the master (OK
  * ping, reserve or commit): a master that restarted knows nothing of our extent, but it keeps every
@@ -48,7 +50,7 @@
 struct fp_ext {
   uint64_t id, addr, len, cursor;
   char *endpoint, *seg_name;
-  uint64_t lease_ns, ttl_ns, margin_ns;
+  uint64_t lease_ns, ttl_ns, margin_ns; /* ttl_ns 0: lease-only (no liveness bound) */
   uint64_t deadline_ns; /* start of lease as the client sees it + lease; mu */
   int refs;             /* mu */
   int dead;             /* the master no longer has it: no release needed; mu */
@@ -225,9 +227,9 @@ static uint64_t align_up(uint64_t n) { return (n + FP_ALIGN - 1) & ~(FP_ALIGN - 
 
 /* Writes may start into e at now (fp->mu held). */
 static int writable_locked(struct mc_store *s, const struct fp_ext *e, uint64_t now) {
-  uint64_t ping = atomic_load(&s->ping_ok_ns), contact = MC_MAX(ping, e->deadline_ns - e->lease_ns);
-  return now + e->margin_ns < e->deadline_ns && ping && now + e->margin_ns < ping + e->ttl_ns &&
-         now < contact + MC_FASTPUT_CONTACT_NS;
+  uint64_t ping = e->ttl_ns ? atomic_load(&s->ping_ok_ns) : 0, contact = MC_MAX(ping, e->deadline_ns - e->lease_ns);
+  int live_ok = !e->ttl_ns || (ping && now + e->margin_ns < ping + e->ttl_ns);
+  return now + e->margin_ns < e->deadline_ns && live_ok && now < contact + MC_FASTPUT_CONTACT_NS;
 }
 
 static int prefers_other(const struct mc_put_config *cfg, const char *seg) {
@@ -254,7 +256,7 @@ static struct fp_ext *reserve_locked(struct mc_store *s, struct mc_fastput *fp, 
     fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
     return NULL;
   }
-  e->margin_ns = MC_MIN(e->lease_ns, e->ttl_ns) / 4;
+  e->margin_ns = (e->ttl_ns ? MC_MIN(e->lease_ns, e->ttl_ns) : e->lease_ns) / 4;
   e->deadline_ns = now + e->lease_ns; /* from the send time: never later than the master's */
   e->refs = 1;
   fp->cur = e;
@@ -284,7 +286,7 @@ static struct fp_ext *carve_locked(struct mc_store *s, struct mc_fastput *fp, ui
 
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg) {
   struct mc_fastput *fp = s->fastput;
-  if (!fp || !s->mounted || cfg->replica_num != 1 || !len || len > FP_MAX_VALUE || !*key) return 1;
+  if (!fp || cfg->replica_num != 1 || !len || len > FP_MAX_VALUE || !*key) return 1;
   uint64_t off = 0;
   struct fp_ext *last = NULL;
   pthread_mutex_lock(&fp->mu);

@@ -256,7 +256,7 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
   uint64_t sent = mc_now_ns();
   int rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
   if (rc) LOG_ERROR("setup: mounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
-  else s->mounted = 1, atomic_store(&s->ping_ok_ns, sent), mc_fastput_init(s);
+  else s->mounted = 1, atomic_store(&s->ping_ok_ns, sent);
   return rc;
 }
 
@@ -381,6 +381,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->segment) rc = mount_segment(s, deadline);
+  if (!rc) mc_fastput_init(s); /* pure clients too: they get lease-only extents */
   if (!rc) {
     s->ping_stop = 0;
     s->ping_running = !pthread_create(&s->ping_th, NULL, heartbeat_main, s);

@@ -18,6 +18,11 @@
  *   - client expiry (no ping for client_ttl) or replacement by a new incarnation: the reply carries
  *     client_ttl; the client starts no write unless a ping it sent less than client_ttl minus the margin
  *     ago was answered OK (the master's expiry clock starts no earlier than that ping's arrival).
+ *     LEASE-ONLY extents are exempt: a client the master does not track (a pure client, D7: it has no
+ *     segment and sends no pings) gets an extent whose lease is min(put_start_release_timeout_sec,
+ *     client_ttl) and whose grant says client_ttl = 0; only its lease, RELEASE_EXTENT or an unmount
+ *     end it, never the expiry of a client record under that id. So a pure client that dies holds its
+ *     extent no longer than a live client that dies holds its own.
  *   - unmount of the extent's segment: as for PROCESSING replicas of PutStart, the space leaves the
  *     master with the segment; a remount under the same name builds a new allocator, and the client
  *     (which learns from a failed commit or ping) retires the extent at once. Transfers into an extent use
@@ -50,7 +55,8 @@ struct extent {
   struct mc_uuid client;
   struct mseg *seg;
   uint64_t base, len; /* segment-relative start and length of the whole extent */
-  uint64_t deadline_ns;
+  uint64_t deadline_ns, lease_ns;
+  int lease_only; /* granted to an untracked client: not ended by client expiry (see above) */
   struct piece *pc; /* sorted by offset */
   uint32_t n, cap;
 };
@@ -126,7 +132,9 @@ static uint32_t for_each(struct mc_master *m, int (*pred)(struct extent *, const
   return n;
 }
 
-static int of_client(struct extent *e, const void *arg) { return mc_uuid_eq(e->client, *(const struct mc_uuid *)arg); }
+static int of_client(struct extent *e, const void *arg) {
+  return !e->lease_only && mc_uuid_eq(e->client, *(const struct mc_uuid *)arg);
+}
 static int on_unmounting(struct extent *e, const void *arg) { return !seg_readable(e->seg); }
 static int due(struct extent *e, const void *arg) { return e->deadline_ns <= *(const uint64_t *)arg; }
 static void release_dead_client(struct mc_extents *x, struct extent *e) { release(x, e, "client_expired"); }
@@ -185,8 +193,8 @@ static void encode_grant(struct mc_master *m, const struct extent *e, struct mc_
                                .zone = s->zone, .host_id = s->host_id};
   mc_w_u64(w, e->id);
   mc_put_replica(w, &rec);
-  mc_w_u64(w, (uint64_t)m->cfg.put_start_release_timeout_sec * 1000);
-  mc_w_u64(w, (uint64_t)m->cfg.client_ttl * 1000);
+  mc_w_u64(w, e->lease_ns / 1000000);
+  mc_w_u64(w, e->lease_only ? 0 : (uint64_t)m->cfg.client_ttl * 1000);
   mc_w_u64(w, m->view_version);
 }
 
@@ -198,11 +206,11 @@ int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_
   struct mc_extents *x = m->ext;
   pthread_mutex_lock(&x->mu);
   /* Checked under ext_mu: an expiry removes the client first and then frees its extents under ext_mu,
-   * so an extent inserted here is either refused or seen by that release. */
-  if (!client_live(m, client)) {
-    pthread_mutex_unlock(&x->mu);
-    return MC_CLIENT_NOT_FOUND;
-  }
+   * so an extent granted here as a live client's is seen by that release. An untracked client gets a
+   * lease-only extent. */
+  int lease_only = !client_live(m, client);
+  uint64_t lease = lease_ns(m);
+  if (lease_only) lease = MC_MIN(lease, (uint64_t)m->cfg.client_ttl * MC_NS_PER_S);
   struct replica *r = NULL;
   uint32_t nok = 0, n = mc_place(m, pc, len, x->next_id, &r, 1, &nok);
   if (!n || !fit_share(r, min_len, &len)) {
@@ -212,7 +220,8 @@ int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_
   }
   struct extent *e = mc_calloc(1, sizeof(*e));
   *e = (struct extent){.id = x->next_id++, .client = client, .seg = r->seg, .base = r->off, .len = len,
-                       .deadline_ns = mc_now_ns() + lease_ns(m), .n = 1, .cap = 4};
+                       .deadline_ns = mc_now_ns() + lease, .lease_ns = lease, .lease_only = lease_only,
+                       .n = 1, .cap = 4};
   e->pc = mc_malloc(sizeof(*e->pc) * e->cap);
   e->pc[0] = (struct piece){r->blk, r->off, len};
   struct extent **sl = slot(x, e->id);
@@ -222,8 +231,9 @@ int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_
   encode_grant(m, e, w);
   char id[37];
   mc_uuid_str(client, id);
-  MLOG_V(1, "extent=%llu, client_id=%s, segment=%s, offset=%llu, length=%llu, action=reserve_extent",
-         (unsigned long long)e->id, id, e->seg->name, (unsigned long long)e->base, (unsigned long long)len);
+  MLOG_V(1, "extent=%llu, client_id=%s, segment=%s, offset=%llu, length=%llu, lease_ms=%llu%s, action=reserve_extent",
+         (unsigned long long)e->id, id, e->seg->name, (unsigned long long)e->base, (unsigned long long)len,
+         (unsigned long long)(lease / 1000000), lease_only ? " (lease only)" : "");
   pthread_mutex_unlock(&x->mu);
   mc_free(r);
   return 0;
@@ -299,7 +309,7 @@ static int carve_range(void *ctx, int keep, struct replica *out) {
   }
   replace_piece(e, (uint32_t)i, head, tail);
   if (keep) *out = (struct replica){.seg = s, .blk = mid, .off = e->base + c->off, .status = REP_COMPLETE};
-  e->deadline_ns = mc_now_ns() + lease_ns(c->m);
+  e->deadline_ns = mc_now_ns() + e->lease_ns;
   pthread_mutex_unlock(&x->mu);
   return 0;
 }
