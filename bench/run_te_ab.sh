@@ -3,6 +3,8 @@
 # VAR=value words applied to both target and initiator), one P2PHANDSHAKE target and one initiator per
 # operation and batch size. Settings alternate so that machine drift hits them alike.
 # Usage: bench/run_te_ab.sh [BUILD_DIR=./build] SETTING...      e.g. bench/run_te_ab.sh build X=1 MC_SPIN_US=0
+#   A setting may name another build tree to compare code: BUILD=/path/to/other/build (its transfer_engine_bench
+#   serves as both target and initiator for that setting).
 #   env: BLK (block bytes, default 1048576), BS (batch sizes, "16 1"), OPS ("read write"), DUR (s, 3),
 #        ROUNDS (2), BUF (target/initiator buffer, 64MiB)
 set -euo pipefail
@@ -19,6 +21,8 @@ trap cleanup EXIT
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); block ${BLK:-1048576} B; GB/s and p50 per batch (us)"
 for round in $(seq "${ROUNDS:-2}"); do
   for setting in "$@"; do
+    BENCH=$B/tools/transfer_engine_bench
+    for w in $setting; do [ "${w%%=*}" = BUILD ] && BENCH=${w#BUILD=}/tools/transfer_engine_bench; done
     # shellcheck disable=SC2086 # the setting is a list of VAR=value words
     env $setting MC_FORCE_TCP=1 "$BENCH" --mode=target --metadata_server=P2PHANDSHAKE --buffer_size="${BUF:-64MiB}" \
       --threads=1 --batch_size=1 --block_size=4096 >"$WORK/t.out" 2>"$WORK/t.err" &

@@ -482,6 +482,75 @@ static void test_pipelined_reads_tcp(void) {
   free(buf);
   peer_stop(&p);
 }
+/* Writes of every size relative to the target's read-ahead buffer (64 KiB + 256: payloads far below it,
+ * just below, straddling and far above it), several rejected ones with payloads among them, all in one
+ * batch so they arrive back to back on each connection; then every region is read back in one batch and
+ * the peer checks each range itself. Three rounds with different cuts. shared: the target's buffer is
+ * engine memory with cold pages (MC_SEGMENT_PREFAULT=populate), so payloads go in through the kernel. */
+static void pipelined_writes(int shared) {
+  struct peer p = {0};
+  const uint64_t span = 16 * MiB;
+  if (shared) setenv("MC_SEGMENT_PREFAULT", "populate", 1);
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", span, shared) == 0);
+  unsetenv("MC_SEGMENT_PREFAULT");
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  enum { N = 60 };
+  static const uint64_t sizes[] = {1,     100,   4096,      16384,        65536 - 40,  65536,     65536 + 200,
+                                   65536 + 232, 65536 + 300, 70000, 200000, MiB / 2 + 5, 3,         1000};
+  uint8_t *buf = malloc(span);
+  REQUIRE(registerLocalMemory(e, buf, span, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  for (unsigned round = 0; round < 3; round++) {
+    struct transfer_request r[N];
+    uint64_t off[N], len[N], at = 0;
+    for (size_t i = 0; i < N; i++) {
+      len[i] = sizes[(i * 5 + round) % (sizeof(sizes) / sizeof(sizes[0]))];
+      off[i] = at + (i % 3); /* unaligned starts too */
+      at = (off[i] + len[i] + 4095) & ~4095ull;
+      REQUIRE(at <= span);
+      fill(buf + off[i], len[i], off[i], 50 + round);
+      r[i] = (struct transfer_request){OPCODE_WRITE, buf + off[i], seg, p.addr + off[i], len[i]};
+    }
+    r[7].target_offset = p.addr + span - 10; /* runs past the end: rejected, its payload drained */
+    r[31].target_offset = UINT64_MAX - 100;  /* wraps: rejected */
+    batch_id_t b = allocateBatchID(e, N);
+    REQUIRE(submitTransfer(e, b, r, N) == 0);
+    mc_te_wait_batch(e, b, 30000);
+    int bad = 0;
+    for (size_t i = 0; i < N; i++) {
+      struct transfer_status st;
+      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
+      int rejected = i == 7 || i == 31;
+      CHECK_EQ(st.status, rejected ? STATUS_FAILED : STATUS_COMPLETED);
+      if (!rejected && !peer_ok(&p, "CHECK %llu %llu %u", off[i], len[i], 50 + round)) bad++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(freeBatchID(e, b), 0);
+    /* the same regions back in one batch */
+    memset(buf, 0, at);
+    for (size_t i = 0; i < N; i++) r[i] = (struct transfer_request){OPCODE_READ, buf + off[i], seg, p.addr + off[i], len[i]};
+    r[7].length = 0, r[31].length = 0; /* nothing was written there */
+    b = allocateBatchID(e, N);
+    REQUIRE(submitTransfer(e, b, r, N) == 0);
+    mc_te_wait_batch(e, b, 30000);
+    for (size_t i = 0; i < N; i++) {
+      struct transfer_status st;
+      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
+      CHECK_EQ(st.status, STATUS_COMPLETED);
+      if (i != 7 && i != 31 && !verify(buf + off[i], len[i], off[i], 50 + round)) bad++;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(freeBatchID(e, b), 0);
+  }
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+static void test_pipelined_writes_tcp(void) { pipelined_writes(0); }
+static void test_pipelined_writes_cold_tcp(void) { pipelined_writes(1); }
 static void test_out_of_bounds_shm(void) { out_of_bounds(0); }
 
 /* A peer that unregistered its buffer must not receive writes through a stale cached descriptor. */
@@ -852,7 +921,8 @@ int main(int argc, char **argv) {
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
-      TEST_CASE(test_lone_requests_one_connection),
+      TEST_CASE(test_lone_requests_one_connection), TEST_CASE(test_pipelined_writes_tcp),
+      TEST_CASE(test_pipelined_writes_cold_tcp),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),

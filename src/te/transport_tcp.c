@@ -175,14 +175,60 @@ static int drain(int fd, uint64_t n, atomic_uint_least64_t *progress, int timeou
   return 0;
 }
 
-/* WRITE status frames held back while more requests are already waiting: they go out together when
- * the next read would block, or with the next READ reply (the client reads them in order). */
+/* Per-connection server state. WRITE status frames are held back while more requests are already
+ * waiting: they go out together when the next read would block, or with the next READ reply (the
+ * client reads them in order). Requests are read through a small read-ahead buffer: a header, a small
+ * payload and the headers queued behind them usually come with one recv, and whether anything is
+ * queued is then known without asking the socket (a syscall costs ~1 us in a VM). Larger payloads go
+ * straight from the socket to their destination once the buffered part is placed. */
+#define RA_CAP ((64u << 10) + 256) /* a header and up to a 64 KiB payload, with room for the next headers */
+#define RA_SMALL 4096u               /* after a larger WRITE: its successor's payload goes straight in, too */
 struct pend {
   uint8_t buf[8 * 256];
   int n;
   char *bounce; /* BOUNCE bytes, allocated on first use: staging for cold destination pages */
   struct mc_spin spin; /* waits for the next request */
+  uint8_t *ra;  /* RA_CAP bytes; unread: [lo, hi) */
+  size_t lo, hi;
+  size_t lim;   /* bytes one recv may read ahead: RA_CAP, or RA_SMALL while WRITEs come larger than that */
+  int drained; /* the last recv into ra left room: nothing more was queued at that moment */
 };
+
+/* Makes ra hold at least n (<= RA_CAP) unread bytes. idle: between requests (waiting for the first
+ * byte is no lack of progress, and the wait starts with the busy poll). */
+static int ra_fill(struct tcp_tp *tp, int fd, struct pend *pd, size_t n, atomic_uint_least64_t *progress, int idle) {
+  size_t have = pd->hi - pd->lo;
+  if (have >= n) return 0;
+  if (pd->lo + n > RA_CAP) {
+    memmove(pd->ra, pd->ra + pd->lo, have);
+    pd->lo = 0;
+    pd->hi = have;
+  }
+  size_t got = 0, max = MC_MIN(RA_CAP - pd->hi, MC_MAX(pd->lim, n - have));
+  idle = idle && !have;
+  int rc = recv_atleast(fd, pd->ra + pd->hi, n - have, max, &got, progress, tp->io_timeout_ms, &tp->stop, idle,
+                        idle ? &pd->spin : NULL);
+  pd->hi += got;
+  pd->drained = got < max;
+  return rc;
+}
+
+/* Whether another request is already waiting: buffered, or (when the last recv filled the buffer, so
+ * the socket may hold more) found by one non-blocking recv into the buffer. */
+static int more_queued(int fd, struct pend *pd, atomic_uint_least64_t *progress) {
+  if (pd->hi > pd->lo) return 1;
+  pd->lo = pd->hi = 0;
+  if (pd->drained) return 0;
+  ssize_t r = recv(fd, pd->ra, pd->lim, MSG_DONTWAIT);
+  if (r > 0) {
+    pd->hi = (size_t)r;
+    pd->drained = pd->hi < pd->lim;
+    atomic_store(progress, mc_now_ns());
+    return 1;
+  }
+  pd->drained = r < 0 && errno == EAGAIN; /* EOF or an error: the next read reports it */
+  return 0;
+}
 
 /* Payload into/out of registered memory whose pages this process has not touched yet (prefault.c)
  * goes through a bounce buffer and process_vm_*v on our own pid: no user page fault per 4 KiB. */
@@ -190,6 +236,7 @@ struct pend {
 
 static int recv_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd, atomic_uint_least64_t *progress,
                      int timeout_ms, atomic_int *stop) {
+  if (!size) return 0;
   if (!pd->bounce) pd->bounce = mc_malloc(BOUNCE);
   for (uint64_t off = 0; off < size;) {
     size_t k = (size_t)MC_MIN(size - off, BOUNCE);
@@ -219,24 +266,22 @@ static int flush_pend(int fd, struct pend *pd) {
   pd->n = 0;
   return rc;
 }
-/* Replies to a READ, and with it to the READs queued right behind it: their headers are peeked, taken
- * with one recv when each is a warm, registered range, and every reply (statuses and payloads, in
+/* Replies to a READ, and with it to the READs read ahead right behind it (each a warm, registered
+ * range), and every reply (statuses and payloads, in
  * order, after the WRITE statuses still held back) goes out in one writev. A READ that is cold, rejected
  * or would make the group too big is left for the next round. b: the first READ's pin (NULL: rejected),
  * released here like the others. */
 #define RD_GROUP 16
 #define RD_GROUP_BYTES (256u << 10)
 #define RD_GROUP_ITEM (32u << 10) /* larger replies gain nothing from sharing a writev (measured at 64 KiB) */
-static int serve_reads(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress, struct pend *pd, struct mc_buf *b,
-                       int cold, uint64_t addr, uint64_t size) {
+static int serve_reads(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf *b, int cold, uint64_t addr,
+                       uint64_t size) {
   struct mc_buf *pin[RD_GROUP] = {b};
   uint64_t ad[RD_GROUP] = {addr}, sz[RD_GROUP] = {size}, bytes = size;
-  int m = 1, rc = 0;
+  int m = 1;
   if (b && !cold && size <= RD_GROUP_ITEM) {
-    uint8_t hb[HDR_LEN * (RD_GROUP - 1)];
-    ssize_t n = recv(fd, hb, sizeof(hb), MSG_PEEK | MSG_DONTWAIT);
-    for (int k = 0; m < RD_GROUP && n >= (ssize_t)((k + 1) * HDR_LEN); k++) {
-      const uint8_t *x = hb + k * HDR_LEN;
+    while (m < RD_GROUP && pd->hi - pd->lo >= HDR_LEN) { /* the READs already read ahead */
+      const uint8_t *x = pd->ra + pd->lo;
       uint64_t l = get_u64(x), a = get_u64(x + 8);
       if (x[16] != (OPCODE_READ | OP_V2) || l > RD_GROUP_ITEM || l > RD_GROUP_BYTES - bytes) break;
       struct mc_buf *bb = mc_engine_pin_range(tp->base.eng, a, l);
@@ -246,8 +291,8 @@ static int serve_reads(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progres
       }
       if (!bb) break;
       pin[m] = bb, ad[m] = a, sz[m] = l, bytes += l, m++;
+      pd->lo += HDR_LEN;
     }
-    if (m > 1) rc = recv_progress(fd, hb, (size_t)(m - 1) * HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 0, NULL);
   }
   put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
   uint8_t st[RD_GROUP][8];
@@ -261,7 +306,7 @@ static int serve_reads(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progres
     iov[c++] = (struct iovec){st[i], 8};
     iov[c++] = (struct iovec){(void *)(uintptr_t)ad[i], sz[i]};
   }
-  if (!rc) rc = mc_sock_writev_full(fd, iov, c, NULL);
+  int rc = mc_sock_writev_full(fd, iov, c, NULL);
   if (!rc && cold) rc = send_cold(fd, addr, size, pd);
   pd->n = 0;
   for (int i = 0; i < m; i++)
@@ -269,47 +314,65 @@ static int serve_reads(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progres
   return rc;
 }
 
+/* A WRITE's payload: the part already read ahead first, the rest straight from the socket into its
+ * destination (b NULL: rejected, the payload is consumed and dropped). */
+static int recv_write(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf *b, int cold, uint64_t addr,
+                      uint64_t size, atomic_uint_least64_t *progress) {
+  uint64_t k = MC_MIN(size, (uint64_t)(pd->hi - pd->lo));
+  int rc = 0;
+  if (k && b) {
+    if (cold) rc = mc_vm_copy_raw(getpid(), OPCODE_WRITE, pd->ra + pd->lo, addr, k);
+    else memcpy((void *)(uintptr_t)addr, pd->ra + pd->lo, k);
+  }
+  pd->lo += k;
+  pd->lim = k == size ? RA_CAP : RA_SMALL;
+  if (rc || k == size) return rc;
+  pd->drained = 0; /* what follows the payload has not been looked at */
+  addr += k, size -= k;
+  return cold ? recv_cold(fd, addr, size, pd, progress, tp->io_timeout_ms, &tp->stop)
+         : b  ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0, NULL)
+              : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
+}
+
 /* Serves one request; returns 0 to keep the connection, negative to drop it. */
 static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress, struct pend *pd) {
-  uint8_t h[HDR_LEN];
-  if (pd->n) {
-    char c;
-    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r <= 0 || pd->n == 256) {
-      int frc = flush_pend(fd, pd);
-      if (frc) return frc;
-    }
+  if (pd->n && (!more_queued(fd, pd, progress) || pd->n == 256)) {
+    int frc = flush_pend(fd, pd);
+    if (frc) return frc;
   }
-  int rc = recv_progress(fd, h, HDR_LEN, progress, tp->io_timeout_ms, &tp->stop, 1, &pd->spin);
+  if (pd->lo == pd->hi) pd->lo = pd->hi = 0;
+  int rc = ra_fill(tp, fd, pd, HDR_LEN, progress, 1);
   if (rc) return rc;
+  const uint8_t *h = pd->ra + pd->lo;
   uint64_t size = get_u64(h), addr = get_u64(h + 8);
-  int op = h[16] & 0x7f;
-  if (!(h[16] & OP_V2) || op > OPCODE_WRITE) {
+  int op = h[16] & 0x7f, v2 = h[16] & OP_V2;
+  if (!v2 || op > OPCODE_WRITE) {
     LOG_WARN("tcp: dropping a connection that speaks an unsupported framing (opcode byte 0x%02x)", h[16]);
     return -EPROTO;
   }
+  pd->lo += HDR_LEN;
   struct mc_buf *b = mc_engine_pin_range(tp->base.eng, addr, size);
   if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside registered memory",
                    op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
   int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
-    rc = cold ? recv_cold(fd, addr, size, pd, progress, tp->io_timeout_ms, &tp->stop)
-         : b  ? recv_progress(fd, (void *)(uintptr_t)addr, size, progress, tp->io_timeout_ms, &tp->stop, 0, NULL)
-              : drain(fd, size, progress, tp->io_timeout_ms, &tp->stop);
+    rc = recv_write(tp, fd, pd, b, cold, addr, size, progress);
     if (!rc) put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
     if (b) mc_engine_unpin(b);
     return rc;
   }
-  return serve_reads(tp, fd, progress, pd, b, cold, addr, size);
+  pd->lim = RA_CAP;
+  return serve_reads(tp, fd, pd, b, cold, addr, size);
 }
 
 static void *conn_main(void *arg) {
   struct srv_conn *c = arg;
   atomic_uint_least64_t progress;
   atomic_init(&progress, mc_now_ns());
-  struct pend pd = {.n = 0, .bounce = NULL};
+  struct pend pd = {.n = 0, .bounce = NULL, .ra = mc_malloc(RA_CAP), .lim = RA_CAP};
   while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress, &pd) == 0) {
   }
+  mc_free(pd.ra);
   mc_free(pd.bounce);
   shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   pthread_mutex_lock(&c->tp->mu);
