@@ -17,6 +17,7 @@
 #include "net/sock.h"
 #include "mooncake/store_errors.h"
 #include "mooncake/transfer_engine.h"
+#include "net/conn_server.h"
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
 
@@ -243,7 +244,57 @@ static void test_adaptive_spin(void) {
   close(sv[0]);
 }
 
-TEST_MAIN(TEST_CASE(test_error_tables), TEST_CASE(test_parse_size), TEST_CASE(test_config_table),
+/* net/conn_server: every connection gets its own thread (two held open at once are both served), a
+ * connection beyond max_conns is closed at once, a finished one frees its place, and stop shuts down and
+ * joins connections that are still open. */
+static atomic_int served, finished;
+
+static void echo_until_eof(void *ctx, int fd) {
+  (void)ctx;
+  atomic_fetch_add(&served, 1);
+  char c;
+  while (recv(fd, &c, 1, 0) == 1)
+    if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) break;
+  atomic_fetch_add(&finished, 1);
+}
+
+static int echo_ok(int fd) {
+  char c = 'x', r = 0;
+  struct timeval tv = {3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return send(fd, &c, 1, MSG_NOSIGNAL) == 1 && recv(fd, &r, 1, 0) == 1 && r == 'x';
+}
+
+static void test_conn_server(void) {
+  int lfd = mc_sock_listen("127.0.0.1", 0, 16);
+  REQUIRE(lfd >= 0);
+  uint16_t port = mc_sock_local_port(lfd);
+  struct mc_conn_server *cs = mc_conn_server_start(lfd, echo_until_eof, NULL, NULL, 2, "test server");
+  REQUIRE(cs);
+  int a = mc_sock_connect("127.0.0.1", port, 2000), b = mc_sock_connect("127.0.0.1", port, 2000);
+  REQUIRE(a >= 0 && b >= 0);
+  CHECK(echo_ok(a));
+  CHECK(echo_ok(b)); /* both at once */
+  int c = mc_sock_connect("127.0.0.1", port, 2000); /* a third: over the cap, closed at once */
+  REQUIRE(c >= 0);
+  CHECK(!echo_ok(c));
+  close(c);
+  close(a);
+  for (int i = 0; i < 200 && atomic_load(&finished) < 1; i++) usleep(10000);
+  CHECK_EQ(atomic_load(&finished), 1);
+  int d = mc_sock_connect("127.0.0.1", port, 2000); /* a's place is free again */
+  REQUIRE(d >= 0);
+  CHECK(echo_ok(d));
+  mc_conn_server_stop(cs); /* b and d still open: shut down and joined */
+  CHECK_EQ(atomic_load(&served), 3);
+  CHECK_EQ(atomic_load(&finished), 3);
+  char x;
+  CHECK(recv(b, &x, 1, 0) <= 0);
+  close(b);
+  close(d);
+}
+
+TEST_MAIN(TEST_CASE(test_conn_server), TEST_CASE(test_error_tables), TEST_CASE(test_parse_size), TEST_CASE(test_config_table),
           TEST_CASE(test_host_port), TEST_CASE(test_rpc_port_range), TEST_CASE(test_rpc_frame_decode),
           TEST_CASE(test_alloc_fault_injection), TEST_CASE(test_env_knobs),
           TEST_CASE(test_adaptive_spin))

@@ -1,5 +1,6 @@
-/* Control RPC server and client. The acceptor hands each connection to a short-lived worker thread so
- * that one slow client cannot stall the others; workers are capped and bounded by read deadlines. */
+/* Control RPC server and client. Each connection (one request) gets its own thread (net/conn_server.h)
+ * so that one slow client cannot stall the others; at most RPC_MAX_WORKERS at once, each bounded by
+ * read deadlines. */
 #include "net/ctrl_rpc.h"
 
 #include <errno.h>
@@ -14,23 +15,16 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/conn_server.h"
 #include "net/sock.h"
 
 #define RPC_SERVER_READ_MS 5000
 #define RPC_MAX_WORKERS 64
 
 struct mc_rpc_server {
-  int fd;
-  atomic_int stop;
-  atomic_int workers;
-  pthread_t acceptor;
+  struct mc_conn_server *cs;
   mc_rpc_handler handler;
   void *ctx;
-};
-
-struct rpc_conn {
-  struct mc_rpc_server *srv;
-  int fd;
 };
 
 uint64_t mc_rpc_max_length(void) {
@@ -88,65 +82,31 @@ static int recv_frame(int fd, int timeout_ms, int *type, char **json, size_t *jl
   return 0;
 }
 
-/* After replying, half-close and give the client a moment to close its side. */
-static void linger_close(int fd) {
+/* After replying, half-close and give the client a moment to close its side (the socket is closed
+ * when the connection thread is joined). */
+static void linger(int fd) {
   shutdown(fd, SHUT_WR);
   char sink[256];
   struct pollfd p = {.fd = fd, .events = POLLIN};
   for (int i = 0; i < 4 && poll(&p, 1, 250) > 0; i++)
     if (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0) break;
-  close(fd);
 }
 
-static void *conn_main(void *arg) {
-  struct rpc_conn *c = arg;
+static void serve_conn(void *arg, int fd) {
+  struct mc_rpc_server *s = arg;
   int type;
   char *req = NULL, *reply = NULL;
   size_t len;
-  int rc = recv_frame(c->fd, RPC_SERVER_READ_MS, &type, &req, &len);
+  int rc = recv_frame(fd, RPC_SERVER_READ_MS, &type, &req, &len);
   if (rc) {
     LOG_WARN("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
-    close(c->fd);
   } else {
-    c->srv->handler(c->srv->ctx, type, req, len, &reply);
-    send_frame(c->fd, type, reply ? reply : "{}", RPC_SERVER_READ_MS);
-    linger_close(c->fd);
+    s->handler(s->ctx, type, req, len, &reply);
+    send_frame(fd, type, reply ? reply : "{}", RPC_SERVER_READ_MS);
+    linger(fd);
   }
   mc_free(req);
   mc_free(reply);
-  atomic_fetch_sub(&c->srv->workers, 1);
-  mc_free(c);
-  return NULL;
-}
-
-static void *acceptor_main(void *arg) {
-  struct mc_rpc_server *s = arg;
-  while (!atomic_load(&s->stop)) {
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    if (atomic_load(&s->workers) >= RPC_MAX_WORKERS) {
-      LOG_WARN("control RPC: too many concurrent requests, dropping one");
-      close(fd);
-      continue;
-    }
-    struct rpc_conn *c = mc_malloc(sizeof(*c));
-    c->srv = s;
-    c->fd = fd;
-    atomic_fetch_add(&s->workers, 1);
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, conn_main, c)) {
-      atomic_fetch_sub(&s->workers, 1);
-      close(fd);
-      mc_free(c);
-    }
-    pthread_attr_destroy(&at);
-  }
-  return NULL;
 }
 
 struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void *ctx, uint16_t *port_out) {
@@ -164,26 +124,20 @@ struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void 
     return NULL;
   }
   struct mc_rpc_server *s = mc_calloc(1, sizeof(*s));
-  s->fd = fd;
   s->handler = h;
   s->ctx = ctx;
-  if (pthread_create(&s->acceptor, NULL, acceptor_main, s)) {
+  *port_out = mc_sock_local_port(fd);
+  if (!(s->cs = mc_conn_server_start(fd, serve_conn, NULL, s, RPC_MAX_WORKERS, "control RPC"))) {
     close(fd);
     mc_free(s);
     return NULL;
   }
-  *port_out = mc_sock_local_port(fd);
   return s;
 }
 
 void mc_rpc_server_stop(struct mc_rpc_server *s) {
   if (!s) return;
-  atomic_store(&s->stop, 1);
-  shutdown(s->fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
-  pthread_join(s->acceptor, NULL);
-  close(s->fd);
-  /* Workers are bounded by their read deadlines; wait for them so the handler context stays valid. */
-  for (int i = 0; i < 1000 && atomic_load(&s->workers) > 0; i++) usleep(10000);
+  mc_conn_server_stop(s->cs); /* joins every connection thread: the handler context stays valid until then */
   mc_free(s);
 }
 

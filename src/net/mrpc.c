@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/store_errors.h"
+#include "net/conn_server.h"
 #include "net/sock.h"
 
 static void put_hdr(uint8_t *h, uint16_t op, uint64_t id, uint32_t len, int32_t status) {
@@ -61,22 +62,12 @@ static int send_frame(int fd, uint16_t op, uint64_t id, int32_t status, const ui
 
 /* ------------------------------------------------------------------ server */
 
-struct srv_conn {
-  struct srv_conn *next;
-  struct mc_mrpc_server *s;
-  int fd, done;
-  pthread_t th;
-};
-
 struct mc_mrpc_server {
-  int fd;
   atomic_int stop;
-  pthread_t acceptor;
+  struct mc_conn_server *cs;
   mc_mrpc_handler handler;
   mc_mrpc_on_close on_close;
   void *ctx;
-  pthread_mutex_t mu;
-  struct srv_conn *conns;
 };
 
 /* Per-connection read-ahead: a request's header and body (and whatever the client sent behind them)
@@ -135,15 +126,14 @@ static int read_body(int fd, struct readahead *ra, uint32_t len, uint8_t **body,
   return mc_sock_read_deadline(fd, *owned + have, len - have, 10000);
 }
 
-static void *serve_conn(void *arg) {
-  struct srv_conn *c = arg;
-  struct mc_mrpc_server *s = c->s;
+static void serve_conn(void *arg, int fd) {
+  struct mc_mrpc_server *s = arg;
   void *conn_ctx = NULL;
   struct readahead ra = {mc_malloc(RA_CAP), 0, 0};
   struct mc_spin spin = {0};
   for (;;) {
-    if (ra.lo == ra.hi && wait_request(s, c->fd, &ra, &spin)) break;
-    if (ra_fill(c->fd, &ra, MC_MRPC_HDR)) break;
+    if (ra.lo == ra.hi && wait_request(s, fd, &ra, &spin)) break;
+    if (ra_fill(fd, &ra, MC_MRPC_HDR)) break;
     struct hdr h;
     get_hdr(ra.b + ra.lo, &h);
     if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
@@ -152,7 +142,7 @@ static void *serve_conn(void *arg) {
     }
     ra.lo += MC_MRPC_HDR;
     uint8_t *body, *owned;
-    if (read_body(c->fd, &ra, h.len, &body, &owned)) {
+    if (read_body(fd, &ra, h.len, &body, &owned)) {
       mc_free(owned);
       break;
     }
@@ -160,59 +150,12 @@ static void *serve_conn(void *arg) {
     int status = h.version != MC_MRPC_VERSION ? MC_INVALID_VERSION
                                               : s->handler(s->ctx, &conn_ctx, h.op, body, h.len, &reply);
     mc_free(owned);
-    int rc = send_frame(c->fd, h.op, h.id, status, reply.p, reply.len, 10000);
+    int rc = send_frame(fd, h.op, h.id, status, reply.p, reply.len, 10000);
     mc_w_free(&reply);
     if (rc || h.version != MC_MRPC_VERSION) break;
   }
   mc_free(ra.b);
-  shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
   if (s->on_close) s->on_close(s->ctx, conn_ctx);
-  pthread_mutex_lock(&s->mu);
-  c->done = 1;
-  pthread_mutex_unlock(&s->mu);
-  return NULL;
-}
-
-static void reap(struct mc_mrpc_server *s, int all) {
-  for (struct srv_conn **pp = &s->conns; *pp;) {
-    struct srv_conn *c = *pp;
-    if (!all && !c->done) {
-      pp = &c->next;
-      continue;
-    }
-    *pp = c->next;
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(c->th, NULL);
-    close(c->fd);
-    mc_free(c);
-    pthread_mutex_lock(&s->mu);
-  }
-}
-
-static void *acceptor_main(void *arg) {
-  struct mc_mrpc_server *s = arg;
-  while (!atomic_load(&s->stop)) {
-    struct pollfd p = {.fd = s->fd, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct srv_conn *c = mc_calloc(1, sizeof(*c));
-    c->s = s;
-    c->fd = fd;
-    pthread_mutex_lock(&s->mu);
-    reap(s, 0);
-    if (pthread_create(&c->th, NULL, serve_conn, c)) {
-      close(fd);
-      mc_free(c);
-    } else {
-      c->next = s->conns;
-      s->conns = c;
-    }
-    pthread_mutex_unlock(&s->mu);
-  }
-  return NULL;
 }
 
 struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
@@ -224,30 +167,22 @@ struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, 
     return NULL;
   }
   struct mc_mrpc_server *s = mc_calloc(1, sizeof(*s));
-  s->fd = fd;
   s->handler = h;
   s->on_close = on_close;
   s->ctx = ctx;
-  pthread_mutex_init(&s->mu, NULL);
-  if (pthread_create(&s->acceptor, NULL, acceptor_main, s)) {
+  if (port_out) *port_out = mc_sock_local_port(fd);
+  if (!(s->cs = mc_conn_server_start(fd, serve_conn, NULL, s, 0, "master RPC"))) {
     close(fd);
     mc_free(s);
     return NULL;
   }
-  if (port_out) *port_out = mc_sock_local_port(fd);
   return s;
 }
 
 void mc_mrpc_server_stop(struct mc_mrpc_server *s) {
   if (!s) return;
   atomic_store(&s->stop, 1);
-  shutdown(s->fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
-  pthread_join(s->acceptor, NULL);
-  close(s->fd);
-  pthread_mutex_lock(&s->mu);
-  for (struct srv_conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
-  reap(s, 1);
-  pthread_mutex_unlock(&s->mu);
+  mc_conn_server_stop(s->cs);
   mc_free(s);
 }
 

@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/conn_server.h"
 #include "net/sock.h"
 #include "te/engine_internal.h"
 
@@ -62,22 +63,13 @@ struct tcp_peer {
   struct lane lanes[MAX_LANES];
 };
 
-struct srv_conn {
-  struct srv_conn *next;
-  struct tcp_tp *tp;
-  int fd, done;
-  pthread_t th;
-};
-
 struct tcp_tp {
   struct mc_transport base;
-  int listen_fd;
   uint16_t port;
   atomic_int stop;
-  pthread_t acceptor;
-  pthread_mutex_t mu; /* guards peers and conns */
+  struct mc_conn_server *srv; /* the data port: one thread per connection running conn_main */
+  pthread_mutex_t mu; /* guards peers */
   struct tcp_peer *peers;
-  struct srv_conn *conns;
   int nlanes, io_timeout_ms, connect_timeout_ms, direct;
   size_t chunk;
 };
@@ -365,64 +357,20 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   return serve_reads(tp, fd, pd, b, cold, addr, size);
 }
 
-static void *conn_main(void *arg) {
-  struct srv_conn *c = arg;
+static void conn_main(void *arg, int fd) {
+  struct tcp_tp *tp = arg;
   atomic_uint_least64_t progress;
   atomic_init(&progress, mc_now_ns());
   struct pend pd = {.n = 0, .bounce = NULL, .ra = mc_malloc(RA_CAP), .lim = RA_CAP};
-  while (!atomic_load(&c->tp->stop) && serve_one(c->tp, c->fd, &progress, &pd) == 0) {
+  while (!atomic_load(&tp->stop) && serve_one(tp, fd, &progress, &pd) == 0) {
   }
   mc_free(pd.ra);
   mc_free(pd.bounce);
-  shutdown(c->fd, SHUT_RDWR); /* the peer learns at once; the fd is closed when the thread is reaped */
-  pthread_mutex_lock(&c->tp->mu);
-  c->done = 1;
-  pthread_mutex_unlock(&c->tp->mu);
-  return NULL;
 }
 
-/* Joins finished connection threads. tp->mu held. */
-static void reap_conns(struct tcp_tp *tp, int all) {
-  for (struct srv_conn **pp = &tp->conns; *pp;) {
-    struct srv_conn *c = *pp;
-    if (!all && !c->done) {
-      pp = &c->next;
-      continue;
-    }
-    *pp = c->next;
-    pthread_mutex_unlock(&tp->mu);
-    pthread_join(c->th, NULL);
-    close(c->fd);
-    mc_free(c);
-    pthread_mutex_lock(&tp->mu);
-  }
-}
-
-static void *acceptor_main(void *arg) {
+static void conn_accepted(void *arg, int fd) {
   struct tcp_tp *tp = arg;
-  while (!atomic_load(&tp->stop)) {
-    struct pollfd p = {.fd = tp->listen_fd, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0) continue;
-    int fd = accept4(tp->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    mc_sock_set_timeouts(fd, POLL_SLICE_MS, tp->io_timeout_ms);
-    struct srv_conn *c = mc_calloc(1, sizeof(*c));
-    c->tp = tp;
-    c->fd = fd;
-    pthread_mutex_lock(&tp->mu);
-    reap_conns(tp, 0);
-    if (pthread_create(&c->th, NULL, conn_main, c)) {
-      close(fd);
-      mc_free(c);
-    } else {
-      c->next = tp->conns;
-      tp->conns = c;
-    }
-    pthread_mutex_unlock(&tp->mu);
-  }
-  return NULL;
+  mc_sock_set_timeouts(fd, POLL_SLICE_MS, tp->io_timeout_ms);
 }
 
 /* ---------------------------------------------------------------- client side */
@@ -817,7 +765,6 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
   }
   struct tcp_tp *tp = mc_calloc(1, sizeof(*tp));
   tp->base.eng = e;
-  tp->listen_fd = fd;
   tp->port = port;
   long lanes = getenv("MC_TCP_LANES_PER_PEER") ? mc_env_long("MC_TCP_LANES_PER_PEER", 4, 1, MAX_LANES)
                                                : mc_env_long("MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, MAX_LANES);
@@ -828,8 +775,9 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
   tp->chunk = (size_t)mc_env_long("MC_TCP_SLICE_SIZE", 65536, 4096, 1l << 30) * 16;
   pthread_mutex_init(&tp->mu, NULL);
   tp->base.ops = mc_transport_lookup("tcp");
-  if (pthread_create(&tp->acceptor, NULL, acceptor_main, tp)) {
+  if (!(tp->srv = mc_conn_server_start(fd, conn_main, conn_accepted, tp, 0, "tcp"))) {
     close(fd);
+    pthread_mutex_destroy(&tp->mu);
     mc_free(tp);
     return ERR_CONTEXT;
   }
@@ -863,12 +811,8 @@ static void stop_lane(struct lane *l) {
 static void tcp_fini(struct mc_transport *t) {
   struct tcp_tp *tp = (struct tcp_tp *)t;
   atomic_store(&tp->stop, 1);
-  shutdown(tp->listen_fd, SHUT_RDWR); /* wakes the acceptor's poll at once */
-  pthread_join(tp->acceptor, NULL);
-  close(tp->listen_fd);
+  mc_conn_server_stop(tp->srv);
   pthread_mutex_lock(&tp->mu);
-  for (struct srv_conn *c = tp->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
-  reap_conns(tp, 1);
   struct tcp_peer *p = tp->peers;
   tp->peers = NULL;
   pthread_mutex_unlock(&tp->mu);
