@@ -861,12 +861,15 @@ static int validate_requests(struct mc_engine *e, struct transfer_request *r, si
 
 /* Large TCP requests are cut into pieces (MC_TCP_SPLIT_SIZE, default 1 MiB, 0 = never; at most 16) so
  * that one request uses several lanes: a single connection is capped at single-stream speed. A READ alone
- * in its submission is cut at a quarter of that: its receive copy is then spread over the lane receivers,
- * where one stream measured 1.8-2.0 GB/s against 2.6 cut in four (bench/RESULTS.md, third session). In
- * batches the lanes are kept busy by the other requests and whole requests do better. */
+ * in its submission and larger than that is cut at a quarter of it: its receive copy is then spread over
+ * the lane receivers (one stream through the lane threads measured 1.8-2.0 GB/s against 2.6 in four
+ * pieces, bench/RESULTS.md, third session). One of at most MC_TCP_SPLIT_SIZE goes whole: the TCP
+ * transport's direct I/O carries it in the caller's thread without any hand-off (1 MiB 2.3-2.5 -> 2.6-2.9
+ * GB/s against four pieces, fourth session). In batches the lanes are kept busy by the other requests and
+ * whole requests do better. */
 static uint32_t slice_count(struct mc_engine *e, int path, const struct transfer_request *r, size_t n) {
   uint64_t split = e->tcp_split, len = r->length;
-  if (n == 1 && r->opcode == OPCODE_READ) split /= 4;
+  if (n == 1 && r->opcode == OPCODE_READ && len > split) split /= 4;
   if (path != MC_PATH_TCP || !split || len <= split) return 1;
   uint64_t k = (len + split - 1) / split;
   return k > 16 ? 16 : (uint32_t)k;
