@@ -4,9 +4,10 @@
  * size) locally, writes the bytes there and sends one COMMIT_PUT. A client with a mounted segment pings
  * and is subject to liveness; a pure client (no segment, no pings: D7) gets a lease-only extent, which
  * the master ends only by its lease (min(put_start_release_timeout_sec, client_ttl), renewed by every
- * commit), RELEASE_EXTENT or an unmount, never by a client expiry; its grant says client_ttl = 0. Anything unusual (no extent to be had, a failed write, a commit error
- * other than "already exists") makes that one put take the PutStart/PutEnd path instead, so callers see
- * exactly the results of that path. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
+ * commit), RELEASE_EXTENT or an unmount, never by a client expiry; its grant says client_ttl = 0.
+ * Anything unusual (no extent to be had, a failed write, a commit error other than "already exists")
+ * makes that one put take the PutStart/PutEnd path instead, so callers see exactly the results of that
+ * path. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
  *
  * Eligible: put (not upsert), replica_num 1, 0 < size <= 1 MiB and <= 1/8 of the extent, and no preferred
  * segment other than the extent's (the first put reserves with its own config, so placement follows the
@@ -15,14 +16,15 @@
  * Safety (see master/extents.c): a write into the extent starts only while
  *   now + margin < (time the reserve or last commit was SENT) + lease, and (unless lease-only)
  *   now + margin < (time the last OK ping was SENT) + client_ttl,
- * margin = min(lease, client_ttl) / 4 (lease / 4 for a lease-only extent). The master reclaims an extent no earlier than either bound, so
- * a write that starts in time has at least the margin to land. And a write starts only within
- * MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful contact with the master (OK
- * ping, reserve or commit): a master that restarted knows nothing of our extent, but it keeps every
- * re-mounted segment free of new allocations for longer than that (MC_REMOUNT_QUIET_NS), so a write
- * aimed at the old extent cannot land in space the new master handed out. The extent is retired (never written
- * again) on any failed write, any commit error other than OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and
- * when a ping answers NEED_REMOUNT (the master forgot us, so it dropped our extents). Writes use cached
+ * margin = min(lease, client_ttl) / 4 (lease / 4 for a lease-only extent). The master reclaims an
+ * extent no earlier than either bound, so a write that starts in time has at least the margin to land.
+ * And a write starts only within MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful
+ * contact with the master (OK ping, reserve or commit): a master that restarted knows nothing of our
+ * extent, but it keeps every re-mounted segment free of new allocations for longer than that
+ * (MC_REMOUNT_QUIET_NS), so a write aimed at the old extent cannot land in space the new master handed
+ * out. The extent is retired (never written again) on any failed write, any commit error other than
+ * OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and when a ping answers NEED_REMOUNT (the master forgot us, so
+ * it dropped our extents). Writes use cached
  * segment descriptors without the refresh-and-retry of the ordinary path, so a write aimed at a holder
  * that restarted fails rather than landing in its new incarnation's memory. The cursor only moves
  * forward: a range is written at most once, whatever happens to the put that carved it.
