@@ -13,7 +13,13 @@ RPC_PORT=${MC_DEMO_RPC_PORT:-50051}
 META_PORT=${MC_DEMO_META_PORT:-8080}
 METRICS_PORT=${MC_DEMO_METRICS_PORT:-9003}
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+# stop in reverse order of start (clients before the master they unmount from), each before the next
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill "${pids[i]}" 2>/dev/null || true
+    wait "${pids[i]}" 2>/dev/null || true
+  done
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 wait_port() { for _ in $(seq 100); do (echo > /dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
