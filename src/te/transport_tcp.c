@@ -317,7 +317,7 @@ static int recv_write(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf 
     else memcpy((void *)(uintptr_t)addr, pd->ra + pd->lo, k);
   }
   pd->lo += k;
-  pd->lim = k == size ? RA_CAP : RA_SMALL;
+  pd->lim = size > RA_CAP - HDR_LEN ? RA_SMALL : RA_CAP; /* by this WRITE's size, not by what was buffered */
   if (rc || k == size) return rc;
   pd->drained = 0; /* what follows the payload has not been looked at */
   addr += k, size -= k;
