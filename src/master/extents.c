@@ -231,7 +231,8 @@ int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_
   encode_grant(m, e, w);
   char id[37];
   mc_uuid_str(client, id);
-  MLOG_V(1, "extent=%llu, client_id=%s, segment=%s, offset=%llu, length=%llu, lease_ms=%llu%s, action=reserve_extent",
+  MLOG_V(1,
+         "extent=%llu, client_id=%s, segment=%s, offset=%llu, length=%llu, lease_ms=%llu%s, action=reserve_extent",
          (unsigned long long)e->id, id, e->seg->name, (unsigned long long)e->base, (unsigned long long)len,
          (unsigned long long)(lease / 1000000), lease_only ? " (lease only)" : "");
   pthread_mutex_unlock(&x->mu);

@@ -20,7 +20,8 @@ struct mc_rbuf_rd;
 /* RESERVE_EXTENT: on success appends u64 extent id, replica (address, size = the extent), u64 lease_ms,
  * u64 client_ttl_ms, u64 view_version. A client the master does not track (a pure client) gets a
  * lease-only extent: lease min(put_start_release_timeout_sec, client_ttl), client_ttl_ms 0, not ended by
- * a client expiry (extents.c, SAFETY). NO_AVAILABLE_HANDLE when no segment can hold min_len within its 1/64 share. */
+ * a client expiry (extents.c, SAFETY). NO_AVAILABLE_HANDLE when no segment can hold min_len within its
+ * 1/64 share. */
 int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_t min_len, uint64_t len_hint,
                              const struct mc_put_config *pc, struct mc_wbuf *w);
 /* COMMIT_PUT: 0 (object created COMPLETE), OBJECT_ALREADY_EXISTS (range returned to the pool, value

@@ -46,10 +46,11 @@ enum { REP_PROCESSING = 2, REP_COMPLETE = 3 }; /* replica status numbers of mast
 
 /* Per-request traces (--v=1 and above) at INFO; operational lines use LOG_INFO directly. */
 extern int mc_master_verbosity;
+/* Whether MLOG_V(n, ...) writes: test it first where building the line costs something. */
+#define MLOG_V_ON(n) (mc_master_verbosity >= (n) && MC_LOG_INFO >= mc_log_level_cur)
 #define MLOG_V(n, ...)                                                                           \
   do {                                                                                           \
-    if (mc_master_verbosity >= (n) && MC_LOG_INFO >= mc_log_level_cur)                          \
-      mc_log_write(MC_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);                                \
+    if (MLOG_V_ON(n)) mc_log_write(MC_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);                \
   } while (0)
 
 struct mseg {

@@ -241,7 +241,7 @@ static int may_replace(struct mc_master *m, struct object *o, uint64_t now) {
 }
 
 static void log_allocated(const struct object *o, struct mc_uuid client) {
-  if (mc_master_verbosity < 1 || MC_LOG_INFO < mc_log_level_cur) return; /* MLOG_V's test, before formatting */
+  if (!MLOG_V_ON(1)) return; /* before formatting */
   char id[37], line[1536];
   mc_uuid_str(client, id);
   int n = snprintf(line, sizeof(line), "ObjectAllocated key=%s size=%llu replicas=%u client_id=%s", o->key,

@@ -5,8 +5,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>

@@ -6,9 +6,6 @@
  * side validates every request against the registered buffers and drains rejected payloads so the
  * connection stays usable. It must never write outside a registered, remotely accessible buffer. */
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
