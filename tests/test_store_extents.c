@@ -109,6 +109,27 @@ static void test_pure_client_extents(void) {
   master_stop(&m);
 }
 
+/* The master answers a client's first ping after mount with NEED_REMOUNT (the OK set is filled by
+ * ReMountSegment only, master.md), while it still holds that client's extent: the retired extent must
+ * be released then, not left reserved until its lease (put_start_release_timeout_sec). */
+static void test_first_ping_releases_extent(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t s = client_new(&m, 64 * MiB, 4 * MiB);
+  REQUIRE(s);
+  CHECK_EQ(put_keys(s, "early", 10, 4 * KiB, 5), 0); /* before the first ping */
+  CHECK_EQ(log_count(&m, "action=reserve_extent"), 1);
+  for (int i = 0; i < 40 && !log_count(&m, "action=remount_segments"); i++) usleep(100 * 1000);
+  CHECK(log_count(&m, "action=remount_segments") >= 1);
+  for (int i = 0; i < 20 && !log_count(&m, "reason=released_by_client"); i++) usleep(100 * 1000);
+  CHECK_EQ(log_count(&m, "reason=released_by_client"), 1); /* while the client lives on */
+  CHECK_EQ(put_keys(s, "later", 10, 4 * KiB, 6), 0);
+  CHECK_EQ(check_keys(s, "early", 10, 4 * KiB, 5), 0);
+  CHECK_EQ(check_keys(s, "later", 10, 4 * KiB, 6), 0);
+  mooncake_store_destroy(s);
+  master_stop(&m);
+}
+
 static void test_env_disables(void) {
   struct master m;
   REQUIRE(start(&m, NULL) == 0);
@@ -260,6 +281,7 @@ int main(int argc, char **argv) {
   if (argc == 6 && !strcmp(argv[1], "--peer")) return peer_main(argc, argv);
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_fast_path_used),         TEST_CASE(test_pure_client_extents), TEST_CASE(test_env_disables),
+      TEST_CASE(test_first_ping_releases_extent),
       TEST_CASE(test_concurrent_same_keys),   TEST_CASE(test_holder_gone_falls_back),
       TEST_CASE(test_master_restart_falls_back),
   };

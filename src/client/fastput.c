@@ -23,8 +23,8 @@
  * extent, but it keeps every re-mounted segment free of new allocations for longer than that
  * (MC_REMOUNT_QUIET_NS), so a write aimed at the old extent cannot land in space the new master handed
  * out. The extent is retired (never written again) on any failed write, any commit error other than
- * OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and when a ping answers NEED_REMOUNT (the master forgot us, so
- * it dropped our extents). Writes use cached segment descriptors without the refresh-and-retry of the
+ * OBJECT_ALREADY_EXISTS / INVALID_PARAMS, and when a ping answers NEED_REMOUNT (a master that forgot
+ * us, or the first ping after a mount: released either way, see setup.c). Writes use cached segment descriptors without the refresh-and-retry of the
  * ordinary path, so a write aimed at a holder that restarted fails rather than landing in its new
  * incarnation's memory. The cursor only moves forward: a range is written at most once, whatever
  * happens to the put that carved it.

@@ -279,7 +279,10 @@ static void ping(struct mc_store *s, int *failures) {
   } else if (!rc) {
     *failures = 0;
     if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
-    if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 1), remount(s); /* the master forgot our extents */
+    /* Retired and released: NEED_REMOUNT comes both from a master that forgot us (the release is then a
+     * no-op) and, by design (master.md: only ReMountSegment fills the OK set), as the answer to the first
+     * ping after a mount, when the master still holds the extent and would keep it for its whole lease. */
+    if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 0), remount(s);
   }
 }
 
