@@ -781,6 +781,25 @@ static void test_pipelined_frames(void) {
   env_stop(&e);
 }
 
+/* --rpc_conn_timeout_seconds closes a connection idle that long; the client library reconnects. */
+static void test_idle_connection_timeout(void) {
+  struct env e;
+  const char *extra[] = {"--rpc_conn_timeout_seconds=1", "--rpc_thread_num=3", NULL};
+  REQUIRE(env_start(&e, extra) == 0);
+  int fd = mc_tp_connect(e.mm.port);
+  REQUIRE(fd >= 0);
+  CHECK_EQ(mt_exist(e.c, "nothing"), 0);
+  char b;
+  struct timeval tv = {4, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  long t0 = mc_tp_now_ms();
+  CHECK_EQ(recv(fd, &b, 1, 0), 0); /* EOF from the master, not the 4 s receive timeout */
+  CHECK(mc_tp_now_ms() - t0 < 3500);
+  close(fd);
+  CHECK_EQ(mt_exist(e.c, "nothing"), 0); /* its pooled connection was closed too: reconnected */
+  env_stop(&e);
+}
+
 static void test_allocation_log(void) {
   const char *args[] = {"--v=1", NULL};
   struct env e;
@@ -1028,5 +1047,5 @@ TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_ownership_and_revoke), TEST_
           TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
           TEST_CASE(test_best_effort_distinct_names), TEST_CASE(test_mount_unmount), TEST_CASE(test_graceful_unmount),
           TEST_CASE(test_zone_preference), TEST_CASE(test_strategies), TEST_CASE(test_pin_parameters),
-          TEST_CASE(test_malformed_frames), TEST_CASE(test_pipelined_frames), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),
+          TEST_CASE(test_malformed_frames), TEST_CASE(test_pipelined_frames), TEST_CASE(test_idle_connection_timeout), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),
           TEST_CASE(test_throughput))

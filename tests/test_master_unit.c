@@ -1,7 +1,16 @@
 /* In-process master tests: the TLSF offset allocator (utilisation, coalescing, fragmentation, O(1)
  * behaviour, invariants under random churn), the configuration helpers (durations, JSON/YAML files,
- * validation), and the RPC dispatcher fed with malformed and random bodies (decoders are total). */
+ * validation), the RPC dispatcher fed with malformed and random bodies (decoders are total), and the
+ * RPC server with a handler of its own (framing, slow requests, stalled and idle peers, many
+ * connections). */
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -12,6 +21,7 @@
 #include "master/master_int.h"
 #include "master/mconfig.h"
 #include "master/tlsf.h"
+#include "net/sock.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rng(void) {
@@ -457,8 +467,364 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
   mc_master_cfg_free(&c);
 }
 
+/* ------------------------------------------------------------------ RPC server (net/mrpc_server.c) */
+
+enum { OP_ECHO = 1, OP_SLOW = 2, OP_BIG = 3 };
+static atomic_int srv_closed;
+
+/* echo: the body back; slow: 400 ms, then "slow"; big: a reply of the u32 size in the body */
+static int srv_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len,
+                       struct mc_wbuf *reply) {
+  (void)ctx, (void)conn_ctx;
+  if (op == OP_ECHO) {
+    mc_w_bytes_raw(reply, body, len);
+  } else if (op == OP_SLOW) {
+    usleep(400000);
+    mc_w_bytes_raw(reply, "slow", 4);
+  } else if (op == OP_BIG && len == 4) {
+    uint32_t n;
+    memcpy(&n, body, 4);
+    mc_w_reserve(reply, n);
+    memset(reply->p, 0x5a, n);
+    reply->len = n;
+  } else {
+    return MC_NOT_SUPPORTED;
+  }
+  return 0;
+}
+
+static void srv_on_close(void *ctx, void *conn_ctx) {
+  (void)ctx, (void)conn_ctx;
+  atomic_fetch_add(&srv_closed, 1);
+}
+
+static struct mc_mrpc_server *srv_start(int threads, int idle_s, int stall_ms, uint16_t *port) {
+  atomic_store(&srv_closed, 0);
+  struct mc_mrpc_server_opts o = {.threads = threads, .idle_timeout_s = idle_s, .stall_ms = stall_ms};
+  return mc_mrpc_server_start_opts("127.0.0.1", 0, srv_handler, srv_on_close, NULL, &o, port);
+}
+
+static void raw_frame(uint8_t *out, uint16_t op, uint64_t id, const void *body, uint32_t len) {
+  mc_mrpc_put_hdr(out, op, id, len, 0);
+  if (len) memcpy(out + MC_MRPC_HDR, body, len);
+}
+
+/* Reads one reply frame within timeout_ms: its id, status and body (malloc'd into *body). -1 on EOF,
+ * error or timeout. */
+static int raw_reply(int fd, uint64_t *id, int32_t *status, uint8_t **body, uint32_t *len, int timeout_ms) {
+  struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  uint8_t h[MC_MRPC_HDR];
+  if (mc_sock_read_full(fd, h, sizeof(h))) return -1;
+  struct mc_mrpc_hdr hd;
+  mc_mrpc_get_hdr(h, &hd);
+  *id = hd.id, *status = hd.status, *len = hd.len;
+  *body = malloc(hd.len + 1);
+  if (!*body || mc_sock_read_full(fd, *body, hd.len)) {
+    free(*body);
+    *body = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* Whether the server closes fd within timeout_ms (reading and dropping whatever comes first). */
+static int closed_within(int fd, int timeout_ms) {
+  struct timeval tv = {0, 100000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  long end = mc_tp_now_ms() + timeout_ms;
+  static char sink[1 << 16];
+  while (mc_tp_now_ms() < end) {
+    ssize_t r = recv(fd, sink, sizeof(sink), 0);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) return 1;
+  }
+  return 0;
+}
+
+static int echo_call(struct mc_mrpc_client *c, const char *msg) {
+  struct mc_wbuf req = {0}, rep;
+  mc_w_bytes_raw(&req, msg, strlen(msg));
+  int st = mc_mrpc_call(c, OP_ECHO, &req, &rep);
+  int ok = st == 0 && rep.len == strlen(msg) && !memcmp(rep.p, msg, rep.len);
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return ok;
+}
+
+struct big_read {
+  int fd;
+  uint64_t id[3];
+  int32_t st[3];
+  uint32_t len[3];
+  int ok, match;
+  size_t big;
+};
+
+static void *big_reader(void *a) {
+  struct big_read *br = a;
+  for (int i = 0; i < 3; i++) {
+    uint8_t *b;
+    if (raw_reply(br->fd, &br->id[i], &br->st[i], &b, &br->len[i], 10000)) return NULL;
+    if (i == 0) {
+      br->match = br->len[0] == br->big;
+      for (size_t k = 0; br->match && k < br->big; k++) br->match = b[k] == (uint8_t)(k * 31 + 7);
+    }
+    free(b);
+    br->ok++;
+  }
+  return NULL;
+}
+
+/* Frames split at every byte, a body far larger than the connection's buffer (it grows, then shrinks
+ * back), several frames in one write, and a reply of 8 MiB: each answered exactly, in order. */
+static void test_rpc_server_framing(void) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(2, 0, 0, &port);
+  REQUIRE(s);
+  int fd = mc_tp_connect(port);
+  REQUIRE(fd >= 0);
+  uint8_t f[MC_MRPC_HDR + 5];
+  raw_frame(f, OP_ECHO, 7, "hello", 5);
+  for (size_t i = 0; i < sizeof(f); i++) { /* one byte at a time */
+    CHECK_EQ(send(fd, f + i, 1, MSG_NOSIGNAL), 1);
+    usleep(1000);
+  }
+  uint64_t id;
+  int32_t st;
+  uint8_t *b;
+  uint32_t len;
+  REQUIRE(raw_reply(fd, &id, &st, &b, &len, 3000) == 0);
+  CHECK_EQ(id, 7);
+  CHECK_EQ(st, 0);
+  CHECK(len == 5 && !memcmp(b, "hello", 5));
+  free(b);
+  size_t big = 3u << 20; /* 3 MiB body, then two small frames, all in one buffer */
+  uint8_t *all = malloc(MC_MRPC_HDR + big + 2 * sizeof(f));
+  for (size_t i = 0; i < big; i++) all[MC_MRPC_HDR + i] = (uint8_t)(i * 31 + 7);
+  mc_mrpc_put_hdr(all, OP_ECHO, 8, (uint32_t)big, 0);
+  raw_frame(all + MC_MRPC_HDR + big, OP_ECHO, 9, "hello", 5);
+  raw_frame(all + MC_MRPC_HDR + big + sizeof(f), 99, 10, "hello", 5);
+  /* the echo is as big as the request: read it on a second thread, or both sides' buffers fill */
+  pthread_t th;
+  struct big_read br = {.fd = fd, .big = big};
+  REQUIRE(pthread_create(&th, NULL, big_reader, &br) == 0);
+  CHECK_EQ(mc_sock_write_full(fd, all, MC_MRPC_HDR + big + 2 * sizeof(f)), 0);
+  pthread_join(th, NULL);
+  CHECK_EQ(br.ok, 3);
+  CHECK_EQ(br.match, 1);
+  CHECK(br.id[0] == 8 && br.id[1] == 9 && br.id[2] == 10);
+  CHECK(br.st[0] == 0 && br.st[1] == 0 && br.st[2] == MC_NOT_SUPPORTED);
+  free(all);
+  uint32_t n = 8u << 20; /* an 8 MiB reply, read slowly */
+  raw_frame(f, OP_BIG, 11, &n, 4);
+  CHECK_EQ(mc_sock_write_full(fd, f, MC_MRPC_HDR + 4), 0);
+  usleep(200000);
+  REQUIRE(raw_reply(fd, &id, &st, &b, &len, 5000) == 0);
+  CHECK(id == 11 && st == 0 && len == n && b[0] == 0x5a && b[n - 1] == 0x5a);
+  free(b);
+  close(fd);
+  mc_mrpc_server_stop(s);
+  CHECK_EQ(atomic_load(&srv_closed), 1);
+}
+
+/* Frames that fill the connection's 16 KiB buffer exactly, all queued before the worker looks, together
+ * with another connection's request: each read takes one frame, and the read that takes the last one
+ * ends a serving round and leaves the socket empty, so no new event announces that frame. It must be
+ * served before the connection goes back to epoll (it used to wait there until the client timed out).
+ * A slow request on a third connection keeps the one worker away while everything is queued. */
+static void test_rpc_server_buffer_sized_frames(void) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(1, 0, 0, &port);
+  REQUIRE(s);
+  enum { FRAME = 16384 };
+  for (int n = 6; n <= 9; n++) { /* frames in the burst: the round limit lies in this range */
+    uint8_t *all = malloc((size_t)FRAME * n);
+    for (int i = 0; i < n; i++) {
+      uint8_t *f = all + (size_t)i * FRAME;
+      mc_mrpc_put_hdr(f, OP_ECHO, (uint64_t)i, FRAME - MC_MRPC_HDR, 0);
+      memset(f + MC_MRPC_HDR, i + 1, FRAME - MC_MRPC_HDR);
+    }
+    int busy = mc_tp_connect(port), fd = mc_tp_connect(port), other = mc_tp_connect(port);
+    REQUIRE(busy >= 0 && fd >= 0 && other >= 0);
+    uint8_t slow[MC_MRPC_HDR], echo[MC_MRPC_HDR + 2];
+    raw_frame(slow, OP_SLOW, 1, NULL, 0);
+    raw_frame(echo, OP_ECHO, 2, "hi", 2);
+    CHECK_EQ(mc_sock_write_full(busy, slow, sizeof(slow)), 0);
+    usleep(100000); /* the worker is in the slow request */
+    CHECK_EQ(mc_sock_write_full(fd, all, (size_t)FRAME * n), 0);
+    CHECK_EQ(mc_sock_write_full(other, echo, sizeof(echo)), 0);
+    int got = 0;
+    for (int i = 0; i < n; i++) {
+      uint64_t id;
+      int32_t st;
+      uint8_t *b;
+      uint32_t len;
+      if (raw_reply(fd, &id, &st, &b, &len, 3000)) break;
+      got += id == (uint64_t)i && st == 0 && len == FRAME - MC_MRPC_HDR && b[0] == i + 1 && b[len - 1] == i + 1;
+      free(b);
+    }
+    CHECK_EQ(got, n);
+    close(busy);
+    close(fd);
+    close(other);
+    free(all);
+  }
+  mc_mrpc_server_stop(s);
+}
+
+struct slow_call {
+  uint16_t port;
+  int st;
+  long ms;
+};
+
+static void *slow_caller(void *a) {
+  struct slow_call *sc = a;
+  struct mc_mrpc_client *c = mc_mrpc_client_new("127.0.0.1", sc->port, 2000, 5000);
+  struct mc_wbuf rep;
+  long t0 = mc_tp_now_ms();
+  sc->st = mc_mrpc_call(c, OP_SLOW, NULL, &rep);
+  sc->ms = mc_tp_now_ms() - t0;
+  mc_w_free(&rep);
+  mc_mrpc_client_free(c);
+  return NULL;
+}
+
+/* Requests that run for 400 ms hold up their own connections only: another client's calls made
+ * meanwhile are answered at once (a follower takes over polling). Two workers with one slow request,
+ * four workers with two at once (the second take-over needs a sleeping follower woken as watcher). */
+static void slow_request_case(int threads, int slow) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(threads, 0, 0, &port);
+  REQUIRE(s);
+  struct mc_mrpc_client *c = mc_mrpc_client_new("127.0.0.1", port, 2000, 5000);
+  CHECK(echo_call(c, "warm"));
+  struct slow_call sc[2] = {{.port = port}, {.port = port}};
+  pthread_t th[2];
+  for (int i = 0; i < slow; i++) {
+    REQUIRE(pthread_create(&th[i], NULL, slow_caller, &sc[i]) == 0);
+    usleep(50000);
+  }
+  usleep(50000); /* the slow calls are running */
+  long t0 = mc_tp_now_ms();
+  int ok = 0;
+  for (int i = 0; i < 50; i++) ok += echo_call(c, "quick");
+  long ms = mc_tp_now_ms() - t0;
+  for (int i = 0; i < slow; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_EQ(sc[i].st, 0);
+    CHECK(sc[i].ms >= 400);
+  }
+  CHECK_EQ(ok, 50);
+  fprintf(stderr, "%d workers: 50 calls during %d 400 ms request(s): %ld ms\n", threads, slow, ms);
+  CHECK(ms < 250); /* they did not wait for them */
+  mc_mrpc_client_free(c);
+  mc_mrpc_server_stop(s);
+}
+
+static void test_rpc_server_slow_request(void) {
+  slow_request_case(2, 1);
+  slow_request_case(4, 2);
+}
+
+/* A peer that sends half a frame and stops, and one that asks for 8 MiB replies without reading them:
+ * neither holds up a third client, and both are dropped once nothing has moved for stall_ms. */
+static void test_rpc_server_stalled_peers(void) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(2, 0, 600, &port);
+  REQUIRE(s);
+  int half = mc_tp_connect(port), deaf = mc_tp_connect(port);
+  REQUIRE(half >= 0 && deaf >= 0);
+  uint8_t f[MC_MRPC_HDR + 5];
+  raw_frame(f, OP_ECHO, 1, "hello", 5);
+  CHECK_EQ(send(half, f, 10, MSG_NOSIGNAL), 10);
+  uint32_t n = 8u << 20;
+  uint8_t req[MC_MRPC_HDR + 4];
+  raw_frame(req, OP_BIG, 2, &n, 4);
+  for (int i = 0; i < 20; i++) CHECK_EQ(send(deaf, req, sizeof(req), MSG_NOSIGNAL), (ssize_t)sizeof(req));
+  struct mc_mrpc_client *c = mc_mrpc_client_new("127.0.0.1", port, 2000, 5000);
+  long t0 = mc_tp_now_ms();
+  int ok = 0;
+  for (int i = 0; i < 100; i++) ok += echo_call(c, "meanwhile");
+  CHECK_EQ(ok, 100);
+  CHECK(mc_tp_now_ms() - t0 < 2000);
+  CHECK(closed_within(half, 5000));
+  CHECK(closed_within(deaf, 5000));
+  CHECK(echo_call(c, "after"));
+  mc_mrpc_client_free(c);
+  close(half);
+  close(deaf);
+  mc_mrpc_server_stop(s);
+  CHECK_EQ(atomic_load(&srv_closed), 3);
+}
+
+/* 300 connections at once on two workers: every request answered with its own payload; on_close once
+ * per connection. */
+static void test_rpc_server_many_connections(void) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(2, 0, 0, &port);
+  REQUIRE(s);
+  enum { N = 300 };
+  static int fds[N];
+  for (int i = 0; i < N; i++) REQUIRE((fds[i] = mc_tp_connect(port)) >= 0);
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < N; i++) {
+      char msg[32], f[MC_MRPC_HDR + 32];
+      int m = snprintf(msg, sizeof(msg), "conn-%d-%d", i, round);
+      raw_frame((uint8_t *)f, OP_ECHO, (uint64_t)(i * 10 + round), msg, (uint32_t)m);
+      CHECK_EQ(mc_sock_write_full(fds[i], f, MC_MRPC_HDR + (size_t)m), 0);
+    }
+    int good = 0;
+    for (int i = 0; i < N; i++) {
+      char msg[32];
+      int m = snprintf(msg, sizeof(msg), "conn-%d-%d", i, round);
+      uint64_t id;
+      int32_t st;
+      uint8_t *b;
+      uint32_t len;
+      if (raw_reply(fds[i], &id, &st, &b, &len, 5000)) continue;
+      good += id == (uint64_t)(i * 10 + round) && st == 0 && len == (uint32_t)m && !memcmp(b, msg, len);
+      free(b);
+    }
+    CHECK_EQ(good, N);
+  }
+  for (int i = 0; i < N; i++) close(fds[i]);
+  for (int i = 0; i < 100 && atomic_load(&srv_closed) < N; i++) usleep(20000);
+  CHECK_EQ(atomic_load(&srv_closed), N);
+  mc_mrpc_server_stop(s);
+}
+
+/* idle_timeout_s: an idle connection is closed after about that long; one in use is not; the client
+ * library reconnects on its own. */
+static void test_rpc_server_idle_timeout(void) {
+  uint16_t port;
+  struct mc_mrpc_server *s = srv_start(2, 1, 0, &port);
+  REQUIRE(s);
+  int idle = mc_tp_connect(port);
+  REQUIRE(idle >= 0);
+  struct mc_mrpc_client *c = mc_mrpc_client_new("127.0.0.1", port, 2000, 5000);
+  long t0 = mc_tp_now_ms();
+  int ok = 0, calls = 0;
+  while (mc_tp_now_ms() - t0 < 2500) { /* one call every 200 ms: never idle for a second */
+    ok += echo_call(c, "busy");
+    calls++;
+    usleep(200000);
+  }
+  CHECK_EQ(ok, calls);
+  CHECK(closed_within(idle, 2000)); /* idle since t0: closed by now or soon */
+  CHECK_EQ(atomic_load(&srv_closed), 1); /* only the idle one */
+  usleep(2500000);                       /* now the client's pooled connection is closed too */
+  CHECK_EQ(atomic_load(&srv_closed), 2);
+  CHECK(echo_call(c, "again")); /* reconnects */
+  mc_mrpc_client_free(c);
+  close(idle);
+  mc_mrpc_server_stop(s);
+}
+
 TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),
-          TEST_CASE(test_core_throughput))
+          TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing), TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_slow_request),
+          TEST_CASE(test_rpc_server_stalled_peers), TEST_CASE(test_rpc_server_many_connections),
+          TEST_CASE(test_rpc_server_idle_timeout))

@@ -31,7 +31,7 @@
 const struct mc_cfg_opt mc_master_opts[] = {
     /* core */
     I_(rpc_port, "0", 0, 65535, "RPC listen port (0 = use the deprecated --port)"),
-    I_(rpc_thread_num, "0", 0, 4096, "RPC worker threads (0 = min(max_threads, online CPUs)); connections get a thread each"),
+    I_(rpc_thread_num, "0", 0, 4096, "RPC worker threads serving all connections (0 = min(max_threads, online CPUs))"),
     S_(rpc_address, "0.0.0.0", "RPC bind address"),
     S_(rpc_interface, "", "network interface whose IPv4 address the RPC server binds (overrides rpc_address)"),
     I_(rpc_conn_timeout_seconds, "0", 0, 86400, "idle RPC connection timeout (0 = none)"),

@@ -1,8 +1,8 @@
 /* Master RPC transport: versioned binary frames over TCP, many requests per connection.
  * Frame = 24-byte header {u32 magic "MCRP", u16 version, u16 opcode, u64 request id, u32 body length,
- * i32 status (replies)} + body (codec.h). The server serves each connection on its own thread, so a
- * slow client never stalls the others; the client keeps a small pool of connections and bounds every
- * call with a deadline. Errors use store ErrorCodes: RPC_FAIL (-900) and RPC_TIMEOUT (-901). */
+ * i32 status (replies)} + body (codec.h). The server (mrpc_server.c) serves every connection from a few
+ * worker threads over one epoll set and never blocks on a client, so a slow client never stalls the
+ * others; the client keeps a small pool of connections and bounds every call with a deadline. Errors use store ErrorCodes: RPC_FAIL (-900) and RPC_TIMEOUT (-901). */
 #ifndef MC_NET_MRPC_H
 #define MC_NET_MRPC_H
 #include <stddef.h>
@@ -21,8 +21,28 @@ typedef int (*mc_mrpc_handler)(void *ctx, void **conn_ctx, uint16_t opcode, cons
                                struct mc_wbuf *reply);
 typedef void (*mc_mrpc_on_close)(void *ctx, void *conn_ctx);
 
+/* A frame header, decoded. */
+struct mc_mrpc_hdr {
+  uint32_t magic, len;
+  uint16_t version, op;
+  uint64_t id;
+  int32_t status;
+};
+void mc_mrpc_put_hdr(uint8_t *h, uint16_t op, uint64_t id, uint32_t len, int32_t status);
+void mc_mrpc_get_hdr(const uint8_t *b, struct mc_mrpc_hdr *h);
+
 struct mc_mrpc_server;
-/* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind. */
+struct mc_mrpc_server_opts {
+  int threads;        /* worker threads; 0 = online CPUs, at most 16 */
+  int idle_timeout_s; /* close a connection with no request for this long; 0 = never */
+  int stall_ms;       /* drop a connection whose frame or reply has not moved for this long; 0 = 10 s */
+};
+/* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind.
+ * Handlers run on the worker threads, one request of a connection at a time, requests of different
+ * connections in parallel. o may be NULL (defaults). */
+struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
+                                                 mc_mrpc_on_close on_close, void *ctx,
+                                                 const struct mc_mrpc_server_opts *o, uint16_t *port_out);
 struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
                                             mc_mrpc_on_close on_close, void *ctx, uint16_t *port_out);
 void mc_mrpc_server_stop(struct mc_mrpc_server *s);

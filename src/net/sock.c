@@ -196,6 +196,9 @@ static void spin_result(struct mc_spin *sp, int got) {
   atomic_store_explicit(&sp->skip, b, memory_order_relaxed);
 }
 
+int mc_spin_try(struct mc_spin *sp) { return spin_allowed(sp); }
+void mc_spin_done(struct mc_spin *sp, int got) { spin_result(sp, got); }
+
 long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp) {
   int spin = -1; /* not decided yet: only once the socket was found empty */
   uint64_t deadline = 0;

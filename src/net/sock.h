@@ -46,6 +46,10 @@ struct mc_spin {
   _Atomic unsigned char skip, backoff;
 };
 uint64_t mc_spin_ns(void);
+/* For waiters that poll something else (an epoll set): whether this wait may poll (0 counts a skipped
+ * one), and the outcome of a poll that ran (got: it found work) so the adaptation above applies. */
+int mc_spin_try(struct mc_spin *sp);
+void mc_spin_done(struct mc_spin *sp, int got);
 /* recv(MSG_DONTWAIT | flags), polling up to the window unless sp says not to (sp == NULL: one try, no
  * polling). Returns the bytes received (> 0), -EAGAIN when nothing came, -EPIPE on EOF, -errno. */
 long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp);

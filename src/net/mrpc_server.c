@@ -1,0 +1,564 @@
+/* Master RPC server (see mrpc.h): a few worker threads serve every connection through one epoll set,
+ * instead of a thread per connection.
+ *
+ * Why: with a thread per connection every request woke its own thread, and on a small machine those
+ * threads spent more time being switched in and out than running handlers (16 clients on two vCPUs:
+ * one context switch per request, 120 k/s). Here the worker that polls serves every connection that is
+ * ready, and a busy one rarely sleeps: 25-30x fewer context switches, half the median latency with 16
+ * clients, half the master CPU for batch lookups (bench/RESULTS.md, fifth session).
+ *
+ * How:
+ *  - One worker at a time polls the epoll set (the owner) and serves what it finds itself, so there is
+ *    no hand-off and no wake-up between receiving a request and running it. One other worker (the
+ *    watcher) looks every FOLLOW_NS whether the owner has been busy serving for longer than
+ *    TAKEOVER_NS, and then takes over polling: a slow request (a regex removal over a million keys, a
+ *    huge batch, a mount's 1 s liveness probe) holds up its own connection only. The remaining workers
+ *    sleep until they are needed as watcher; after a quiet second the watcher sleeps too.
+ *  - Connections are registered with EPOLLONESHOT, so one worker serves a connection at a time even
+ *    while two poll during a take-over.
+ *  - Nothing blocks on a client. Each connection has its own input buffer: a frame that arrives in
+ *    pieces waits there, and replies the client does not read wait in an output buffer while the
+ *    connection is armed for EPOLLOUT and its further requests stay unread (back-pressure). A frame or
+ *    reply that has not moved for stall_ms (10 s) drops the connection.
+ *  - The owner polls for a while instead of sleeping (MC_SPIN_US, as everywhere) after serving requests,
+ *    and when it served a single connection it keeps that one out of epoll and reads it directly. A
+ *    lone busy client then costs one recv and one send per request and is never woken for. Polling
+ *    adapts as struct mc_spin describes: windows that end empty make the next ones be skipped.
+ *  - Periodic duties (every second, by whichever worker is due): drop stalled connections, close idle
+ *    ones (rpc_conn_timeout_seconds), re-arm the listener after accept ran out of file descriptors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "mooncake/store_errors.h"
+#include "net/mrpc.h"
+#include "net/sock.h"
+
+#define IN_INIT (16u << 10)   /* input buffer of a new connection */
+#define IN_KEEP (64u << 10)   /* larger buffers (grown for a big frame) shrink back once empty */
+#define MAX_EVENTS 32
+#define MAX_WORKERS 256
+#define TAKEOVER_NS 5000000ull /* a polling worker busy serving for this long is relieved by a follower */
+#define FOLLOW_NS 5000000L     /* how often followers look while requests come */
+
+struct conn {
+  struct conn *prev, *next; /* s->conns, under s->mu */
+  int fd;
+  void *conn_ctx;
+  uint8_t *in;
+  size_t cap, lo, hi;          /* unread input: in[lo, hi) */
+  uint8_t *out;                /* unsent reply bytes: out[out_off, out_len) */
+  size_t out_len, out_off;
+  _Atomic uint64_t stall_ns;   /* since when a frame or a reply is half done (0: neither) */
+  _Atomic uint64_t active_ns;  /* last request served */
+  int close_after_out;         /* a reply to a wrong version: close once it is sent */
+};
+
+struct mc_mrpc_server {
+  int ep, listen_fd, wake_fd;
+  atomic_int stop;
+  atomic_int owner;         /* the worker that polls the epoll set (-1: none) */
+  _Atomic uint64_t busy_since;   /* when the polling worker started serving what it found (0: polling) */
+  _Atomic uint64_t last_work_ns; /* the last time it found requests */
+  atomic_int watcher;            /* a follower looks every FOLLOW_NS */
+  atomic_int sleepers;           /* followers waiting on cv */
+  unsigned wake_gen;             /* under mu */
+  pthread_cond_t cv;
+  atomic_int listen_paused; /* accept ran out of descriptors: re-armed by the periodic duty */
+  _Atomic uint64_t next_duty_ns;
+  struct mc_spin spin;
+  mc_mrpc_handler handler;
+  mc_mrpc_on_close on_close;
+  void *ctx;
+  int idle_timeout_s;
+  uint64_t stall_ns; /* a frame half received or a reply half sent for this long drops the peer */
+  int nworkers;
+  pthread_t workers[MAX_WORKERS];
+  struct worker {
+    struct mc_mrpc_server *s;
+    int idx;
+  } w[MAX_WORKERS];
+  pthread_mutex_t mu; /* guards conns, wake_gen */
+  struct conn *conns;
+};
+
+/* epoll_event.data.ptr of the listener and of the stop event (never confused with a struct conn *) */
+static char listen_tag, wake_tag;
+
+enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE };
+
+static void arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
+  struct epoll_event e = {.events = ev | EPOLLONESHOT, .data.ptr = tag};
+  if (epoll_ctl(s->ep, EPOLL_CTL_MOD, fd, &e)) LOG_WARN("master RPC: epoll_ctl: %s", strerror(errno));
+}
+
+static void conn_close(struct mc_mrpc_server *s, struct conn *c) {
+  epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
+  pthread_mutex_lock(&s->mu);
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pthread_mutex_unlock(&s->mu);
+  if (s->on_close) s->on_close(s->ctx, c->conn_ctx);
+  close(c->fd);
+  mc_free(c->in);
+  mc_free(c->out);
+  mc_free(c);
+}
+
+/* Sends what is left of the pending reply. 0 when all is sent, 1 when the socket is full, -1 on error. */
+static int flush_out(struct conn *c) {
+  while (c->out_off < c->out_len) {
+    ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno == EAGAIN ? 1 : -1;
+    }
+    c->out_off += (size_t)w;
+  }
+  mc_free(c->out);
+  c->out = NULL;
+  c->out_len = c->out_off = 0;
+  return 0;
+}
+
+/* Sends one reply; whatever the socket does not take now is kept for EPOLLOUT. 0, 1 (pending), -1. */
+static int send_reply(struct conn *c, uint16_t op, uint64_t id, int32_t status, const struct mc_wbuf *body) {
+  uint8_t h[MC_MRPC_HDR];
+  mc_mrpc_put_hdr(h, op, id, (uint32_t)body->len, status);
+  struct iovec iov[2] = {{h, MC_MRPC_HDR}, {body->p, body->len}};
+  size_t total = MC_MRPC_HDR + body->len, sent = 0;
+  for (;;) {
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = body->len ? 2 : 1};
+    ssize_t w = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno != EAGAIN) return -1;
+    if (w > 0) sent += (size_t)w;
+    break;
+  }
+  if (sent == total) return 0;
+  size_t left = total - sent;
+  if (!(c->out = mc_try_malloc(left))) return -1;
+  size_t k = 0;
+  if (sent < MC_MRPC_HDR) { /* part of the header is still unsent */
+    memcpy(c->out, h + sent, MC_MRPC_HDR - sent);
+    k = MC_MRPC_HDR - sent;
+  }
+  memcpy(c->out + k, body->p + (sent > MC_MRPC_HDR ? sent - MC_MRPC_HDR : 0), left - k);
+  c->out_len = left;
+  c->out_off = 0;
+  return 1;
+}
+
+/* Makes room for `need` unread bytes in c->in (moving them to the front, growing the buffer). */
+static int in_room(struct conn *c, size_t need) {
+  size_t have = c->hi - c->lo;
+  if (c->lo && (c->lo + need > c->cap || !have)) {
+    memmove(c->in, c->in + c->lo, have);
+    c->lo = 0;
+    c->hi = have;
+  }
+  if (need <= c->cap) return 0;
+  uint8_t *b = mc_try_malloc(need);
+  if (!b) {
+    LOG_WARN("master RPC: no memory for a %zu-byte request; dropping the connection", need);
+    return -1;
+  }
+  memcpy(b, c->in + c->lo, have);
+  mc_free(c->in);
+  c->in = b;
+  c->cap = need;
+  c->lo = 0;
+  c->hi = have;
+  return 0;
+}
+
+/* Serves every complete request in c->in. IO_SERVED / IO_IDLE (none complete), IO_WANT_OUT, IO_CLOSE. */
+static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
+  enum io res = IO_IDLE;
+  while (c->hi - c->lo >= MC_MRPC_HDR) {
+    struct mc_mrpc_hdr h;
+    mc_mrpc_get_hdr(c->in + c->lo, &h);
+    if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
+      LOG_WARN("master RPC: dropping a connection that sent a malformed frame");
+      return IO_CLOSE;
+    }
+    size_t need = MC_MRPC_HDR + (size_t)h.len;
+    if (c->hi - c->lo < need) {
+      if (in_room(c, need)) return IO_CLOSE;
+      break;
+    }
+    const uint8_t *body = c->in + c->lo + MC_MRPC_HDR;
+    struct mc_wbuf reply = {0};
+    int bad_version = h.version != MC_MRPC_VERSION;
+    int status = bad_version ? MC_INVALID_VERSION : s->handler(s->ctx, &c->conn_ctx, h.op, body, h.len, &reply);
+    c->lo += need;
+    int rc = send_reply(c, h.op, h.id, status, &reply);
+    mc_w_free(&reply);
+    res = IO_SERVED;
+    if (rc < 0) return IO_CLOSE;
+    if (bad_version) { /* answered, then closed: a client of another version learns why */
+      if (!rc) return IO_CLOSE;
+      c->close_after_out = 1;
+      return IO_WANT_OUT;
+    }
+    if (rc) return IO_WANT_OUT;
+  }
+  if (c->lo != c->hi) {
+    if (c->hi - c->lo < MC_MRPC_HDR && in_room(c, MC_MRPC_HDR)) return IO_CLOSE; /* room for the header */
+  } else {
+    c->lo = c->hi = 0;
+    if (c->cap > IN_KEEP) { /* a big frame grew it: give the memory back */
+      uint8_t *b = mc_try_malloc(IN_INIT);
+      if (b) {
+        mc_free(c->in);
+        c->in = b;
+        c->cap = IN_INIT;
+      }
+    }
+  }
+  return res;
+}
+
+/* Everything a ready (or polled) connection allows now: pending reply, buffered requests, new bytes.
+ * Leaves no complete request in c->in unless it returns IO_WANT_OUT or IO_CLOSE. */
+static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
+  enum io res = IO_IDLE;
+  uint64_t now;
+  if (c->out) {
+    size_t before = c->out_off;
+    int f = flush_out(c);
+    if (f < 0) return IO_CLOSE;
+    if (f > 0) {
+      if (c->out_off != before) atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
+      return IO_WANT_OUT;
+    }
+    if (c->close_after_out) return IO_CLOSE;
+    atomic_store_explicit(&c->stall_ns, 0, memory_order_relaxed);
+  }
+  int progressed = 0, drained = 0;
+  for (int rounds = 0;; rounds++) {
+    /* serve what is complete; every way out of this loop passes here after the last read, so no
+     * complete request is left behind for an event that will not come */
+    enum io r = serve_buffered(s, c);
+    if (r == IO_WANT_OUT || r == IO_CLOSE) return r;
+    if (r == IO_SERVED) res = IO_SERVED;
+    if (drained || rounds == 8) break; /* after 8 full reads the rest waits for its (level-triggered) event */
+    size_t room = c->cap - c->hi;      /* > 0: serve_buffered leaves room for the frame it waits for */
+    ssize_t got = recv(c->fd, c->in + c->hi, room, MSG_DONTWAIT);
+    if (got == 0) return IO_CLOSE;
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) return IO_CLOSE;
+      break;
+    }
+    c->hi += (size_t)got;
+    progressed = 1;
+    drained = (size_t)got < room; /* the socket is empty: serve what came, then stop */
+  }
+  now = mc_now_ns();
+  if (res == IO_SERVED) atomic_store_explicit(&c->active_ns, now, memory_order_relaxed);
+  uint64_t st = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
+  if (c->lo == c->hi) {
+    if (st) atomic_store_explicit(&c->stall_ns, 0, memory_order_relaxed);
+  } else if (!st || progressed) { /* the clock runs from the last byte that came */
+    atomic_store_explicit(&c->stall_ns, now, memory_order_relaxed);
+  }
+  return res;
+}
+
+/* After conn_io: re-arm, or close. Returns 1 when the connection stays open. */
+static int settle(struct mc_mrpc_server *s, struct conn *c, enum io r) {
+  if (r == IO_CLOSE) {
+    conn_close(s, c);
+    return 0;
+  }
+  if (r == IO_WANT_OUT) {
+    if (!atomic_load_explicit(&c->stall_ns, memory_order_relaxed))
+      atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
+    arm(s, c->fd, c, EPOLLOUT);
+  } else {
+    arm(s, c->fd, c, EPOLLIN);
+  }
+  return 1;
+}
+
+/* Wakes one sleeping follower (to become the watcher), or all of them (stop). */
+static void wake_followers(struct mc_mrpc_server *s, int all) {
+  pthread_mutex_lock(&s->mu);
+  s->wake_gen++;
+  if (all) pthread_cond_broadcast(&s->cv);
+  else pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static void accept_ready(struct mc_mrpc_server *s) {
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        LOG_WARN("master RPC: cannot accept a connection: %s (retrying in a second)", strerror(errno));
+        atomic_store(&s->listen_paused, 1);
+        return; /* not re-armed: the periodic duty does that */
+      }
+      break; /* EAGAIN: none left */
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct conn *c = mc_calloc(1, sizeof(*c));
+    c->fd = fd;
+    c->in = mc_malloc(IN_INIT);
+    c->cap = IN_INIT;
+    atomic_init(&c->active_ns, mc_now_ns());
+    pthread_mutex_lock(&s->mu);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    pthread_mutex_unlock(&s->mu);
+    struct epoll_event e = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = c};
+    if (epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &e)) {
+      LOG_WARN("master RPC: epoll_ctl: %s; dropping a connection", strerror(errno));
+      conn_close(s, c);
+    }
+  }
+  arm(s, s->listen_fd, &listen_tag, EPOLLIN);
+}
+
+/* Once a second, by one worker: shut down connections stalled mid-frame or mid-reply for stall_ns,
+ * or idle for longer than the idle timeout (the worker that next serves them sees the shutdown and
+ * closes them), and re-arm a listener paused by a descriptor shortage. */
+static void periodic_duty(struct mc_mrpc_server *s) {
+  uint64_t now = mc_now_ns(), due = atomic_load(&s->next_duty_ns);
+  if (now < due || !atomic_compare_exchange_strong(&s->next_duty_ns, &due, now + 1000000000ull)) return;
+  uint64_t stall_ns = s->stall_ns, idle_ns = (uint64_t)s->idle_timeout_s * 1000000000ull;
+  int stalled = 0, idle = 0;
+  pthread_mutex_lock(&s->mu);
+  for (struct conn *c = s->conns; c; c = c->next) {
+    uint64_t st = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
+    uint64_t act = atomic_load_explicit(&c->active_ns, memory_order_relaxed);
+    if (st && now - st > stall_ns) {
+      stalled++;
+      shutdown(c->fd, SHUT_RDWR);
+    } else if (idle_ns && now > act && now - act > idle_ns) {
+      idle++;
+      shutdown(c->fd, SHUT_RDWR);
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (stalled)
+    LOG_WARN("master RPC: dropping %d connection(s) stuck mid-frame or mid-reply for %llu ms", stalled,
+             (unsigned long long)(stall_ns / 1000000));
+  if (idle) LOG_INFO("master RPC: closing %d connection(s) idle for %d s", idle, s->idle_timeout_s);
+  if (atomic_exchange(&s->listen_paused, 0)) arm(s, s->listen_fd, &listen_tag, EPOLLIN);
+}
+
+/* Serves one ready event. Returns the connection if it may be kept out of epoll and polled (it had
+ * requests and nothing is pending), else NULL (re-armed or closed). */
+static struct conn *serve_event(struct mc_mrpc_server *s, struct epoll_event *e, int may_hold) {
+  if (e->data.ptr == &listen_tag) {
+    accept_ready(s);
+    return NULL;
+  }
+  if (e->data.ptr == &wake_tag) return NULL;
+  struct conn *c = e->data.ptr;
+  enum io r = conn_io(s, c);
+  if (r == IO_SERVED && may_hold) return c;
+  settle(s, c, r);
+  return NULL;
+}
+
+/* Serves as the polling worker until another worker takes over (this one was busy too long) or stop. */
+static void own(struct mc_mrpc_server *s, int me) {
+  struct epoll_event ev[MAX_EVENTS];
+  struct conn *held = NULL; /* polled directly, out of epoll, while spinning */
+  int spinning = 0;
+  unsigned polls = 0;
+  uint64_t spin_end = 0;
+  while (!atomic_load(&s->stop)) {
+    periodic_duty(s);
+    int work = 0;
+    if (held) { /* the lone busy connection's next request, without epoll */
+      atomic_store_explicit(&s->busy_since, mc_now_ns(), memory_order_relaxed);
+      enum io r = conn_io(s, held);
+      work = r == IO_SERVED;
+      if (r != IO_SERVED && r != IO_IDLE) {
+        settle(s, held, r);
+        held = NULL;
+      }
+    }
+    /* while a held connection is polled, the others are looked at every fourth round: a syscall less
+     * per round for the lone busy client, a few microseconds later for the rest */
+    int n = 0;
+    if (!held || work || ++polls % 4 == 0) n = epoll_wait(s->ep, ev, MAX_EVENTS, spinning ? 0 : 1000);
+    if (n < 0 && errno != EINTR) {
+      LOG_ERROR("master RPC: epoll_wait: %s", strerror(errno));
+      break;
+    }
+    uint64_t now = mc_now_ns();
+    if (n > 0) {
+      atomic_store_explicit(&s->busy_since, now, memory_order_relaxed);
+      if (!atomic_load_explicit(&s->watcher, memory_order_relaxed) &&
+          atomic_load_explicit(&s->sleepers, memory_order_relaxed))
+        wake_followers(s, 0); /* nobody would notice if this batch turns out slow */
+      if (held) { /* others are ready too: stop polling that one */
+        settle(s, held, IO_IDLE);
+        held = NULL;
+      }
+      for (int i = 0; i < n; i++) {
+        struct conn *c = serve_event(s, &ev[i], n == 1);
+        if (c) held = c;
+      }
+      work = 1;
+      now = mc_now_ns();
+    }
+    if (work) {
+      atomic_store_explicit(&s->last_work_ns, now, memory_order_relaxed);
+      if (!spinning && mc_spin_ns()) spinning = mc_spin_try(&s->spin);
+      else if (spinning) mc_spin_done(&s->spin, 1);
+      spin_end = now + mc_spin_ns();
+    } else if (spinning && now >= spin_end) {
+      mc_spin_done(&s->spin, 0);
+      spinning = 0;
+    }
+    atomic_store_explicit(&s->busy_since, 0, memory_order_relaxed);
+    int lost = atomic_load(&s->owner) != me; /* taken over while this worker was busy */
+    if (held && (!spinning || lost)) {
+      settle(s, held, IO_IDLE);
+      held = NULL;
+    }
+    if (lost) return;
+    if (spinning && !work) sched_yield();
+  }
+  if (held) settle(s, held, IO_IDLE); /* closed by stop */
+}
+
+/* Waits until this worker should poll: nobody does, or the polling worker has been busy serving for
+ * longer than TAKEOVER_NS (a slow request must not hold up the other connections). One follower, the
+ * watcher, looks every FOLLOW_NS while requests come; the others sleep until the owner finds the watcher
+ * gone (it took over, or slept through a quiet second) and wakes one of them. Returns 0 on stop. */
+static int follow(struct mc_mrpc_server *s, int me) {
+  int watching = 0;
+  for (;;) {
+    if (atomic_load(&s->stop)) break;
+    int o = atomic_load(&s->owner);
+    uint64_t now = mc_now_ns(), busy = atomic_load_explicit(&s->busy_since, memory_order_relaxed);
+    if ((o < 0 || (busy && now > busy && now - busy > TAKEOVER_NS)) && atomic_compare_exchange_strong(&s->owner, &o, me)) {
+      if (watching) atomic_store(&s->watcher, 0);
+      return 1;
+    }
+    if (!watching) {
+      int free_slot = 0;
+      watching = atomic_compare_exchange_strong(&s->watcher, &free_slot, 1);
+    }
+    if (watching && now - atomic_load_explicit(&s->last_work_ns, memory_order_relaxed) <= 1000000000ull) {
+      struct timespec ts = {0, FOLLOW_NS};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    if (watching) { /* a quiet second: sleep too, until the owner finds requests again */
+      atomic_store(&s->watcher, 0);
+      watching = 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    unsigned gen = s->wake_gen;
+    atomic_fetch_add(&s->sleepers, 1);
+    while (gen == s->wake_gen && !atomic_load(&s->stop)) pthread_cond_wait(&s->cv, &s->mu);
+    atomic_fetch_sub(&s->sleepers, 1);
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (watching) atomic_store(&s->watcher, 0);
+  return 0;
+}
+
+static void *worker_main(void *arg) {
+  struct mc_mrpc_server *s = ((struct worker *)arg)->s;
+  int me = ((struct worker *)arg)->idx;
+  while (follow(s, me)) own(s, me);
+  return NULL;
+}
+
+struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
+                                                 mc_mrpc_on_close on_close, void *ctx,
+                                                 const struct mc_mrpc_server_opts *o, uint16_t *port_out) {
+  int fd = mc_sock_listen(bind_ip, port, 1024);
+  if (fd < 0) {
+    LOG_ERROR("master RPC: cannot listen on %s:%u: %s", bind_ip && *bind_ip ? bind_ip : "0.0.0.0", port,
+              strerror(-fd));
+    return NULL;
+  }
+  struct mc_mrpc_server *s = mc_calloc(1, sizeof(*s));
+  s->handler = h;
+  s->on_close = on_close;
+  s->ctx = ctx;
+  s->listen_fd = fd;
+  s->idle_timeout_s = o ? o->idle_timeout_s : 0;
+  s->stall_ns = (uint64_t)(o && o->stall_ms > 0 ? o->stall_ms : 10000) * 1000000ull;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = o && o->threads > 0 ? o->threads : (int)MC_MIN(cpus > 0 ? cpus : 1, 16);
+  s->nworkers = MC_MIN(n, MAX_WORKERS);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  atomic_init(&s->owner, -1);
+  s->ep = epoll_create1(EPOLL_CLOEXEC);
+  s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) flags = fcntl(fd, F_SETFL, flags | O_NONBLOCK); /* accept4 must not block */
+  struct epoll_event le = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = &listen_tag};
+  struct epoll_event we = {.events = EPOLLIN, .data.ptr = &wake_tag}; /* level-triggered: wakes every worker */
+  if (s->ep < 0 || s->wake_fd < 0 || flags < 0 || epoll_ctl(s->ep, EPOLL_CTL_ADD, fd, &le) ||
+      epoll_ctl(s->ep, EPOLL_CTL_ADD, s->wake_fd, &we)) {
+    LOG_ERROR("master RPC: cannot set up the event loop: %s", strerror(errno));
+    s->nworkers = 0;
+    mc_mrpc_server_stop(s);
+    return NULL;
+  }
+  if (port_out) *port_out = mc_sock_local_port(fd);
+  for (int i = 0; i < s->nworkers; i++) {
+    s->w[i] = (struct worker){s, i};
+    if (pthread_create(&s->workers[i], NULL, worker_main, &s->w[i])) {
+      LOG_ERROR("master RPC: cannot start worker thread %d", i);
+      s->nworkers = i;
+      mc_mrpc_server_stop(s);
+      return NULL;
+    }
+  }
+  return s;
+}
+
+struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
+                                            mc_mrpc_on_close on_close, void *ctx, uint16_t *port_out) {
+  return mc_mrpc_server_start_opts(bind_ip, port, h, on_close, ctx, NULL, port_out);
+}
+
+void mc_mrpc_server_stop(struct mc_mrpc_server *s) {
+  if (!s) return;
+  atomic_store(&s->stop, 1);
+  if (s->wake_fd >= 0) {
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof(one)) < 0) LOG_WARN("master RPC: eventfd: %s", strerror(errno));
+  }
+  wake_followers(s, 1);
+  for (int i = 0; i < s->nworkers; i++) pthread_join(s->workers[i], NULL);
+  while (s->conns) conn_close(s, s->conns); /* no worker runs any more */
+  close(s->listen_fd);
+  if (s->wake_fd >= 0) close(s->wake_fd);
+  if (s->ep >= 0) close(s->ep);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  mc_free(s);
+}
