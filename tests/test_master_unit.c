@@ -727,8 +727,20 @@ static void test_rpc_server_slow_request(void) {
   slow_request_case(4, 2);
 }
 
-/* A peer that sends half a frame and stops, and one that asks for 8 MiB replies without reading them:
- * neither holds up a third client, and both are dropped once nothing has moved for stall_ms. */
+/* Virtual memory of this process (kB): what a buffer allocated for a claimed size would show. */
+static long vm_size_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kb = -1;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "VmSize: %ld kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb;
+}
+
+/* A peer that sends half a frame and stops, one that asks for 8 MiB replies without reading them, and one
+ * that announces a 200 MiB request and sends 100 bytes of it: none holds up another client, the liar gets
+ * no 200 MiB buffer, and all are dropped once nothing has moved for stall_ms. */
 static void test_rpc_server_stalled_peers(void) {
   uint16_t port;
   struct mc_mrpc_server *s = srv_start(2, 0, 600, &port);
@@ -742,6 +754,16 @@ static void test_rpc_server_stalled_peers(void) {
   uint8_t req[MC_MRPC_HDR + 4];
   raw_frame(req, OP_BIG, 2, &n, 4);
   for (int i = 0; i < 20; i++) CHECK_EQ(send(deaf, req, sizeof(req), MSG_NOSIGNAL), (ssize_t)sizeof(req));
+  long vm0 = vm_size_kb();
+  int liar = mc_tp_connect(port);
+  REQUIRE(liar >= 0);
+  uint8_t claim[MC_MRPC_HDR + 100] = {0};
+  mc_mrpc_put_hdr(claim, OP_ECHO, 3, 200u << 20, 0);
+  CHECK_EQ(send(liar, claim, sizeof(claim), MSG_NOSIGNAL), (ssize_t)sizeof(claim));
+  usleep(200000);
+  long grew = vm_size_kb() - vm0;
+  fprintf(stderr, "virtual memory after a 200 MiB claim: %+ld kB\n", grew);
+  CHECK(grew < 64 * 1024);
   struct mc_mrpc_client *c = mc_mrpc_client_new("127.0.0.1", port, 2000, 5000);
   long t0 = mc_tp_now_ms();
   int ok = 0;
@@ -750,12 +772,14 @@ static void test_rpc_server_stalled_peers(void) {
   CHECK(mc_tp_now_ms() - t0 < 2000);
   CHECK(closed_within(half, 5000));
   CHECK(closed_within(deaf, 5000));
+  CHECK(closed_within(liar, 5000));
   CHECK(echo_call(c, "after"));
   mc_mrpc_client_free(c);
   close(half);
   close(deaf);
+  close(liar);
   mc_mrpc_server_stop(s);
-  CHECK_EQ(atomic_load(&srv_closed), 3);
+  CHECK_EQ(atomic_load(&srv_closed), 4);
 }
 
 /* 300 connections at once on two workers: every request answered with its own payload; on_close once

@@ -164,7 +164,8 @@ static int send_reply(struct conn *c, uint16_t op, uint64_t id, int32_t status, 
   return 1;
 }
 
-/* Makes room for `need` unread bytes in c->in (moving them to the front, growing the buffer). */
+/* Makes room towards `need` unread bytes in c->in: moves them to the front, grows the buffer (leaving
+ * room for at least one more byte whenever need is not reached). */
 static int in_room(struct conn *c, size_t need) {
   size_t have = c->hi - c->lo;
   if (c->lo && (c->lo + need > c->cap || !have)) {
@@ -173,7 +174,10 @@ static int in_room(struct conn *c, size_t need) {
     c->hi = have;
   }
   if (need <= c->cap) return 0;
-  uint8_t *b = mc_try_malloc(need);
+  /* grown as the bytes come (at most doubling), not to a size a header merely claims: a peer that
+   * announces 256 MiB and sends little holds little memory until the stall limit drops it */
+  size_t cap = MC_MIN(need, MC_MAX(2 * c->cap, (size_t)IN_KEEP));
+  uint8_t *b = mc_try_malloc(cap);
   if (!b) {
     LOG_WARN("master RPC: no memory for a %zu-byte request; dropping the connection", need);
     return -1;
@@ -181,7 +185,7 @@ static int in_room(struct conn *c, size_t need) {
   memcpy(b, c->in + c->lo, have);
   mc_free(c->in);
   c->in = b;
-  c->cap = need;
+  c->cap = cap;
   c->lo = 0;
   c->hi = have;
   return 0;
@@ -401,10 +405,10 @@ static void own(struct mc_mrpc_server *s, int me) {
         held = NULL;
       }
     }
-    /* while a held connection is polled, the others are looked at every fourth round: a syscall less
-     * per round for the lone busy client, a few microseconds later for the rest */
+    /* while a connection is held, the others are looked at every fourth round (served or not): a
+     * syscall less per request for the lone busy client, a few microseconds later for the rest */
     int n = 0;
-    if (!held || work || ++polls % 4 == 0) n = epoll_wait(s->ep, ev, MAX_EVENTS, spinning ? 0 : 1000);
+    if (!held || ++polls % 4 == 0) n = epoll_wait(s->ep, ev, MAX_EVENTS, spinning ? 0 : 1000);
     if (n < 0 && errno != EINTR) {
       LOG_ERROR("master RPC: epoll_wait: %s", strerror(errno));
       break;
