@@ -3,6 +3,7 @@
  * validation), the RPC dispatcher fed with malformed and random bodies (decoders are total), and the
  * RPC server with a handler of its own (framing, slow requests, stalled and idle peers, many
  * connections). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -672,6 +673,51 @@ static void test_rpc_server_buffer_sized_frames(void) {
   mc_mrpc_server_stop(s);
 }
 
+/* TCP_NODELAY of the server's end of a connection from this process (found among our own descriptors:
+ * the server runs in this process): 1 / 0, or -1 when there is none. */
+static int server_side_nodelay(uint16_t port, int client_fd) {
+  struct sockaddr_in me;
+  socklen_t ml = sizeof(me);
+  if (getsockname(client_fd, (struct sockaddr *)&me, &ml)) return -1;
+  for (int fd = 3; fd < 4096; fd++) {
+    struct sockaddr_in a, p;
+    socklen_t al = sizeof(a), pl = sizeof(p);
+    if (fd == client_fd || getsockname(fd, (struct sockaddr *)&a, &al) || a.sin_family != AF_INET ||
+        ntohs(a.sin_port) != port || getpeername(fd, (struct sockaddr *)&p, &pl) || p.sin_port != me.sin_port)
+      continue;
+    int v = -1;
+    socklen_t vl = sizeof(v);
+    getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &v, &vl);
+    return v != 0;
+  }
+  return -1;
+}
+
+/* TCP_NODELAY on accepted connections by default; Nagle left on when asked (rpc_enable_tcp_no_delay=false). */
+static void test_rpc_server_nodelay(void) {
+  for (int nagle = 0; nagle <= 1; nagle++) {
+    uint16_t port;
+    atomic_store(&srv_closed, 0);
+    struct mc_mrpc_server_opts o = {.threads = 1, .nagle = nagle};
+    struct mc_mrpc_server *s = mc_mrpc_server_start_opts("127.0.0.1", 0, srv_handler, srv_on_close, NULL, &o, &port);
+    REQUIRE(s);
+    int fd = mc_tp_connect(port);
+    REQUIRE(fd >= 0);
+    uint8_t f[MC_MRPC_HDR + 2];
+    raw_frame(f, OP_ECHO, 1, "hi", 2);
+    CHECK_EQ(mc_sock_write_full(fd, f, sizeof(f)), 0);
+    uint64_t id;
+    int32_t st;
+    uint8_t *b;
+    uint32_t len;
+    REQUIRE(raw_reply(fd, &id, &st, &b, &len, 3000) == 0); /* accepted and served */
+    free(b);
+    CHECK_EQ(server_side_nodelay(port, fd), !nagle);
+    close(fd);
+    mc_mrpc_server_stop(s);
+  }
+}
+
 struct slow_call {
   uint16_t port;
   int st;
@@ -849,6 +895,8 @@ TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_t
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),
-          TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing), TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_slow_request),
+          TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing),
+          TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_nodelay),
+          TEST_CASE(test_rpc_server_slow_request),
           TEST_CASE(test_rpc_server_stalled_peers), TEST_CASE(test_rpc_server_many_connections),
           TEST_CASE(test_rpc_server_idle_timeout))

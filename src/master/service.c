@@ -121,7 +121,9 @@ static int rpc_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *b
 }
 
 int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out) {
-  struct mc_mrpc_server_opts o = {.threads = m->cfg.rpc_threads, .idle_timeout_s = (int)m->cfg.rpc_conn_timeout_seconds};
+  struct mc_mrpc_server_opts o = {.threads = m->cfg.rpc_threads,
+                                  .idle_timeout_s = (int)m->cfg.rpc_conn_timeout_seconds,
+                                  .nagle = !m->cfg.rpc_enable_tcp_no_delay};
   m->rpc = mc_mrpc_server_start_opts(m->cfg.bind_ip, m->cfg.listen_port, rpc_handler, NULL, m, &o, &m->rpc_port);
   if (port_out) *port_out = m->rpc_port;
   return m->rpc ? 0 : MC_INTERNAL_ERROR;

@@ -2,7 +2,8 @@
  * Frame = 24-byte header {u32 magic "MCRP", u16 version, u16 opcode, u64 request id, u32 body length,
  * i32 status (replies)} + body (codec.h). The server (mrpc_server.c) serves every connection from a few
  * worker threads over one epoll set and never blocks on a client, so a slow client never stalls the
- * others; the client keeps a small pool of connections and bounds every call with a deadline. Errors use store ErrorCodes: RPC_FAIL (-900) and RPC_TIMEOUT (-901). */
+ * others; the client keeps a small pool of connections and bounds every call with a deadline. Errors
+ * use store ErrorCodes: RPC_FAIL (-900) and RPC_TIMEOUT (-901). */
 #ifndef MC_NET_MRPC_H
 #define MC_NET_MRPC_H
 #include <stddef.h>
@@ -33,9 +34,10 @@ void mc_mrpc_get_hdr(const uint8_t *b, struct mc_mrpc_hdr *h);
 
 struct mc_mrpc_server;
 struct mc_mrpc_server_opts {
-  int threads;        /* worker threads; 0 = online CPUs, at most 16 */
+  int threads;        /* worker threads (at most 256); 0 = online CPUs, at most 16 */
   int idle_timeout_s; /* close a connection with no request for this long; 0 = never */
   int stall_ms;       /* drop a connection whose frame or reply has not moved for this long; 0 = 10 s */
+  int nagle;          /* 1: leave Nagle's algorithm on (no TCP_NODELAY) on accepted connections */
 };
 /* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind.
  * Handlers run on the worker threads, one request of a connection at a time, requests of different

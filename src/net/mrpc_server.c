@@ -84,7 +84,7 @@ struct mc_mrpc_server {
   mc_mrpc_handler handler;
   mc_mrpc_on_close on_close;
   void *ctx;
-  int idle_timeout_s;
+  int idle_timeout_s, nagle;
   uint64_t stall_ns; /* a frame half received or a reply half sent for this long drops the peer */
   int nworkers;
   pthread_t workers[MAX_WORKERS];
@@ -322,8 +322,10 @@ static void accept_ready(struct mc_mrpc_server *s) {
       }
       break; /* EAGAIN: none left */
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (!s->nagle) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
     struct conn *c = mc_calloc(1, sizeof(*c));
     c->fd = fd;
     c->in = mc_malloc(IN_INIT);
@@ -461,7 +463,8 @@ static int follow(struct mc_mrpc_server *s, int me) {
     if (atomic_load(&s->stop)) break;
     int o = atomic_load(&s->owner);
     uint64_t now = mc_now_ns(), busy = atomic_load_explicit(&s->busy_since, memory_order_relaxed);
-    if ((o < 0 || (busy && now > busy && now - busy > TAKEOVER_NS)) && atomic_compare_exchange_strong(&s->owner, &o, me)) {
+    int due = o < 0 || (busy && now > busy && now - busy > TAKEOVER_NS);
+    if (due && atomic_compare_exchange_strong(&s->owner, &o, me)) {
       if (watching) atomic_store(&s->watcher, 0);
       return 1;
     }
@@ -511,6 +514,7 @@ struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t p
   s->ctx = ctx;
   s->listen_fd = fd;
   s->idle_timeout_s = o ? o->idle_timeout_s : 0;
+  s->nagle = o && o->nagle;
   s->stall_ns = (uint64_t)(o && o->stall_ms > 0 ? o->stall_ms : 10000) * 1000000ull;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   int n = o && o->threads > 0 ? o->threads : (int)MC_MIN(cpus > 0 ? cpus : 1, 16);
