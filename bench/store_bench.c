@@ -23,6 +23,7 @@
  * exist cases --keys keys. Every key a case creates is removed when the case ends.
  * Latency is per call (a batched call counts once); p50/p99 over all calls of all threads. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -567,7 +568,9 @@ enum { R_EXIST, R_BATCH_EXIST, R_BATCH_LOOKUP, R_PUT, R_XPUT };
 struct rcase {
   int op;
   const char *opname;
-  int threads;
+  int threads; /* client threads, one connection each; or, with conns, connections of one thread */
+  int conns;   /* "op:N:conns": one thread keeps N connections busy, one request outstanding on each (as
+                * redis-benchmark -c N does), so the client's own threads do not compete for the CPUs */
 };
 
 static char RHOST[256];
@@ -676,6 +679,142 @@ static void *ping_thread(void *arg) {
   return NULL;
 }
 
+/* One thread, RC->threads connections, one request outstanding on each (exist, batch_exist, put). */
+struct aconn {
+  int fd, phase; /* put: 0 = PutStart sent, 1 = PutEnd sent */
+  uint64_t id, counter;
+  double t0;
+  size_t pos;
+  char key[KEYLEN];
+  uint8_t *rb;
+  size_t rlen, rcap;
+};
+
+static int async_send(struct aconn *a, int k) {
+  struct mc_wbuf w = {0};
+  uint16_t op = 0;
+  switch (RC->op) {
+    case R_EXIST:
+      mc_w_str(&w, RKEYS[a->pos]);
+      op = MC_OP_EXIST_KEY;
+      break;
+    case R_BATCH_EXIST:
+      mt_keys(&w, RKEYS + a->pos, RPC_BATCH);
+      op = MC_OP_BATCH_EXIST_KEY;
+      break;
+    default: /* R_PUT */
+      if (a->phase == 0)
+        snprintf(a->key, sizeof(a->key), "sbrpc/%d/%d/a%d/%llu", MYPID, RCASE_NO, k, (unsigned long long)a->counter++);
+      mc_put_uuid(&w, RCLIENT);
+      mc_w_str(&w, a->key);
+      if (a->phase == 0) {
+        mc_w_u64(&w, RPC_PUT_LEN);
+        mc_put_config(&w, &RCFG);
+        op = MC_OP_PUT_START;
+      } else {
+        mc_w_u8(&w, MC_REPLICA_ALL);
+        op = MC_OP_PUT_END;
+      }
+  }
+  uint8_t h[MC_MRPC_HDR];
+  mc_mrpc_put_hdr(h, op, ++a->id, (uint32_t)w.len, 0);
+  struct iovec iov[2] = {{h, sizeof(h)}, {w.p, w.len}};
+  int rc = mc_sock_writev_full(a->fd, iov, 2, NULL);
+  mc_w_free(&w);
+  return rc;
+}
+
+static void rpc_async(struct rctx *t) {
+  int n = RC->threads;
+  struct aconn *a = calloc((size_t)n, sizeof(*a));
+  struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
+  int32_t *st = calloc(RPC_BATCH, sizeof(int32_t));
+  for (int k = 0; k < n; k++) {
+    a[k].fd = mc_sock_connect(RHOST, RPORT, 3000);
+    a[k].pos = (RN / 17 * (size_t)k) % RN;
+    a[k].pos -= a[k].pos % RPC_BATCH;
+    pf[k] = (struct pollfd){.fd = a[k].fd, .events = POLLIN};
+    if (a[k].fd < 0) t->errors++;
+  }
+  double start = now_s(), now = start;
+  for (int k = 0; k < n && !t->errors; k++) {
+    a[k].t0 = start;
+    if (async_send(&a[k], k)) t->errors++;
+  }
+  while (!t->errors && now - start < O.duration) {
+    int r = poll(pf, (nfds_t)n, 1000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      t->errors++; /* nothing for a second: the master is stuck */
+      break;
+    }
+    for (int k = 0; k < n; k++) {
+      if (!(pf[k].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+      struct aconn *c = &a[k];
+      if (c->rcap - c->rlen < 65536) c->rb = realloc(c->rb, c->rcap = c->rcap * 2 + 65536);
+      ssize_t got = recv(c->fd, c->rb + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+      if (got <= 0) {
+        if (got < 0 && errno == EAGAIN) continue;
+        t->errors++;
+        break;
+      }
+      c->rlen += (size_t)got;
+      struct mc_mrpc_hdr h;
+      if (c->rlen < MC_MRPC_HDR) continue;
+      mc_mrpc_get_hdr(c->rb, &h);
+      if (c->rlen < MC_MRPC_HDR + (size_t)h.len) continue; /* one request outstanding: one reply at a time */
+      struct mc_wbuf body = {c->rb + MC_MRPC_HDR, h.len, h.len};
+      int ok = 0, done = 1;
+      if (h.id != c->id || h.status) {
+        ok = 0;
+      } else if (RC->op == R_EXIST) {
+        ok = h.len == 1 && body.p[0] == 1;
+      } else if (RC->op == R_BATCH_EXIST) {
+        if (!mt_i32_list(&body, st, RPC_BATCH))
+          for (int j = 0; j < RPC_BATCH; j++) ok += st[j] == 1;
+      } else if (c->phase == 0) {
+        done = 0; /* started: now PutEnd */
+        c->phase = 1;
+      } else {
+        ok = 1;
+        c->phase = 0;
+      }
+      size_t frame = MC_MRPC_HDR + (size_t)h.len;
+      memmove(c->rb, c->rb + frame, c->rlen - frame);
+      c->rlen -= frame;
+      now = now_s();
+      if (done) {
+        int want = RC->op == R_BATCH_EXIST ? RPC_BATCH : 1;
+        lat_add(&t->lat, (now - c->t0) * 1e6);
+        t->calls++;
+        t->keys += (uint64_t)ok;
+        t->errors += (uint64_t)(want - ok);
+        c->t0 = now;
+        if (RC->op != R_PUT) {
+          c->pos += RC->op == R_BATCH_EXIST ? RPC_BATCH : 1;
+          if (c->pos + (RC->op == R_BATCH_EXIST ? RPC_BATCH : 1) > RN) c->pos = 0;
+        }
+      }
+      if (now - start < O.duration && async_send(c, k)) t->errors++;
+    }
+    now = now_s();
+  }
+  t->secs = now - start;
+  for (int k = 0; k < n; k++) {
+    if (a[k].fd >= 0) close(a[k].fd);
+    free(a[k].rb);
+  }
+  free(st);
+  free(pf);
+  free(a);
+}
+
+static void *rpc_async_thread(void *arg) {
+  pthread_barrier_wait(&BAR);
+  rpc_async(arg);
+  return NULL;
+}
+
 static int rpc_cases(struct rcase *cs, int max) {
   static const struct {
     const char *n;
@@ -685,9 +824,11 @@ static int rpc_cases(struct rcase *cs, int max) {
   char *dup = strdup(*O.cases ? O.cases : O.op), *save = NULL;
   int n = 0;
   for (char *tok = strtok_r(dup, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
-    char op[32] = "";
+    char op[32] = "", mode[16] = "";
     int threads = (int)O.threads;
-    if (sscanf(tok, "%31[^:]:%d", op, &threads) < 1 || threads < 1 || threads > 256) goto bad;
+    if (sscanf(tok, "%31[^:]:%d:%15s", op, &threads, mode) < 1 || threads < 1 || threads > 256) goto bad;
+    if (*mode && strcmp(mode, "conns")) goto bad;
+    cs[n].conns = *mode != 0;
     cs[n].op = -1;
     for (size_t i = 0; i < MC_ARRAY_LEN(ops); i++)
       if (!strcmp(op, ops[i].n)) cs[n].op = ops[i].op, cs[n].opname = ops[i].n;
@@ -695,7 +836,7 @@ static int rpc_cases(struct rcase *cs, int max) {
     cs[n++].threads = threads;
     continue;
   bad:
-    fprintf(stderr, "bad rpc case '%s' (want op[:threads])\n", tok);
+    fprintf(stderr, "bad rpc case '%s' (want op[:threads] or op:connections:conns)\n", tok);
     free(dup);
     return -1;
   }
@@ -749,13 +890,18 @@ static int run_rpc(void) {
   for (int i = 0; i < n && !bad; i++) {
     RC = &cs[i];
     RCASE_NO = i;
-    int nt = cs[i].threads;
+    int nt = cs[i].conns ? 1 : cs[i].threads;
+    if (cs[i].conns && cs[i].op != R_EXIST && cs[i].op != R_BATCH_EXIST && cs[i].op != R_PUT) {
+      fprintf(stderr, "op:N:conns is for exist, batch_exist and put\n");
+      bad = 1;
+      break;
+    }
     struct rctx *ts = calloc((size_t)nt, sizeof(*ts));
     pthread_t *th = calloc((size_t)nt, sizeof(pthread_t));
     pthread_barrier_init(&BAR, NULL, (unsigned)nt);
     for (int k = 0; k < nt; k++) {
       ts[k].id = k;
-      pthread_create(&th[k], NULL, rpc_thread, &ts[k]);
+      pthread_create(&th[k], NULL, cs[i].conns ? rpc_async_thread : rpc_thread, &ts[k]);
     }
     for (int k = 0; k < nt; k++) pthread_join(th[k], NULL);
     pthread_barrier_destroy(&BAR);
@@ -769,9 +915,9 @@ static int run_rpc(void) {
       ls[k] = ts[k].lat;
     }
     percentiles(ls, nt, &p50, &p99);
-    printf("RPC op=%s threads=%d calls=%llu keys=%llu secs=%.3f calls_s=%.0f keys_s=%.0f p50_us=%.1f p99_us=%.1f "
+    printf("RPC op=%s threads=%d conns=%d calls=%llu keys=%llu secs=%.3f calls_s=%.0f keys_s=%.0f p50_us=%.1f p99_us=%.1f "
            "errors=%llu\n",
-           cs[i].opname, nt, (unsigned long long)calls, (unsigned long long)keys, O.duration, calls_s, keys_s, p50, p99,
+           cs[i].opname, nt, cs[i].threads, (unsigned long long)calls, (unsigned long long)keys, O.duration, calls_s, keys_s, p50, p99,
            (unsigned long long)errors);
     fflush(stdout);
     if (errors) bad = 1;
