@@ -473,14 +473,14 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
 enum { OP_ECHO = 1, OP_SLOW = 2, OP_BIG = 3 };
 static atomic_int srv_closed;
 
-/* echo: the body back; slow: 400 ms, then "slow"; big: a reply of the u32 size in the body */
+/* echo: the body back; slow: 1 s, then "slow"; big: a reply of the u32 size in the body */
 static int srv_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len,
                        struct mc_wbuf *reply) {
   (void)ctx, (void)conn_ctx;
   if (op == OP_ECHO) {
     mc_w_bytes_raw(reply, body, len);
   } else if (op == OP_SLOW) {
-    usleep(400000);
+    usleep(1000000);
     mc_w_bytes_raw(reply, "slow", 4);
   } else if (op == OP_BIG && len == 4) {
     uint32_t n;
@@ -736,7 +736,7 @@ static void *slow_caller(void *a) {
   return NULL;
 }
 
-/* Requests that run for 400 ms hold up their own connections only: another client's calls made
+/* Requests that run for 1 s hold up their own connections only: another client's calls made
  * meanwhile are answered at once (a follower takes over polling). Two workers with one slow request,
  * four workers with two at once (the second take-over needs a sleeping follower woken as watcher). */
 static void slow_request_case(int threads, int slow) {
@@ -759,11 +759,11 @@ static void slow_request_case(int threads, int slow) {
   for (int i = 0; i < slow; i++) {
     pthread_join(th[i], NULL);
     CHECK_EQ(sc[i].st, 0);
-    CHECK(sc[i].ms >= 400);
+    CHECK(sc[i].ms >= 1000);
   }
   CHECK_EQ(ok, 50);
-  fprintf(stderr, "%d workers: 50 calls during %d 400 ms request(s): %ld ms\n", threads, slow, ms);
-  CHECK(ms < 250); /* they did not wait for them */
+  fprintf(stderr, "%d workers: 50 calls during %d 1 s request(s): %ld ms\n", threads, slow, ms);
+  CHECK(ms < 500); /* they did not wait for them (a take-over takes 5-10 ms) */
   mc_mrpc_client_free(c);
   mc_mrpc_server_stop(s);
 }
@@ -883,7 +883,7 @@ static void test_rpc_server_idle_timeout(void) {
   CHECK_EQ(ok, calls);
   CHECK(closed_within(idle, 2000)); /* idle since t0: closed by now or soon */
   CHECK_EQ(atomic_load(&srv_closed), 1); /* only the idle one */
-  usleep(2500000);                       /* now the client's pooled connection is closed too */
+  for (int i = 0; i < 100 && atomic_load(&srv_closed) < 2; i++) usleep(50000); /* and the pooled one */
   CHECK_EQ(atomic_load(&srv_closed), 2);
   CHECK(echo_call(c, "again")); /* reconnects */
   mc_mrpc_client_free(c);
