@@ -784,6 +784,88 @@ static long vm_size_kb(void) {
   return kb;
 }
 
+struct delayed_slow {
+  int fd, delay_ms, ok;
+};
+
+static void *delayed_slow_call(void *a) {
+  struct delayed_slow *d = a;
+  usleep((useconds_t)d->delay_ms * 1000);
+  uint8_t f[MC_MRPC_HDR];
+  raw_frame(f, OP_SLOW, 5, NULL, 0);
+  uint64_t id;
+  int32_t st;
+  uint8_t *b;
+  uint32_t len;
+  d->ok = !mc_sock_write_full(d->fd, f, sizeof(f)) && !raw_reply(d->fd, &id, &st, &b, &len, 5000) && st == 0;
+  if (d->ok) free(b);
+  return NULL;
+}
+
+/* One echo on fd; its round trip in ms, or -1. */
+static long timed_echo(int fd) {
+  uint8_t f[MC_MRPC_HDR + 2];
+  raw_frame(f, OP_ECHO, 6, "hi", 2);
+  long t0 = mc_tp_now_ms();
+  uint64_t id;
+  int32_t st;
+  uint8_t *b;
+  uint32_t len;
+  if (mc_sock_write_full(fd, f, sizeof(f)) || raw_reply(fd, &id, &st, &b, &len, 5000)) return -1;
+  free(b);
+  return st == 0 ? mc_tp_now_ms() - t0 : -1;
+}
+
+/* Take-over in two situations a review found broken: (1) a slow request that is the first after a quiet
+ * second (the followers were asleep and the one woken went back to sleep: another client waited for the
+ * whole request); (2) two overlapping slow requests with two workers (the first owner, finishing, cleared
+ * the busy mark of the second: the other client waited for the second one too). */
+static void test_rpc_server_takeover_cases(void) {
+  for (int threads = 2; threads <= 4; threads += 2) { /* (1) */
+    uint16_t port;
+    struct mc_mrpc_server *s = srv_start(threads, 0, 0, &port);
+    REQUIRE(s);
+    int a = mc_tp_connect(port), b = mc_tp_connect(port);
+    REQUIRE(a >= 0 && b >= 0);
+    CHECK(timed_echo(a) >= 0 && timed_echo(b) >= 0);
+    usleep(1300000); /* a quiet second: the followers sleep */
+    struct delayed_slow d = {a, 0, 0};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, delayed_slow_call, &d) == 0);
+    usleep(50000);
+    long ms = timed_echo(b);
+    pthread_join(th, NULL);
+    fprintf(stderr, "%d workers: echo during the first request after a quiet second: %ld ms\n", threads, ms);
+    CHECK(d.ok);
+    CHECK(ms >= 0 && ms < 500);
+    close(a);
+    close(b);
+    mc_mrpc_server_stop(s);
+  }
+  uint16_t port; /* (2) */
+  struct mc_mrpc_server *s = srv_start(2, 0, 0, &port);
+  REQUIRE(s);
+  int a = mc_tp_connect(port), b = mc_tp_connect(port), c = mc_tp_connect(port);
+  REQUIRE(a >= 0 && b >= 0 && c >= 0);
+  CHECK(timed_echo(a) >= 0 && timed_echo(b) >= 0 && timed_echo(c) >= 0);
+  struct delayed_slow d1 = {a, 0, 0}, d2 = {b, 500, 0};
+  pthread_t t1, t2;
+  long start = mc_tp_now_ms();
+  REQUIRE(pthread_create(&t1, NULL, delayed_slow_call, &d1) == 0);
+  REQUIRE(pthread_create(&t2, NULL, delayed_slow_call, &d2) == 0);
+  usleep(1100000); /* the first slow request is over, the second runs until ~1.5 s */
+  long at = mc_tp_now_ms() - start, ms = timed_echo(c);
+  pthread_join(t1, NULL);
+  pthread_join(t2, NULL);
+  fprintf(stderr, "2 workers: echo at +%ld ms, during the second of two overlapping requests: %ld ms\n", at, ms);
+  CHECK(d1.ok && d2.ok);
+  CHECK(ms >= 0 && ms < 250); /* the worker freed by the first takes over; before the fix: until ~1.5 s */
+  close(a);
+  close(b);
+  close(c);
+  mc_mrpc_server_stop(s);
+}
+
 /* A peer that sends half a frame and stops, one that asks for 8 MiB replies without reading them, and one
  * that announces a 200 MiB request and sends 100 bytes of it: none holds up another client, the liar gets
  * no 200 MiB buffer, and all are dropped once nothing has moved for stall_ms. */
@@ -897,6 +979,6 @@ TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_t
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),
           TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing),
           TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_nodelay),
-          TEST_CASE(test_rpc_server_slow_request),
+          TEST_CASE(test_rpc_server_slow_request), TEST_CASE(test_rpc_server_takeover_cases),
           TEST_CASE(test_rpc_server_stalled_peers), TEST_CASE(test_rpc_server_many_connections),
           TEST_CASE(test_rpc_server_idle_timeout))

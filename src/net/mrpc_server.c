@@ -101,9 +101,11 @@ static char listen_tag, wake_tag;
 
 enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE };
 
-static void arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
+static int arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
   struct epoll_event e = {.events = ev | EPOLLONESHOT, .data.ptr = tag};
-  if (epoll_ctl(s->ep, EPOLL_CTL_MOD, fd, &e)) LOG_WARN("master RPC: epoll_ctl: %s", strerror(errno));
+  if (!epoll_ctl(s->ep, EPOLL_CTL_MOD, fd, &e)) return 0;
+  LOG_WARN("master RPC: epoll_ctl: %s", strerror(errno));
+  return -1;
 }
 
 static void conn_close(struct mc_mrpc_server *s, struct conn *c) {
@@ -158,7 +160,7 @@ static int send_reply(struct conn *c, uint16_t op, uint64_t id, int32_t status, 
     memcpy(c->out, h + sent, MC_MRPC_HDR - sent);
     k = MC_MRPC_HDR - sent;
   }
-  memcpy(c->out + k, body->p + (sent > MC_MRPC_HDR ? sent - MC_MRPC_HDR : 0), left - k);
+  if (left > k) memcpy(c->out + k, body->p + (sent > MC_MRPC_HDR ? sent - MC_MRPC_HDR : 0), left - k);
   c->out_len = left;
   c->out_off = 0;
   return 1;
@@ -259,7 +261,13 @@ static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
     /* serve what is complete; every way out of this loop passes here after the last read, so no
      * complete request is left behind for an event that will not come */
     enum io r = serve_buffered(s, c);
-    if (r == IO_WANT_OUT || r == IO_CLOSE) return r;
+    if (r == IO_WANT_OUT) { /* a request was served; its reply's clock starts now */
+      now = mc_now_ns();
+      atomic_store_explicit(&c->active_ns, now, memory_order_relaxed);
+      atomic_store_explicit(&c->stall_ns, now, memory_order_relaxed);
+      return r;
+    }
+    if (r == IO_CLOSE) return r;
     if (r == IO_SERVED) res = IO_SERVED;
     if (drained || rounds == 8) break; /* after 8 full reads the rest waits for its (level-triggered) event */
     size_t room = c->cap - c->hi;      /* > 0: serve_buffered leaves room for the frame it waits for */
@@ -294,9 +302,10 @@ static int settle(struct mc_mrpc_server *s, struct conn *c, enum io r) {
   if (r == IO_WANT_OUT) {
     if (!atomic_load_explicit(&c->stall_ns, memory_order_relaxed))
       atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
-    arm(s, c->fd, c, EPOLLOUT);
-  } else {
-    arm(s, c->fd, c, EPOLLIN);
+  }
+  if (arm(s, c->fd, c, r == IO_WANT_OUT ? EPOLLOUT : EPOLLIN)) { /* never left neither armed nor closed */
+    conn_close(s, c);
+    return 0;
   }
   return 1;
 }
@@ -398,8 +407,9 @@ static void own(struct mc_mrpc_server *s, int me) {
   while (!atomic_load(&s->stop)) {
     periodic_duty(s);
     int work = 0;
+    uint64_t stamp = 0; /* this iteration's busy_since, cleared only if still ours (a take-over may follow) */
     if (held) { /* the lone busy connection's next request, without epoll */
-      atomic_store_explicit(&s->busy_since, mc_now_ns(), memory_order_relaxed);
+      atomic_store(&s->busy_since, stamp = mc_now_ns());
       enum io r = conn_io(s, held);
       work = r == IO_SERVED;
       if (r != IO_SERVED && r != IO_IDLE) {
@@ -411,15 +421,18 @@ static void own(struct mc_mrpc_server *s, int me) {
      * syscall less per request for the lone busy client, a few microseconds later for the rest */
     int n = 0;
     if (!held || ++polls % 4 == 0) n = epoll_wait(s->ep, ev, MAX_EVENTS, spinning ? 0 : 1000);
-    if (n < 0 && errno != EINTR) {
+    if (n < 0 && errno != EINTR) { /* cannot happen with a valid epoll fd; never spin on it */
       LOG_ERROR("master RPC: epoll_wait: %s", strerror(errno));
-      break;
+      usleep(10000);
     }
     uint64_t now = mc_now_ns();
     if (n > 0) {
-      atomic_store_explicit(&s->busy_since, now, memory_order_relaxed);
-      if (!atomic_load_explicit(&s->watcher, memory_order_relaxed) &&
-          atomic_load_explicit(&s->sleepers, memory_order_relaxed))
+      /* busy_since and last_work_ns before looking for a watcher, all sequentially consistent: a
+       * follower giving up watching or going to sleep stores its state and then reads busy_since, so
+       * either it sees this batch or this check sees it gone and wakes a sleeper */
+      atomic_store(&s->busy_since, stamp = now);
+      atomic_store(&s->last_work_ns, now);
+      if (!atomic_load(&s->watcher) && atomic_load(&s->sleepers))
         wake_followers(s, 0); /* nobody would notice if this batch turns out slow */
       if (held) { /* others are ready too: stop polling that one */
         settle(s, held, IO_IDLE);
@@ -441,7 +454,7 @@ static void own(struct mc_mrpc_server *s, int me) {
       mc_spin_done(&s->spin, 0);
       spinning = 0;
     }
-    atomic_store_explicit(&s->busy_since, 0, memory_order_relaxed);
+    if (stamp) atomic_compare_exchange_strong(&s->busy_since, &stamp, 0); /* not a new owner's stamp */
     int lost = atomic_load(&s->owner) != me; /* taken over while this worker was busy */
     if (held && (!spinning || lost)) {
       settle(s, held, IO_IDLE);
@@ -480,11 +493,15 @@ static int follow(struct mc_mrpc_server *s, int me) {
     if (watching) { /* a quiet second: sleep too, until the owner finds requests again */
       atomic_store(&s->watcher, 0);
       watching = 0;
+      if (atomic_load(&s->busy_since)) continue; /* a batch began meanwhile: watch it (see own()) */
     }
     pthread_mutex_lock(&s->mu);
     unsigned gen = s->wake_gen;
     atomic_fetch_add(&s->sleepers, 1);
-    while (gen == s->wake_gen && !atomic_load(&s->stop)) pthread_cond_wait(&s->cv, &s->mu);
+    /* after counting in: a batch that began unwatched before the owner could see this sleeper is seen
+     * here (with a watcher present, sleeping is right: the owner wakes a sleeper once it is gone) */
+    while (gen == s->wake_gen && !atomic_load(&s->stop) && !(atomic_load(&s->busy_since) && !atomic_load(&s->watcher)))
+      pthread_cond_wait(&s->cv, &s->mu);
     atomic_fetch_sub(&s->sleepers, 1);
     pthread_mutex_unlock(&s->mu);
   }
