@@ -155,12 +155,9 @@ static int send_reply(struct conn *c, uint16_t op, uint64_t id, int32_t status, 
   if (sent == total) return 0;
   size_t left = total - sent;
   if (!(c->out = mc_try_malloc(left))) return -1;
-  size_t k = 0;
-  if (sent < MC_MRPC_HDR) { /* part of the header is still unsent */
-    memcpy(c->out, h + sent, MC_MRPC_HDR - sent);
-    k = MC_MRPC_HDR - sent;
-  }
-  if (left > k) memcpy(c->out + k, body->p + (sent > MC_MRPC_HDR ? sent - MC_MRPC_HDR : 0), left - k);
+  struct iovec *rest = iov; /* what the socket did not take: the rest of the header and/or the body */
+  int n = mc_iov_advance(&rest, body->len ? 2 : 1, sent);
+  for (size_t k = 0; n > 0; k += rest->iov_len, rest++, n--) memcpy(c->out + k, rest->iov_base, rest->iov_len);
   c->out_len = left;
   c->out_off = 0;
   return 1;
@@ -299,10 +296,7 @@ static int settle(struct mc_mrpc_server *s, struct conn *c, enum io r) {
     conn_close(s, c);
     return 0;
   }
-  if (r == IO_WANT_OUT) {
-    if (!atomic_load_explicit(&c->stall_ns, memory_order_relaxed))
-      atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
-  }
+  /* a reply left waiting has its stall clock running already (conn_io starts it) */
   if (arm(s, c->fd, c, r == IO_WANT_OUT ? EPOLLOUT : EPOLLIN)) { /* never left neither armed nor closed */
     conn_close(s, c);
     return 0;

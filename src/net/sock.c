@@ -177,7 +177,7 @@ uint64_t mc_spin_ns(void) {
 
 /* Whether a wait that found nothing may poll; counts a skipped one. (Data already there when a wait
  * starts says nothing about polling and changes nothing.) */
-static int spin_allowed(struct mc_spin *sp) {
+int mc_spin_try(struct mc_spin *sp) {
   if (!sp || !mc_spin_ns()) return 0;
   unsigned char k = atomic_load_explicit(&sp->skip, memory_order_relaxed);
   if (!k) return 1;
@@ -185,7 +185,7 @@ static int spin_allowed(struct mc_spin *sp) {
   return 0;
 }
 
-static void spin_result(struct mc_spin *sp, int got) {
+void mc_spin_done(struct mc_spin *sp, int got) {
   if (got) {
     atomic_store_explicit(&sp->backoff, 0, memory_order_relaxed);
     return;
@@ -196,27 +196,24 @@ static void spin_result(struct mc_spin *sp, int got) {
   atomic_store_explicit(&sp->skip, b, memory_order_relaxed);
 }
 
-int mc_spin_try(struct mc_spin *sp) { return spin_allowed(sp); }
-void mc_spin_done(struct mc_spin *sp, int got) { spin_result(sp, got); }
-
 long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *sp) {
   int spin = -1; /* not decided yet: only once the socket was found empty */
   uint64_t deadline = 0;
   for (;;) {
     ssize_t r = recv(fd, buf, n, MSG_DONTWAIT | flags);
     if (r > 0) {
-      if (spin == 1) spin_result(sp, 1);
+      if (spin == 1) mc_spin_done(sp, 1);
       return (long)r;
     }
     if (r == 0) return -EPIPE;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return -errno;
-    if (spin < 0) spin = spin_allowed(sp);
+    if (spin < 0) spin = mc_spin_try(sp);
     if (!spin) return -EAGAIN;
     uint64_t now = mc_now_ns();
     if (!deadline) deadline = now + mc_spin_ns();
     if (now >= deadline) {
-      spin_result(sp, 0);
+      mc_spin_done(sp, 0);
       return -EAGAIN;
     }
     sched_yield();
@@ -225,16 +222,16 @@ long mc_sock_spin_recv(int fd, void *buf, size_t n, int flags, struct mc_spin *s
 
 int mc_spin_until_zero(_Atomic int *pending, struct mc_spin *sp) {
   if (!atomic_load(pending)) return 1;
-  if (!spin_allowed(sp)) return 0;
+  if (!mc_spin_try(sp)) return 0;
   uint64_t deadline = mc_now_ns() + mc_spin_ns();
   while (atomic_load(pending)) {
     if (mc_now_ns() >= deadline) {
-      spin_result(sp, 0);
+      mc_spin_done(sp, 0);
       return 0;
     }
     sched_yield();
   }
-  spin_result(sp, 1);
+  mc_spin_done(sp, 1);
   return 1;
 }
 
