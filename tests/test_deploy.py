@@ -20,6 +20,8 @@ import urllib.request
 import yaml
 
 ROOT, BIN = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from ports import free_port  # noqa: E402  (never hands out one port twice)
 DEPLOY = os.path.join(ROOT, "deploy")
 failures = []
 
@@ -28,12 +30,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(cmd, timeout=60):

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,14 +38,26 @@ static inline void mc_tp_sleep_ms(long ms) {
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0), or -1. */
 static inline int mc_tp_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) && !getsockname(fd, (struct sockaddr *)&a, &len))
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
+  /* The kernel may hand the same ephemeral port to two binds in a row; a test that asks for an RPC and a
+   * metrics port would then start a master on one port twice. Ports handed out before are skipped. */
+  static unsigned char issued[65536 / 8];
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  for (int tries = 0; tries < 1000; tries++) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) && !getsockname(fd, (struct sockaddr *)&a, &len))
+      port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    if (port <= 0) return -1;
+    pthread_mutex_lock(&mu);
+    int fresh = !(issued[port / 8] & (1u << (port % 8)));
+    issued[port / 8] |= (unsigned char)(1u << (port % 8));
+    pthread_mutex_unlock(&mu);
+    if (fresh) return port;
+  }
+  return -1;
 }
 
 /* A listening socket on 127.0.0.1 that never accepts (connections complete, nothing answers); -1 on

@@ -14,14 +14,10 @@ import time
 
 import pytest
 
+from ports import free_port  # noqa: F401  (re-exported for the tests)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("MC_TEST_BIN_DIR", os.path.join(REPO, "build", "tools"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_busy(port):
