@@ -408,7 +408,7 @@ static const char *seg_status(json_t *list, const char *name) {
 }
 
 static void test_drain(void) {
-  static const char *const flags[] = {"--client_ttl=3600", NULL};
+  static const char *const flags[] = {"--client_ttl=3600", "--default_kv_lease_ttl=300", NULL};
   REQUIRE(!start(flags));
   struct mc_segment_rec a = seg(1, "seg-a", "", 64 * MiB), b = seg(2, "seg-b", "", 64 * MiB);
   REQUIRE(!mt_mount(C, mt_id(1), &a) && !mt_mount(C, mt_id(1), &b));
@@ -445,8 +445,12 @@ static void test_drain(void) {
   CHECK_EQ(n, 1);
   if (n) CHECK_STR(reps[0].segment_name, "seg-a");
   mc_replicas_free(reps, n);
-  CHECK_EQ(mt_remove(C, "old", 1), 0); /* the last object leaves: drained */
+  CHECK_EQ(mt_remove(C, "old", 1), 0); /* the last object leaves */
   q = drain_query(id);
+  CHECK_STR(jstr(q, "status"), "DRAINING"); /* its bytes stay until the get's read lease ends */
+  json_decref(q);
+  mc_tp_sleep_ms(450);
+  q = drain_query(id); /* drained */
   CHECK_STR(jstr(q, "status"), "DRAINED");
   CHECK_EQ(jint(q, "used_bytes"), 0);
   json_decref(q);

@@ -103,7 +103,17 @@ static void test_lifecycle(void) {
   CHECK_EQ(mt_put_start(e.c, a, "huge", 2 * MIB, &cfg, NULL, NULL), MC_NO_AVAILABLE_HANDLE);
   CHECK_EQ(mt_put_end(e.c, a, "never"), MC_OBJECT_NOT_FOUND);
   CHECK_EQ(mt_put_revoke(e.c, a, "never"), MC_OBJECT_NOT_FOUND);
-  /* the freed space is reusable: the whole segment in one object */
+  /* the force-removed "a" was leased (the get above, 10 s): its bytes stay allocated until the lease
+   * ends, so the whole segment is not free yet; everything else is */
+  CHECK_EQ(mt_put(e.c, a, "whole", MIB, 1), MC_NO_AVAILABLE_HANDLE);
+  CHECK_EQ(mt_put(e.c, a, "most", MIB / 2, 1), 0);
+  CHECK_EQ(mt_remove(e.c, "most", 0), 0);
+  env_stop(&e);
+  /* without a lease the freed space is reusable at once: the whole segment in one object */
+  REQUIRE(env_start(&e, NULL) == 0);
+  CHECK_EQ(mt_mount(e.c, a, &s), 0);
+  CHECK_EQ(mt_put(e.c, a, "a", 1000, 1), 0);
+  CHECK_EQ(mt_remove(e.c, "a", 1), 0);
   CHECK_EQ(mt_put(e.c, a, "whole", MIB, 1), 0);
   CHECK_EQ(mt_put(e.c, a, "more", 8, 1), MC_NO_AVAILABLE_HANDLE);
   env_stop(&e);
@@ -836,14 +846,16 @@ static void *put_worker(void *arg) {
     char key[64];
     snprintf(key, sizeof(key), "w%d-%d", w->id, i);
     w->ok += mt_put(c, mt_id(1), key, 512, 1) == 0 && mt_exist(c, key) == 1 && mt_remove(c, key, 1) == 0;
+    /* (exist leases the key: the forced removal keeps its bytes until the lease ends) */
   }
   mc_mrpc_client_free(c);
   return NULL;
 }
 
 static void test_concurrent_clients(void) {
+  const char *args[] = {"--default_kv_lease_ttl=200", NULL};
   struct env e;
-  REQUIRE(env_start(&e, NULL) == 0);
+  REQUIRE(env_start(&e, args) == 0);
   struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, 64 * MIB);
   CHECK_EQ(mt_mount(e.c, mt_id(1), &s), 0);
   enum { N = 8 };
@@ -859,6 +871,7 @@ static void test_concurrent_clients(void) {
   }
   uint32_t count;
   uint64_t used[1];
+  mc_tp_sleep_ms(300); /* the last leases end */
   CHECK_EQ(mt_query_segments(e.c, &count, NULL, NULL, used, 1), 0);
   CHECK_EQ(used[0], 0); /* every byte came back */
   env_stop(&e);
@@ -919,8 +932,12 @@ static uint64_t seg_used(struct mc_mrpc_client *c) {
 }
 
 static void test_upsert(void) {
+  /* default timeouts (discard 30 s, release 600 s); 1 ms read leases, so that the gets below leave no
+   * lease behind by the time of the next upsert (a leased object is never rewritten in place:
+   * test_upsert_leased) */
+  const char *args[] = {"--default_kv_lease_ttl=1", NULL};
   struct env e;
-  REQUIRE(env_start(&e, NULL) == 0); /* default timeouts: discard 30 s, release 600 s */
+  REQUIRE(env_start(&e, args) == 0);
   struct mc_uuid a = mt_id(1), b = mt_id(2);
   struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
   CHECK_EQ(mt_mount(e.c, a, &s), 0);
@@ -936,7 +953,8 @@ static void test_upsert(void) {
   CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), MC_REPLICA_IS_NOT_READY);
   CHECK_EQ(mt_upsert_end(e.c, b, "u"), MC_ILLEGAL_CLIENT);
   CHECK_EQ(mt_upsert_end(e.c, a, "u"), 0);
-  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), 0); /* also takes a read lease: it does not block upsert */
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), 0);
+  mc_tp_sleep_ms(5); /* its lease ends */
   uint64_t used1 = seg_used(e.c);
   CHECK(used1 >= 1000);
   CHECK_EQ(mt_put_start(e.c, b, "u", 1000, &cfg, NULL, NULL), MC_OBJECT_ALREADY_EXISTS); /* put still refuses */
@@ -958,6 +976,7 @@ static void test_upsert(void) {
   CHECK_EQ(n, 1);
   if (n) CHECK_EQ(reps[0].address, addr);
   mc_replicas_free(reps, n);
+  mc_tp_sleep_ms(5);
   /* another size: old space freed, new allocation */
   CHECK_EQ(mt_upsert_start(e.c, a, "u", 5000, &cfg, &reps, &n), 0);
   REQUIRE(n == 1);
@@ -971,6 +990,7 @@ static void test_upsert(void) {
   CHECK_EQ(n, 1);
   if (n) CHECK_EQ(reps[0].size, 5000);
   mc_replicas_free(reps, n);
+  mc_tp_sleep_ms(5);
   /* revoking an in-place upsert erases the object (its old bytes may be partly overwritten) */
   CHECK_EQ(mt_upsert_start(e.c, b, "u", 5000, &cfg, NULL, NULL), 0);
   CHECK_EQ(mt_upsert_revoke(e.c, a, "u"), MC_ILLEGAL_CLIENT);
@@ -996,6 +1016,81 @@ static void test_upsert(void) {
   CHECK_EQ(mt_upsert_start(e.c, a, "z", 0, &cfg, NULL, NULL), MC_INVALID_PARAMS);
   CHECK_EQ(mt_upsert_start(e.c, a, "z", 2 * MIB, &cfg, NULL, NULL), MC_NO_AVAILABLE_HANDLE);
   CHECK_EQ(mt_get(e.c, "z", NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
+  env_stop(&e);
+}
+
+/* A read lease protects the bytes a reader was pointed at: an upsert of a leased object gets fresh
+ * space (or OBJECT_REPLICA_BUSY when there is none) and a forced removal keeps the space, in both
+ * cases until the lease ends; only then is the old space freed or rewritten in place. */
+static void test_upsert_leased(void) {
+  const char *args[] = {"--default_kv_lease_ttl=300", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  struct mc_uuid a = mt_id(1), b = mt_id(2);
+  struct mc_segment_rec s = mt_seg(1, "10.0.0.1:1", BASE, MIB);
+  CHECK_EQ(mt_mount(e.c, a, &s), 0);
+  struct mc_put_config cfg = mt_cfg(1);
+  struct mc_replica_rec *reps = NULL;
+  uint32_t n = 0;
+  CHECK_EQ(mt_put(e.c, a, "u", 1000, 1), 0);
+  CHECK_EQ(mt_get(e.c, "u", &reps, &n, NULL), 0); /* a reader holds a lease on these bytes */
+  REQUIRE(n == 1);
+  uint64_t old = reps[0].address, used1 = seg_used(e.c);
+  mc_replicas_free(reps, n);
+  /* same size, leased: new space; the old replica still counts as used */
+  CHECK_EQ(mt_upsert_start(e.c, b, "u", 1000, &cfg, &reps, &n), 0);
+  REQUIRE(n == 1);
+  CHECK(reps[0].address != old);
+  CHECK(reps[0].address >= old + 1000 || reps[0].address + 1000 <= old); /* no overlap */
+  CHECK_EQ(reps[0].status, 2 /* PROCESSING */);
+  mc_replicas_free(reps, n);
+  CHECK(seg_used(e.c) >= 2 * used1);
+  CHECK_EQ(mt_get(e.c, "u", NULL, NULL, NULL), MC_REPLICA_IS_NOT_READY);
+  CHECK_EQ(mt_upsert_end(e.c, b, "u"), 0);
+  /* while the lease runs, no new object is placed on the old bytes */
+  for (int i = 0; i < 40; i++) {
+    char key[16];
+    snprintf(key, sizeof(key), "f%d", i);
+    CHECK_EQ(mt_put_start(e.c, a, key, 1000, &cfg, &reps, &n), 0);
+    if (n) CHECK(reps[0].address >= old + 1000 || reps[0].address + 1000 <= old);
+    mc_replicas_free(reps, n);
+    CHECK_EQ(mt_put_end(e.c, a, key), 0);
+  }
+  /* everything goes (the new value of "u" has not been read: no lease), except the old bytes of "u" */
+  int64_t removed = 0;
+  CHECK_EQ(mt_remove_many(e.c, NULL, 0, &removed), 0);
+  CHECK_EQ(removed, 41);
+  CHECK_EQ(seg_used(e.c), used1);
+  mc_tp_sleep_ms(450); /* lease over: the eviction thread frees them */
+  CHECK_EQ(seg_used(e.c), 0);
+  /* no room for a second copy while leased: OBJECT_REPLICA_BUSY, and the old value stays readable */
+  CHECK_EQ(mt_put(e.c, a, "big", 600 * 1024, 1), 0);
+  CHECK_EQ(mt_get(e.c, "big", &reps, &n, NULL), 0);
+  REQUIRE(n == 1);
+  uint64_t big = reps[0].address;
+  mc_replicas_free(reps, n);
+  CHECK_EQ(mt_upsert_start(e.c, b, "big", 600 * 1024, &cfg, NULL, NULL), MC_OBJECT_REPLICA_BUSY);
+  CHECK_EQ(mt_upsert_start(e.c, b, "big", 700 * 1024, &cfg, NULL, NULL), MC_OBJECT_REPLICA_BUSY);
+  CHECK_EQ(mt_get(e.c, "big", &reps, &n, NULL), 0);
+  CHECK(n == 1 && reps[0].address == big && reps[0].status == 3 /* COMPLETE */);
+  mc_replicas_free(reps, n);
+  mc_tp_sleep_ms(400); /* lease over: in place again */
+  CHECK_EQ(mt_upsert_start(e.c, b, "big", 600 * 1024, &cfg, &reps, &n), 0);
+  CHECK(n == 1 && reps[0].address == big);
+  mc_replicas_free(reps, n);
+  CHECK_EQ(mt_upsert_end(e.c, b, "big"), 0);
+  /* forced removal of a leased object: the key goes at once, its space when the lease ends */
+  uint64_t before = seg_used(e.c);
+  CHECK_EQ(mt_put(e.c, a, "r", 4000, 1), 0);
+  CHECK_EQ(mt_exist(e.c, "r"), 1); /* exist leases too */
+  uint64_t with_r = seg_used(e.c);
+  CHECK(with_r > before);
+  CHECK_EQ(mt_remove(e.c, "r", 0), MC_OBJECT_HAS_LEASE);
+  CHECK_EQ(mt_remove(e.c, "r", 1), 0);
+  CHECK_EQ(mt_get(e.c, "r", NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
+  CHECK_EQ(seg_used(e.c), with_r);
+  mc_tp_sleep_ms(450);
+  CHECK_EQ(seg_used(e.c), before);
   env_stop(&e);
 }
 
@@ -1036,15 +1131,16 @@ static void test_upsert_batches(void) {
     CHECK_EQ(st[i], 0);
     CHECK_EQ(mt_get(e.c, keys[i], NULL, NULL, NULL), MC_OBJECT_NOT_FOUND);
   }
-  /* only the pre-empted put of "busy" still holds space: its writer may still be writing, so it waits
-   * for put_start + put_start_release_timeout_sec like any pre-empted put's */
+  /* two replicas still hold space: the pre-empted put of "busy" (its writer may still be writing, so it
+   * waits for put_start + put_start_release_timeout_sec like any pre-empted put's) and the old bytes of
+   * "grow", which the get above leased (they wait for the lease to end) */
   uint64_t used = seg_used(e.c);
-  CHECK(used >= 100 && used < 200);
+  CHECK(used >= 400 && used < 500);
   env_stop(&e);
 }
 
 TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_ownership_and_revoke), TEST_CASE(test_preemption_and_release),
-          TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
+          TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_leased), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
           TEST_CASE(test_best_effort_distinct_names), TEST_CASE(test_mount_unmount), TEST_CASE(test_graceful_unmount),
           TEST_CASE(test_zone_preference), TEST_CASE(test_strategies), TEST_CASE(test_pin_parameters),
           TEST_CASE(test_malformed_frames), TEST_CASE(test_pipelined_frames), TEST_CASE(test_idle_connection_timeout), TEST_CASE(test_allocation_log), TEST_CASE(test_concurrent_clients),

@@ -189,11 +189,14 @@ static uint64_t addr_of(struct mc_mrpc_client *c, const char *key, uint64_t *siz
 }
 
 #define SEG_BASE 0x10000000ull
+#define LEASE_WAIT_MS 200
 #define SEG_SIZE (64ull << 20) /* extents here are at most 1 MiB (1/64) */
 
 static int start_master(struct mt_master *mm, const char *const extra[]) {
-  const char *base[16] = {"--eviction_high_watermark_ratio=1.0", "--v=1"};
-  size_t k = 2;
+  /* short read leases: addr_of() reads objects, and a forced removal keeps leased bytes until the
+   * lease ends; the checks of used bytes below wait LEASE_WAIT_MS for that */
+  const char *base[16] = {"--eviction_high_watermark_ratio=1.0", "--v=1", "--default_kv_lease_ttl=100"};
+  size_t k = 3;
   for (size_t i = 0; extra && extra[i] && k < 15; i++) base[k++] = extra[i];
   base[k] = NULL;
   return mt_master_start(mm, base);
@@ -263,6 +266,7 @@ static void test_reserve_commit_basics(void) {
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "c", 131072, 64), MC_LEASE_EXPIRED);
   CHECK_EQ(mt_remove(c, "a", 1), 0);
   CHECK_EQ(mt_remove(c, "inflight", 1), 0);
+  mc_tp_sleep_ms(LEASE_WAIT_MS);
   CHECK_EQ(seg_used(c, "ext:1"), 0);
   mc_mrpc_client_free(c);
   CHECK_EQ(mt_master_stop(&mm), 0);
@@ -387,6 +391,7 @@ static void test_mixed_puts_no_overlap(void) {
   int64_t removed = 0;
   CHECK_EQ(mt_remove_many(c, NULL, 1, &removed), 0);
   CHECK_EQ(removed, N);
+  mc_tp_sleep_ms(LEASE_WAIT_MS);
   CHECK_EQ(seg_used(c, "mix:1"), g.len - fast_bytes);
   /* the rest of the extent is still usable after all that churn */
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "tail", cur, 4096), 0);

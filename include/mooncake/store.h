@@ -143,8 +143,8 @@ int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
 
 /* ------------------------------------------------------------------ removal */
 
-/* 0 or: -704 missing; -706 leased (force != 0 bypasses only the lease); -703 being written; -708
- * replication task. */
+/* 0 or: -704 missing; -706 leased (force != 0 bypasses only the lease: the key goes at once, a leased
+ * object's space is reused only after the lease ends); -703 being written; -708 replication task. */
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
 
 /* Removes every key matching the ECMAScript regex (search semantics). Count removed, or negative
@@ -212,8 +212,11 @@ int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *co
  * staging buffer: -600 for a value larger than local_buffer_size), except that an existing key is
  * replaced instead of kept: a value of the same size is rewritten in place in the existing replicas,
  * another size is stored in a fresh allocation (the old space is freed), and an unfinished put of the
- * key (by any client) is pre-empted at once. While the upsert runs the key reads as -703; a failed
- * write revokes it and the key is then gone (its old bytes may be partly overwritten). Never -705. */
+ * key (by any client) is pre-empted at once. A key read within the read lease (default_kv_lease_ttl)
+ * is never rewritten under its readers: the new value goes to fresh space and the old space is freed
+ * when the lease ends; with no space for that, -714 and the old value stays. While the upsert runs the
+ * key reads as -703; a failed write revokes it and the key is then gone (its old bytes may be partly
+ * overwritten). Never -705. */
 int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
                     const mooncake_replicate_config_t *config);
 

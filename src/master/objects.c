@@ -135,6 +135,29 @@ static void release_all(struct object *o) {
   o->nrep = 0;
 }
 
+static void discard_push(struct mc_master *m, const struct replica *r, uint64_t release_ns) {
+  struct discard *d = mc_malloc(sizeof(*d));
+  d->seg = r->seg;
+  d->blk = r->blk;
+  d->release_ns = release_ns;
+  pthread_mutex_lock(&m->discard_mu);
+  d->next = m->discards;
+  m->discards = d;
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+/* Frees o's replicas; while a read lease on o runs, they wait on the discard list until it ends instead.
+ * A reader that looked the object up may be copying those bytes right now: until its lease ends the
+ * space must not be rewritten or handed to another object, or the reader would get another value's
+ * bytes and no way to tell (its own check only catches transfers that finish after the lease). */
+static void release_after_lease(struct mc_master *m, struct object *o, uint64_t now) {
+  for (uint32_t i = 0; i < o->nrep; i++) {
+    if (o->lease_ns > now) discard_push(m, &o->rep[i], o->lease_ns);
+    else mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+  }
+  o->nrep = 0;
+}
+
 void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const struct replica *r) {
   struct mseg *s = r->seg;
   struct mc_replica_rec rec = {
@@ -199,17 +222,6 @@ static int soft_pin_ttl(const struct mc_master *m, const struct mc_put_config *p
   }
   if (pc->soft_pin_action != MC_SOFT_PIN_PRESERVE && pc->soft_pin_action != MC_SOFT_PIN_DISABLE) return MC_INVALID_PARAMS;
   return given ? MC_INVALID_PARAMS : 0;
-}
-
-static void discard_push(struct mc_master *m, const struct replica *r, uint64_t release_ns) {
-  struct discard *d = mc_malloc(sizeof(*d));
-  d->seg = r->seg;
-  d->blk = r->blk;
-  d->release_ns = release_ns;
-  pthread_mutex_lock(&m->discard_mu);
-  d->next = m->discards;
-  m->discards = d;
-  pthread_mutex_unlock(&m->discard_mu);
 }
 
 /* A stale put is preempted: its PROCESSING replicas keep their space until put_start + release timeout. */
@@ -283,14 +295,29 @@ static void install_put(struct mc_master *m, struct object *o, struct replica *r
 
 /* Upsert over an existing object (master.md §2.4). An unfinished put is preempted at once (its space
  * kept until put_start + release timeout, as a stale put's: its writer may still be writing). A complete
- * object of the same length is rewritten in place: its replicas go back to PROCESSING under the new
- * owner and the reply is encoded (returns 1). Another length frees the old replicas now (returns 0:
- * o is empty and needs a fresh allocation). Read leases do not block an upsert (docs/master.md). */
-static int upsert_existing(struct mc_master *m, struct object *o, struct mc_uuid client, uint64_t len,
+ * object under a read lease gets fresh space, and its old replicas wait for the lease to end (see
+ * release_after_lease): returns 1 with the reply encoded, or OBJECT_REPLICA_BUSY with the object
+ * untouched when no space is free. Otherwise, a complete object of the same length is rewritten in
+ * place: its replicas go back to PROCESSING under the new owner and the reply is encoded (returns 1);
+ * another length frees the old replicas now (returns 0: o is empty and needs a fresh allocation). */
+static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, struct mc_uuid client, uint64_t len,
                            const struct mc_put_config *pc, uint64_t soft_ttl, uint64_t now, struct mc_wbuf *w) {
   if (count_status(o, REP_PROCESSING)) {
     preempt(m, o, now);
     return 0;
+  }
+  if (o->lease_ns > now) {
+    struct replica *reps = NULL;
+    uint32_t nok = 0, n = mc_place(m, pc, len, h, &reps, pc->replica_num, &nok);
+    if (!n) {
+      if (nok) atomic_store(&m->need_eviction, 1);
+      MLOG_V(1, "key=%s, info=upsert_leased_no_space, value_length=%llu", o->key, (unsigned long long)len);
+      return MC_OBJECT_REPLICA_BUSY;
+    }
+    MLOG_V(1, "key=%s, info=upsert_leased_reallocate, replicas=%u", o->key, n);
+    release_after_lease(m, o, now);
+    install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
+    return 1;
   }
   if (o->size != len) {
     MLOG_V(1, "key=%s, info=upsert_reallocate, old_size=%llu, new_size=%llu", o->key, (unsigned long long)o->size,
@@ -322,9 +349,10 @@ static int start_write(struct mc_master *m, struct mc_uuid client, const void *k
     MLOG_V(1, "key=%.*s, info=object_already_exists", (int)klen, (const char *)key);
     return rc;
   }
-  if (o && upsert && upsert_existing(m, o, client, len, pc, soft_ttl, now, w)) {
+  int up = o && upsert ? upsert_existing(m, o, h, client, len, pc, soft_ttl, now, w) : 0;
+  if (up) {
     pthread_mutex_unlock(&sh->mu);
-    return 0;
+    return up > 0 ? 0 : up;
   }
   struct replica *reps = NULL;
   uint32_t nok = 0, n = mc_place(m, pc, len, h, &reps, pc->replica_num, &nok);
@@ -489,7 +517,7 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
            : count_status(o, REP_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
                                                       : 0;
   if (!rc) {
-    release_all(o);
+    release_after_lease(m, o, now); /* force: the key goes now, leased bytes stay until the lease ends */
     mc_obj_erase(m, sh, o);
   }
   pthread_mutex_unlock(&sh->mu);
@@ -544,7 +572,7 @@ static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const rege
         continue;
       }
       if (!key_matches(re, scope, o) || (!force && o->lease_ns > now) || count_status(o, REP_COMPLETE) != o->nrep) continue;
-      release_all(o);
+      release_after_lease(m, o, now);
       mc_obj_erase(m, sh, o);
       n++;
     }
