@@ -5,7 +5,8 @@
  * its own (write extents under liveness) and one a pure client (lease-only extents).
  *
  * Meanwhile holders are killed with SIGKILL and restarted under the same name, or frozen with SIGSTOP
- * for up to 0.7 s and thawed. What must hold throughout:
+ * for up to 0.7 s and thawed, and now and then the master is killed and restarted on the same ports (it
+ * starts empty, D4: clients remount and republish). What must hold throughout:
  *   - every read that succeeds returns exactly one value some worker wrote under that key: a 32-byte
  *     header (magic, key, writer, version, size) and the body that (writer, version) defines. A torn
  *     value, another key's value, the zeros of a restarted holder's fresh memory or a stale extent
@@ -17,8 +18,8 @@
  *
  * MC_CHAOS_SECS sets the length of the chaos phase (default 20 s; ctest runs it with 20 in Release and
  * 8 under the sanitizers). The seed is printed; MC_CHAOS_SEED repeats a run's choices (the workload's
- * timing does not repeat). For narrowing a failure down: MC_CHAOS_CALM=1 keeps every holder up (the
- * workload alone), MC_CHAOS_NO_UPSERT=1 turns the upserts into puts.
+ * timing does not repeat). For narrowing a failure down: MC_CHAOS_CALM=1 keeps every process up (the
+ * workload alone), MC_CHAOS_MASTER=0 keeps the master up, MC_CHAOS_NO_UPSERT=1 turns upserts into puts.
  *
  * History: its first runs found reads returning another key's value or a torn one, with and without
  * holder failures: an upsert rewrote a leased object in place under a reader, and a size-changing upsert
@@ -305,6 +306,24 @@ static void child_kill(struct child *c) {
 static struct master M;
 static char gss_holder[32], gss_seg[32], gss_none[8] = "0";
 
+/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty: D4). */
+static int master_respawn(const char *const *flags) {
+  kill(M.pid, SIGKILL);
+  waitpid(M.pid, NULL, 0);
+  const char *bin_dir = getenv("MC_TEST_BIN_DIR");
+  char bin[512], a1[64], a2[64], a3[64];
+  snprintf(bin, sizeof(bin), "%s/mooncake_master", bin_dir ? bin_dir : ".");
+  snprintf(a1, sizeof(a1), "--rpc_port=%d", M.rpc);
+  snprintf(a2, sizeof(a2), "--http_metadata_server_port=%d", M.meta);
+  snprintf(a3, sizeof(a3), "--metrics_port=%d", M.metrics);
+  char *argv[32] = {bin, a1, "--enable_http_metadata_server", a2, a3};
+  int n = 5;
+  for (int i = 0; flags && flags[i] && n < 31; i++) argv[n++] = (char *)flags[i];
+  argv[n] = NULL;
+  M.pid = mc_tp_spawn(argv, NULL, M.log);
+  return M.pid > 0 && !mc_tp_wait_port(M.rpc, 15000, M.pid) && !mc_tp_wait_port(M.meta, 15000, M.pid) ? 0 : -1;
+}
+
 static int holder_start(struct child *h) {
   char *args[] = {"chaos_holder", "--holder", h->name, M.addr, M.metadata, gss_holder, NULL};
   char line[128] = "";
@@ -355,7 +374,7 @@ static void test_chaos(void) {
 
   /* the chaos: a kill (restart 0.2-1.5 s later under the same name) or a freeze, every 0.4-1.2 s */
   long t_end = mc_tp_now_ms() + (long)(secs * 1000), restart_at[NHOLDERS] = {0};
-  int kills = 0, freezes = 0, restarts = 0;
+  int kills = 0, freezes = 0, restarts = 0, master_restarts = 0;
   while (mc_tp_now_ms() < t_end) {
     mc_tp_sleep_ms(400 + (long)(rng_next(&r) % 800));
     long now = mc_tp_now_ms();
@@ -368,6 +387,11 @@ static void test_chaos(void) {
     for (int i = 0; i < NHOLDERS; i++) alive += h[i].pid > 0;
     int v = (int)(rng_next(&r) % NHOLDERS), what = (int)(rng_next(&r) % 10);
     if (getenv("MC_CHAOS_CALM")) continue;
+    if (what == 9 && !(getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0"))) {
+      CHECK(master_respawn(flags) == 0);
+      master_restarts++;
+      continue;
+    }
     if (h[v].pid <= 0) continue;
     if (what < 4 && alive >= 2) {
       child_kill(&h[v]);
@@ -385,7 +409,8 @@ static void test_chaos(void) {
       CHECK(holder_start(&h[i]) == 0);
       restarts++;
     }
-  fprintf(stderr, "chaos: %d kills, %d restarts, %d freezes\n", kills, restarts, freezes);
+  fprintf(stderr, "chaos: %d kills, %d restarts, %d freezes, %d master restarts\n", kills, restarts, freezes,
+          master_restarts);
 
   /* every worker reports and exits on its own within the op bound */
   long total_checked = 0;
