@@ -19,7 +19,8 @@
  * MC_CHAOS_SECS sets the length of the chaos phase (default 20 s; ctest runs it with 20 in Release and
  * 8 under the sanitizers). The seed is printed; MC_CHAOS_SEED repeats a run's choices (the workload's
  * timing does not repeat). For narrowing a failure down: MC_CHAOS_CALM=1 keeps every process up (the
- * workload alone), MC_CHAOS_MASTER=0 keeps the master up, MC_CHAOS_NO_UPSERT=1 turns upserts into puts.
+ * workload alone), MC_CHAOS_MASTER=0 keeps the master up, MC_CHAOS_NO_UPSERT=1 turns upserts into puts,
+ * MC_CHAOS_HOLDER_MIB=N gives the holders N MiB instead of 64 (below ~40 the pool is always full: eviction).
  *
  * History: its first runs found reads returning another key's value or a torn one, with and without
  * holder failures: an upsert rewrote a leased object in place under a reader, and a size-changing upsert
@@ -346,7 +347,8 @@ static void test_chaos(void) {
   const char *flags[] = {"--client_ttl=2", "--default_kv_lease_ttl=500", "--put_start_discard_timeout_sec=1",
                          "--put_start_release_timeout_sec=2", NULL};
   REQUIRE(master_start(&M, flags) == 0);
-  snprintf(gss_holder, sizeof(gss_holder), "%llu", 64 * MiB);
+  const char *hm = getenv("MC_CHAOS_HOLDER_MIB"); /* smaller holders: more eviction */
+  snprintf(gss_holder, sizeof(gss_holder), "%llu", (hm ? strtoull(hm, NULL, 10) : 64) * MiB);
   snprintf(gss_seg, sizeof(gss_seg), "%llu", 16 * MiB);
 
   struct child h[NHOLDERS], w[NWORKERS];
