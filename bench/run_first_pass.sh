@@ -4,18 +4,18 @@
 # unbatched 1 MiB puts into it (fresh) and the same again after removing them (warm).
 # Usage: bench/run_first_pass.sh [BUILD_DIR=./build]   (env WAIT, and MC_SEGMENT_PREFAULT passes through)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 B=${1:-build}
 WORK=$(mktemp -d /tmp/first_pass.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-fp() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-MP=$(fp); HP=$(fp); XP=$(fp)
+BG_PIDS=()
+trap finish EXIT
+MP=$(free_port); HP=$(free_port); XP=$(free_port)
 "$B/tools/mooncake_master" --rpc_port="$MP" --enable_http_metadata_server --http_metadata_server_port="$HP" \
   --metrics_port="$XP" >"$WORK/master.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q "Master service started" "$WORK/master.log" && break; sleep 0.05; done
+BG_PIDS+=($!)
+wait_for "Master service started" "$WORK/master.log" 100 0.05 || true
 ADDR=(--master_server_addr="127.0.0.1:$MP" --metadata_server="http://127.0.0.1:$HP/metadata")
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); WAIT=${WAIT:-0}; MC_SEGMENT_PREFAULT=${MC_SEGMENT_PREFAULT:-default}"
 for path in tcp shm; do
@@ -23,8 +23,8 @@ for path in tcp shm; do
   MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
     >"$WORK/h_$path.out" 2>"$WORK/h_$path.err" &
   H=$!
-  PIDS+=($H)
-  for _ in $(seq 200); do grep -q "^HOLDER ready" "$WORK/h_$path.out" && break; sleep 0.025; done
+  BG_PIDS+=($H)
+  wait_for "^HOLDER ready" "$WORK/h_$path.out" 200 0.025 || true
   name=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/h_$path.out")
   sleep "${WAIT:-0}"
   MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=client "${ADDR[@]}" --global_segment_size=0 --preferred="$name" \
@@ -33,5 +33,5 @@ for path in tcp shm; do
       match(f, /gbps=[0-9.]+/); fg = substr(f, RSTART + 5, RLENGTH - 5)
       match(w, /gbps=[0-9.]+/); wg = substr(w, RSTART + 5, RLENGTH - 5)
       printf "%s: fresh %.2f GB/s, warm %.2f GB/s, fresh/warm %.2f\n", p, fg, wg, fg / wg }'
-  kill -TERM "$H"; wait "$H" 2>/dev/null || true
+  stop_bg "$H"
 done

@@ -10,6 +10,8 @@
 # (DUR = seconds per run, default 5; ROUNDS, default 3; BURST, default 200). Takes ~DUR*2*ROUNDS + 10 s.
 # Every background process it starts is stopped on exit, by its own pid.
 set -u -o pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BUILD=${1:-./build}
 DUR=${DUR:-5}
@@ -24,24 +26,19 @@ done
 command -v curl >/dev/null || { echo "curl not found" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/metrics_overhead.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+BG_PIDS=()
+trap finish EXIT
 trap 'exit 130' INT TERM
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-WARN}
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # CPU ticks (utime + stime) of a pid.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 HZ=$(getconf CLK_TCK)
 
-MPORT=$(port); XPORT=$(port)
+MPORT=$(free_port); XPORT=$(free_port)
 "$MASTER" --rpc_port="$MPORT" --metrics_port="$XPORT" --metrics_host=127.0.0.1 >"$WORK/master.log" 2>&1 &
 MASTER_PID=$!
-PIDS+=("$MASTER_PID")
+BG_PIDS+=("$MASTER_PID")
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$XPORT/health" >/dev/null && break; sleep 0.05; done
 curl -sf "http://127.0.0.1:$XPORT/health" >/dev/null || { echo "master did not start" >&2; cat "$WORK/master.log"; exit 1; }
 

@@ -6,23 +6,24 @@
 #       own (extents need a live client) and prefers the holder's segment, so bytes cross processes.
 # Usage: bench/run_put_bench.sh [BUILD_DIR=./build]   (DUR = seconds per case, default 2)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 DUR=${DUR:-2}
 BENCH=$BUILD/tools/store_bench
 MASTER=$BUILD/tools/mooncake_master
 WORK=$(mktemp -d /tmp/put_bench.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_for() { for _ in $(seq 100); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done; echo "timeout waiting for $1 in $2" >&2; exit 1; }
+BG_PIDS=()
+trap finish EXIT
+# wait_ready PATTERN FILE: wait_for, 10 s, or exit with a message.
+wait_ready() { wait_for "$1" "$2" 100 0.1 || { echo "timeout waiting for $1 in $2" >&2; exit 1; }; }
 
 MPORT=$(free_port); HPORT=$(free_port); XPORT=$(free_port)
 "$MASTER" --rpc_port="$MPORT" --enable_http_metadata_server --http_metadata_server_port="$HPORT" \
   --metrics_port="$XPORT" >"$WORK/master.log" 2>&1 &
-PIDS+=($!)
-wait_for "Master service started" "$WORK/master.log"
+BG_PIDS+=($!)
+wait_ready "Master service started" "$WORK/master.log"
 ADDR=(--master_server_addr="127.0.0.1:$MPORT" --metadata_server="http://127.0.0.1:$HPORT/metadata")
 
 echo "## raw master, 1 connection"
@@ -34,9 +35,9 @@ for ft in 0 1; do
   MC_FORCE_TCP=$ft "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
     >"$WORK/holder$ft.log" 2>&1 &
   HPID=$!
-  PIDS+=($HPID)
-  wait_for "HOLDER ready" "$WORK/holder$ft.log"
-  for _ in $(seq 1200); do grep -q "HOLDER warm" "$WORK/holder$ft.log" && break; sleep 0.1; done # steady state
+  BG_PIDS+=($HPID)
+  wait_ready "HOLDER ready" "$WORK/holder$ft.log"
+  wait_for "HOLDER warm" "$WORK/holder$ft.log" 1200 0.1 || true # steady state
   H=$(sed -n 's/.*HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/holder$ft.log")
   path=same-host; [ "$ft" = 1 ] && path=tcp
   for ext in 0 1; do
@@ -45,5 +46,5 @@ for ft in 0 1; do
       --local_buffer_size=16MiB --preferred="$H" --duration="$DUR" --cap_bytes=64MiB \
       --cases=put:4KiB:1,put:16KiB:1,put:64KiB:1 2>/dev/null | grep '^RESULT' || true
   done
-  kill -TERM "$HPID"; wait "$HPID" 2>/dev/null || true
+  stop_bg "$HPID"
 done

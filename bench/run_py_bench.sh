@@ -7,10 +7,13 @@
 # Builds nothing: usage  bench/run_py_bench.sh [BUILD_DIR=./build]   (DUR seconds per case, default 2;
 # BATCH default 16). Takes ~1 minute. Every process it starts is stopped on exit, by its own pid.
 set -u -o pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILD=${1:-./build}
 DUR=${DUR:-2}
 BATCH=${BATCH:-16}
 PY=${PYTHON:-/usr/bin/python3}
+LIB_PYTHON=$PY # free_port's python
 BENCH=$BUILD/tools/store_bench
 MASTER=$BUILD/tools/mooncake_master
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,23 +22,20 @@ for f in "$BENCH" "$MASTER"; do [ -x "$f" ] || { echo "missing $f (build first)"
 export PYTHONPATH=$BUILD/python
 
 WORK=$(mktemp -d /tmp/py_bench.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
+BG_PIDS=()
+trap finish EXIT
 trap 'exit 130' INT TERM
 fail() { echo "run_py_bench: $*" >&2; exit 1; }
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 RPC=$(free_port); META=$(free_port); METRICS=$(free_port)
 "$MASTER" --rpc_port="$RPC" --enable_http_metadata_server --http_metadata_server_port="$META" \
   --metrics_port="$METRICS" >"$WORK/master.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RPC" && wait_port "$META" || fail "master did not start"
+BG_PIDS+=($!)
+wait_port "$RPC" "" 100 0.1 && wait_port "$META" "" 100 0.1 || fail "master did not start"
 ADDR=(--metadata_server="http://127.0.0.1:$META/metadata" --master_server_addr="127.0.0.1:$RPC")
 "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size=2GiB --local_buffer_size=1MiB >"$WORK/holder.out" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do grep -q "^HOLDER ready" "$WORK/holder.out" && break; sleep 0.1; done
+BG_PIDS+=($!)
+wait_for "^HOLDER ready" "$WORK/holder.out" 100 0.1
 HOLDER=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/holder.out")
 [ -n "$HOLDER" ] || fail "holder did not become ready"
 

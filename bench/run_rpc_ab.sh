@@ -9,6 +9,8 @@
 #   DUR=2 (seconds per case)  CLIENT_NICE=0 (nice value of the client process: 10 gives the master the CPU
 #   it would have on a machine of its own; the clients share this one's)  MASTER_FLAGS="" (e.g. --rpc_thread_num=1)
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 BUILD_DIR [BUILD_DIR...]" >&2; exit 2; }
 ROUNDS=${ROUNDS:-3}
@@ -19,7 +21,6 @@ WORK=$(mktemp -d /tmp/rpc_ab.XXXXXX)
 MP=
 cleanup() { [ -n "$MP" ] && kill "$MP" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HAVE_PERF=0
 command -v perf >/dev/null && perf stat -e task-clock true >/dev/null 2>&1 && HAVE_PERF=1
 
@@ -29,11 +30,12 @@ for r in $(seq "$ROUNDS"); do
   for c in $CASES; do
     for B in "$@"; do
       MPORT=$(free_port); HPORT=$(free_port); XPORT=$(free_port)
+      : >"$WORK/master.log" # not the previous master's "Master service started" line
       # shellcheck disable=SC2086
       "$B/tools/mooncake_master" --rpc_port="$MPORT" --enable_http_metadata_server --http_metadata_server_port="$HPORT" \
         --metrics_port="$XPORT" ${MASTER_FLAGS:-} >"$WORK/master.log" 2>&1 &
       MP=$!
-      for _ in $(seq 50); do grep -q "Master service started" "$WORK/master.log" && break; sleep 0.1; done
+      wait_for "Master service started" "$WORK/master.log" 50 0.1
       PP=
       if [ "$HAVE_PERF" = 1 ]; then
         perf stat -e context-switches,task-clock -p "$MP" -o "$WORK/perf.txt" &

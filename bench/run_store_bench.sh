@@ -12,6 +12,8 @@
 # RPC_DUR = seconds per RPC case, default 1.5). Takes ~4-5 minutes.
 # Every background process it starts is stopped on exit (trap), by its own pid; any failure aborts the run.
 set -u -o pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BUILD=${1:-./build}
 DUR=${DUR:-2}
@@ -28,40 +30,17 @@ done
 
 WORK=$(mktemp -d /tmp/store_bench.XXXXXX)
 BG_PIDS=()
-cleanup() {
-  local p
-  for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-# Drops a pid that has been waited for, so that cleanup never signals a recycled pid.
-forget() {
-  local keep=() p
-  for p in "${BG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  BG_PIDS=("${keep[@]}")
-}
-trap cleanup EXIT
+trap finish EXIT
 trap 'exit 130' INT TERM
 
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-WARN}
 fail() { echo "error: $*" >&2; for f in "$WORK"/*.err "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 meets() { awk -v r="$1" -v t="$2" 'BEGIN { print (r + 0 >= t) ? "met" : "**missed**" }'; }
 mean() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (a + b) / 2 }'; }
 fmt() { awk -v a="$1" -v d="${2:-2}" 'BEGIN { printf "%.*f", d, a }'; }
 kfmt() { awk -v a="$1" 'BEGIN { if (a >= 1e6) printf "%.2f M", a / 1e6; else if (a >= 1e4) printf "%.0f k", a / 1e3; else if (a >= 1e3) printf "%.1f k", a / 1e3; else printf "%.0f", a }'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # field LINE KEY: the value of KEY=... in a result line.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
-wait_port() { # PORT PID
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
-stop_bg() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; forget "$1"; }
 
 # ---------------------------------------------------------------- services
 
@@ -97,11 +76,7 @@ start_holder() {
     >"$out" 2>"$WORK/holder_$3.err" &
   HOLDER_PID=$!
   BG_PIDS+=("$HOLDER_PID")
-  for _ in $(seq 400); do
-    grep -q "^HOLDER ready" "$out" && break
-    kill -0 "$HOLDER_PID" 2>/dev/null || fail "holder $3 exited"
-    sleep 0.025
-  done
+  wait_for "^HOLDER ready" "$out" 400 0.025 "$HOLDER_PID" || { [ $? = 2 ] && fail "holder $3 exited"; }
   HOLDER_NAME=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$out")
   HOLDER_SETUP_MS=$(sed -n 's/^HOLDER ready.* setup_ms=\([^ ]*\).*/\1/p' "$out")
   [ -n "$HOLDER_NAME" ] || fail "holder $3 did not become ready"
@@ -110,7 +85,7 @@ start_holder() {
 # wait_warm TAG: waits (up to 120 s) until holder TAG reports its background warm-up done ("HOLDER warm
 # after_s=X"); sets WARMUP_S to X.
 wait_warm() {
-  for _ in $(seq 1200); do grep -q '^HOLDER warm' "$WORK/holder_$1.out" && break; sleep 0.1; done
+  wait_for '^HOLDER warm' "$WORK/holder_$1.out" 1200 0.1
   WARMUP_S=$(sed -n 's/^HOLDER warm after_s=\([^ ]*\).*/\1/p' "$WORK/holder_$1.out")
   [ -n "$WARMUP_S" ] || fail "holder $1 did not finish warming up within 120 s"
 }

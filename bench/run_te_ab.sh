@@ -8,6 +8,8 @@
 #   env: BLK (block bytes, default 1048576), BS (batch sizes, "16 1"), OPS ("read write"), DUR (s, 3),
 #        ROUNDS (2), BUF (target/initiator buffer, 64MiB)
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 B=${1:-build}
 shift
@@ -23,11 +25,12 @@ for round in $(seq "${ROUNDS:-2}"); do
   for setting in "$@"; do
     BENCH=$B/tools/transfer_engine_bench
     for w in $setting; do [ "${w%%=*}" = BUILD ] && BENCH=${w#BUILD=}/tools/transfer_engine_bench; done
+    : >"$WORK/t.out" # not the previous target's "Target ready" line
     # shellcheck disable=SC2086 # the setting is a list of VAR=value words
     env $setting MC_FORCE_TCP=1 "$BENCH" --mode=target --metadata_server=P2PHANDSHAKE --buffer_size="${BUF:-64MiB}" \
       --threads=1 --batch_size=1 --block_size=4096 >"$WORK/t.out" 2>"$WORK/t.err" &
     TP=$!
-    for _ in $(seq 200); do grep -q "Target ready" "$WORK/t.out" && break; sleep 0.05; done
+    wait_for "Target ready" "$WORK/t.out" 200 0.05 || true
     SEG=$(sed -n 's/^Target ready: segment //p' "$WORK/t.out")
     [ -n "$SEG" ] || { echo "target did not start" >&2; exit 1; }
     line="round $round, $setting:"

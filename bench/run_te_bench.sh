@@ -6,6 +6,8 @@
 # Builds nothing: usage  bench/run_te_bench.sh [BUILD_DIR=./build]   (DUR=seconds per run, default 5)
 # Every background process it starts is stopped on exit (trap), by its own pid; any failure aborts the run.
 set -u -o pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 BUILD=${1:-./build}
 DUR=${DUR:-5}
@@ -18,28 +20,14 @@ command -v iperf3 >/dev/null || { echo "iperf3 not found" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/te_bench.XXXXXX)
 BG_PIDS=()
-cleanup() {
-  local p
-  for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-# Drops a pid that has been waited for, so that cleanup never signals a recycled pid.
-forget() {
-  local keep=() p
-  for p in "${BG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-  BG_PIDS=("${keep[@]}")
-}
-trap cleanup EXIT
+trap finish EXIT
 trap 'exit 130' INT TERM
 
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-WARN}
 ROWS=()
 row() { ROWS+=("|$(printf ' %s |' "$@")"); }
 fail() { echo "error: $*" >&2; for f in "$WORK"/*.err; do echo "== $f" >&2; tail -5 "$f" >&2; done; exit 1; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 meets() { awk -v r="$1" -v t="$2" 'BEGIN { print (r + 0 >= t) ? "yes" : "**no**" }'; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # ---------------------------------------------------------------- helpers
 
@@ -53,11 +41,7 @@ start_target() {
     --threads=1 --batch_size=1 --block_size=4096 >"$out" 2>"$WORK/target.err" &
   TARGET_PID=$!
   BG_PIDS+=("$TARGET_PID")
-  for _ in $(seq 300); do
-    grep -q "Target ready" "$out" && break
-    kill -0 "$TARGET_PID" 2>/dev/null || fail "target exited"
-    sleep 0.05
-  done
+  wait_for "Target ready" "$out" 300 0.05 "$TARGET_PID" || { [ $? = 2 ] && fail "target exited"; }
   SEG=$(sed -n 's/^Target ready: segment //p' "$out")
   [ -n "$SEG" ] || fail "target did not become ready"
 }

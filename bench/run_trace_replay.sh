@@ -12,6 +12,8 @@
 # default 10 s lease every block touched in the last 10 s of wall time (minutes of trace time) would be
 # pinned against eviction. Every process it starts is stopped on exit, by its own pid.
 set -u -o pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 BUILD=${1:-./build}
 TRACE=${TRACE:-../shared/data/conversation_trace.jsonl}
@@ -28,25 +30,10 @@ command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 1; }
 
 WORK=$(mktemp -d /tmp/trace_replay.XXXXXX)
 BG_PIDS=()
-stop_all() {
-  local p
-  for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  BG_PIDS=()
-}
-trap 'stop_all; rm -rf "$WORK"' EXIT
+trap finish EXIT
 trap 'exit 130' INT TERM
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-ERROR}
 fail() { echo "error: $*" >&2; for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { # PORT PID
-  for _ in $(seq 300); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 bytes() { python3 -c "import sys,re; m=re.fullmatch(r'(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?', sys.argv[1].strip(), re.I); print(int(float(m.group(1)) * 1024 ** ' KMGT'.index((m.group(2) or ' ').upper())))" "$1"; }
 
 echo "trace: $TRACE ($(wc -l <"$TRACE") requests), block $BLOCK, $NODES storage nodes, lease ${LEASE_MS} ms, requests replayed: ${MAX_REQ/#0/all}"
@@ -62,7 +49,7 @@ for cap in $CAPS; do
   "$BUILD/tools/mooncake_master" --rpc_port="$rpc" --enable_http_metadata_server --http_metadata_server_port="$meta" \
     --metrics_port="$admin" --metrics_host=127.0.0.1 --default_kv_lease_ttl="$LEASE_MS" >"$WORK/master_$cap.log" 2>&1 &
   BG_PIDS+=($!)
-  wait_port "$rpc" $! && wait_port "$admin" $! || fail "master did not start"
+  wait_port "$rpc" $! 300 && wait_port "$admin" $! 300 || fail "master did not start"
   for i in $(seq "$NODES"); do
     "$BUILD/tools/mooncake_store_node" --master_server_addr="127.0.0.1:$rpc" \
       --metadata_server="http://127.0.0.1:$meta/metadata" --global_segment_size="$node_bytes" \
@@ -70,7 +57,7 @@ for cap in $CAPS; do
     BG_PIDS+=($!)
   done
   for i in $(seq "$NODES"); do
-    for _ in $(seq 300); do grep -q ready "$WORK/node_${cap}_$i.log" 2>/dev/null && break; sleep 0.05; done
+    wait_for ready "$WORK/node_${cap}_$i.log" 300 0.05
     grep -q ready "$WORK/node_${cap}_$i.log" || fail "storage node $i did not start"
   done
   cap_blocks=$((cap_bytes / block_bytes))

@@ -1,0 +1,91 @@
+# shellcheck shell=bash
+# Helpers shared by the bench/run_*.sh scripts. Source it before the script changes directory:
+#   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# It defines functions only: it sets no shell options and installs no trap (each script keeps its own).
+# The functions expect, where they say so, the caller's:
+#   WORK     the run's temp dir (mktemp -d), which the script removes on exit (`finish` does that)
+#   BG_PIDS  an array of the background processes the script started and has not waited for yet
+# Every function works under `set -e` and `set -u`.
+
+# free_port: prints a TCP port that nothing listens on and that this script run has not printed before. Two
+# bind(0) calls in a row can get the same ephemeral port back from the kernel (a master then got one port for
+# both its RPC and its HTTP listener and did not start), and free_port runs in $(...) subshells, so the ports
+# it issued are remembered in the file $WORK/.free_ports (flock'd; it goes away with $WORK). Python is
+# $LIB_PYTHON, default python3.
+free_port() {
+  "${LIB_PYTHON:-python3}" - "${WORK:?free_port needs WORK, the temp dir of the run}/.free_ports" <<'PY'
+import fcntl, socket, sys
+with open(sys.argv[1], "a+") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    f.seek(0)
+    issued = set(f.read().split())
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if str(port) in issued:
+            continue
+        with socket.socket() as c:  # something listening there after all (e.g. on another stack)
+            if c.connect_ex(("127.0.0.1", port)) == 0:
+                continue
+        break
+    f.write(f"{port}\n")
+print(port)
+PY
+}
+
+# wait_for PATTERN FILE [TRIES=100] [STEP=0.1] [PID]: checks FILE for PATTERN (grep) up to TRIES times, STEP seconds
+# apart. Returns 0 once found, 1 on timeout, 2 as soon as PID (when given) is no longer alive. Prints nothing.
+wait_for() {
+  local tries=${3:-100} step=${4:-0.1} pid=${5:-} _
+  for _ in $(seq "$tries"); do
+    grep -q -- "$1" "$2" 2>/dev/null && return 0
+    [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && return 2
+    sleep "$step"
+  done
+  return 1
+}
+
+# wait_port PORT [PID] [TRIES=200] [STEP=0.05]: tries to connect to 127.0.0.1:PORT up to TRIES times, STEP seconds
+# apart (nothing is sent). Returns 0 once it connects, 1 on timeout or as soon as PID (when not empty) is no longer
+# alive.
+wait_port() {
+  local pid=${2:-} tries=${3:-200} step=${4:-0.05} _
+  for _ in $(seq "$tries"); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && return 1
+    sleep "$step"
+  done
+  return 1
+}
+
+# forget PID: drops a pid that has been waited for from BG_PIDS, so that stop_all never signals a recycled pid.
+forget() {
+  local keep=() p
+  for p in "${BG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+  BG_PIDS=("${keep[@]}")
+}
+
+# stop_bg PID: SIGTERM to one background process, waits for it and forgets it.
+stop_bg() {
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  forget "$1"
+}
+
+# stop_all: SIGTERM to every pid in BG_PIDS, then waits for them all; empties BG_PIDS.
+stop_all() {
+  local p
+  for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  BG_PIDS=()
+}
+
+# finish: the usual EXIT trap (`trap finish EXIT`): stop_all, then remove $WORK.
+finish() {
+  stop_all
+  rm -rf "$WORK"
+}
+
+# ratio A B: A / B with two decimals, "n/a" when B is not positive.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
