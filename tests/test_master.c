@@ -57,7 +57,13 @@ static void test_lifecycle(void) {
 
   struct mc_wbuf w = {0}, rep;
   CHECK_EQ(mt_call(e.c, MC_OP_SERVICE_READY, &w, &rep), 0);
-  CHECK(rep.len == 4 + strlen(MC_STORE_VERSION) && !memcmp(rep.p + 4, MC_STORE_VERSION, rep.len - 4));
+  /* str version, u64 view_version (this master's incarnation: wall-clock microseconds at its start) */
+  size_t vl = strlen(MC_STORE_VERSION);
+  CHECK(rep.len == 4 + vl + 8 && !memcmp(rep.p + 4, MC_STORE_VERSION, vl));
+  uint64_t view = 0;
+  if (rep.len == 4 + vl + 8)
+    for (int i = 7; i >= 0; i--) view = view << 8 | rep.p[4 + vl + i];
+  CHECK(view > 1700000000ull * 1000000ull);
   mc_w_free(&rep);
 
   struct mc_put_config cfg = mt_cfg(1);

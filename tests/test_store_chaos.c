@@ -307,24 +307,6 @@ static void child_kill(struct child *c) {
 static struct master M;
 static char gss_holder[32], gss_seg[32], gss_none[8] = "0";
 
-/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty: D4). */
-static int master_respawn(const char *const *flags) {
-  kill(M.pid, SIGKILL);
-  waitpid(M.pid, NULL, 0);
-  const char *bin_dir = getenv("MC_TEST_BIN_DIR");
-  char bin[512], a1[64], a2[64], a3[64];
-  snprintf(bin, sizeof(bin), "%s/mooncake_master", bin_dir ? bin_dir : ".");
-  snprintf(a1, sizeof(a1), "--rpc_port=%d", M.rpc);
-  snprintf(a2, sizeof(a2), "--http_metadata_server_port=%d", M.meta);
-  snprintf(a3, sizeof(a3), "--metrics_port=%d", M.metrics);
-  char *argv[32] = {bin, a1, "--enable_http_metadata_server", a2, a3};
-  int n = 5;
-  for (int i = 0; flags && flags[i] && n < 31; i++) argv[n++] = (char *)flags[i];
-  argv[n] = NULL;
-  M.pid = mc_tp_spawn(argv, NULL, M.log);
-  return M.pid > 0 && !mc_tp_wait_port(M.rpc, 15000, M.pid) && !mc_tp_wait_port(M.meta, 15000, M.pid) ? 0 : -1;
-}
-
 static int holder_start(struct child *h) {
   char *args[] = {"chaos_holder", "--holder", h->name, M.addr, M.metadata, gss_holder, NULL};
   char line[128] = "";
@@ -390,7 +372,7 @@ static void test_chaos(void) {
     int v = (int)(rng_next(&r) % NHOLDERS), what = (int)(rng_next(&r) % 10);
     if (getenv("MC_CHAOS_CALM")) continue;
     if (what == 9 && !(getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0"))) {
-      CHECK(master_respawn(flags) == 0);
+      CHECK(master_restart(&M, flags) == 0);
       master_restarts++;
       continue;
     }

@@ -44,15 +44,12 @@ struct master {
   char *dir, *log;
 };
 
-/* Starts $MC_TEST_BIN_DIR/mooncake_master on free ports with extra flags (NULL-terminated, may be NULL). */
-static inline int master_start(struct master *m, const char *const *extra) {
-  memset(m, 0, sizeof(*m));
+/* Runs $MC_TEST_BIN_DIR/mooncake_master on m's ports with extra flags (NULL-terminated, may be NULL),
+ * logging to m->log; its pid once both ports answer, else -1. */
+static inline pid_t master_spawn_(struct master *m, const char *const *extra) {
   const char *bin_dir = getenv("MC_TEST_BIN_DIR");
   char bin[512], a1[64], a2[64], a3[64];
   snprintf(bin, sizeof(bin), "%s/mooncake_master", bin_dir ? bin_dir : ".");
-  m->rpc = mc_tp_free_port();
-  do m->meta = mc_tp_free_port(); while (m->meta == m->rpc);
-  do m->metrics = mc_tp_free_port(); while (m->metrics == m->rpc || m->metrics == m->meta);
   snprintf(a1, sizeof(a1), "--rpc_port=%d", m->rpc);
   snprintf(a2, sizeof(a2), "--http_metadata_server_port=%d", m->meta);
   snprintf(a3, sizeof(a3), "--metrics_port=%d", m->metrics);
@@ -60,18 +57,34 @@ static inline int master_start(struct master *m, const char *const *extra) {
   int n = 5;
   for (int i = 0; extra && extra[i] && n < 31; i++) argv[n++] = (char *)extra[i];
   argv[n] = NULL;
+  m->pid = mc_tp_spawn(argv, NULL, m->log);
+  return m->pid > 0 && !mc_tp_wait_port(m->rpc, 15000, m->pid) && !mc_tp_wait_port(m->meta, 15000, m->pid) ? m->pid : -1;
+}
+
+/* Starts $MC_TEST_BIN_DIR/mooncake_master on free ports with extra flags (NULL-terminated, may be NULL). */
+static inline int master_start(struct master *m, const char *const *extra) {
+  memset(m, 0, sizeof(*m));
+  m->rpc = mc_tp_free_port();
+  do m->meta = mc_tp_free_port(); while (m->meta == m->rpc);
+  do m->metrics = mc_tp_free_port(); while (m->metrics == m->rpc || m->metrics == m->meta);
   m->dir = mc_tp_mkdtemp("store_master");
   if (!m->dir) return -1;
   m->log = mc_tp_path(m->dir, "master.log");
-  m->pid = mc_tp_spawn(argv, NULL, m->log);
-  if (m->pid <= 0 || mc_tp_wait_port(m->rpc, 15000, m->pid) || mc_tp_wait_port(m->meta, 15000, m->pid)) {
-    fprintf(stderr, "FAIL: mooncake_master (%s) did not start\n", bin);
+  if (master_spawn_(m, extra) <= 0) {
+    fprintf(stderr, "FAIL: mooncake_master ($MC_TEST_BIN_DIR=%s) did not start\n", getenv("MC_TEST_BIN_DIR"));
     if (m->log) mc_tp_dump_log(m->log);
     return -1;
   }
   snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%d", m->rpc);
   snprintf(m->metadata, sizeof(m->metadata), "http://127.0.0.1:%d/metadata", m->meta);
   return 0;
+}
+
+/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty, D4). 0 or -1. */
+static inline int master_restart(struct master *m, const char *const *extra) {
+  kill(m->pid, SIGKILL);
+  waitpid(m->pid, NULL, 0);
+  return master_spawn_(m, extra) > 0 ? 0 : -1;
 }
 
 static inline void master_stop(struct master *m) {

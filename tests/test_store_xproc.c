@@ -70,6 +70,58 @@ static const char *force_tcp[] = {"MC_FORCE_TCP=1", NULL};
 static void test_xproc_shm(void) { with_master(cross_process, NULL); }
 static void test_xproc_tcp(void) { with_master(cross_process, force_tcp); }
 
+/* A read over TCP from a holder frozen for 2.5 s (longer than the client's LONG_READ_MS, shorter than the
+ * 10 s lease): it succeeds while the master stays up, and is discarded with -707 when the master was
+ * restarted meanwhile (a restarted master knows no leases and may hand the holder's space out again once
+ * the holder re-mounts; docs/store-client.md). */
+struct slow_read {
+  mooncake_store_t s;
+  char *out;
+  uint64_t n;
+  int64_t rc;
+};
+
+static void *slow_read_main(void *arg) {
+  struct slow_read *r = arg;
+  r->rc = mooncake_store_get_into(r->s, "slow", r->out, r->n);
+  return NULL;
+}
+
+static void long_read(const char *const *env) {
+  struct peer p;
+  REQUIRE(peer_start(&p, &M, 32 * MiB, 4 * MiB, NULL) == 0);
+  putenv((char *)env[0]);
+  mooncake_store_t s = client_new(&M, 0, 8 * MiB);
+  unsetenv("MC_FORCE_TCP");
+  REQUIRE(s);
+  uint64_t n = 1 * MiB;
+  CHECK_EQ(peer_cmd(&p, "PUT slow %llu 9 1 1", (unsigned long long)n), 0);
+  struct slow_read r = {s, malloc(n), n, 0};
+  CHECK_EQ(mooncake_store_get_into(s, "slow", r.out, n), (long long)n); /* connected and warm */
+  for (int restart = 0; restart < 2; restart++) {
+    memset(r.out, 0, n);
+    kill(p.pid, SIGSTOP);
+    pthread_t th;
+    pthread_create(&th, NULL, slow_read_main, &r);
+    mc_tp_sleep_ms(300); /* the lookup is answered; the transfer waits for the frozen holder */
+    if (restart) CHECK_EQ(master_restart(&M, NULL), 0);
+    mc_tp_sleep_ms(2200); /* past LONG_READ_MS */
+    kill(p.pid, SIGCONT);
+    pthread_join(th, NULL);
+    if (restart) {
+      CHECK_EQ(r.rc, MC_LEASE_EXPIRED);
+    } else {
+      CHECK_EQ(r.rc, (long long)n);
+      CHECK(verify(r.out, n, 9));
+    }
+  }
+  free(r.out);
+  mooncake_store_destroy(s);
+  peer_quit(&p);
+}
+
+static void test_xproc_long_read_master_restart(void) { with_master(long_read, force_tcp); }
+
 /* Two replicas on two peers; the holder read first is killed; the read must succeed at once. */
 static void failover(const char *const *env) {
   struct peer a, b;
@@ -240,6 +292,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_xproc_tcp),
       TEST_CASE(test_xproc_failover_shm),
       TEST_CASE(test_xproc_failover_tcp),
+      TEST_CASE(test_xproc_long_read_master_restart),
       TEST_CASE(test_xproc_log_lines),
       TEST_CASE(test_xproc_perf),
   };

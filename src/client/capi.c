@@ -76,7 +76,7 @@ int mooncake_store_health_check(mooncake_store_t store) {
   if (!s) return BAD_CALL;
   if (!mc_api_enter(s)) return 1;
   char *version = NULL;
-  int rc = mcli_service_ready(s->master, HEALTH_TIMEOUT_MS, &version);
+  int rc = mcli_service_ready(s->master, HEALTH_TIMEOUT_MS, &version, NULL);
   mc_free(version);
   mc_api_leave(s);
   return rc ? 2 : 0;

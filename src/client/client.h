@@ -51,6 +51,7 @@ struct mc_store {
   transfer_engine_t te;
   int te_external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
   struct mc_mrpc_client *master;
+  _Atomic uint64_t master_view; /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
   struct mc_uuid client_id;
   int port_fd; /* the held auto port, or -1 */
   char *segment;
@@ -179,8 +180,8 @@ struct mcli_reps {
 void mcli_reps_free(struct mcli_reps *r, size_t n);
 /* Writes an object key as a str field, prefixed with the client's key namespace (tenant). */
 void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key);
-int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version);
-int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status);
+int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version, uint64_t *view);
+int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
 int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
 int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);

@@ -1,7 +1,10 @@
 /* The read path: look replicas up (one master RPC per batch), order them (decisions D6: this client's
  * memory, same host, same zone, any), read the first choice of every key in one transfer batch, fall
  * over to the next replica for the keys that failed (D4), and finally enforce the read lease: data that
- * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. */
+ * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. A read that took longer than
+ * LONG_READ_MS also checks that the master which granted the lease still runs: a restarted master knows
+ * nothing of the old leases and hands out a re-mounted segment's space again after its quiet period
+ * (MC_REMOUNT_QUIET_NS, 3 s), so such a read is discarded the same way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +15,8 @@
 
 #define REPLICA_COMPLETE 3
 #define LOOKUP_CHUNK 8192 /* keys per master lookup and transfer batch */
+#define LONG_READ_MS (MC_FASTPUT_CONTACT_NS / 1000000) /* 2 s: below the master's remount quiet period */
+#define VIEW_CHECK_MS 2000
 
 static int replica_rank(const struct mc_store *s, const struct mc_replica_rec *r) {
   const char *host = mc_host_id();
@@ -37,9 +42,37 @@ struct rkey {
   int64_t res;
 };
 
-/* Reads n looked-up keys into bufs; results per key. t0_ms: when the lookup was sent. */
+/* When a lookup is sent: the time, and the master incarnation known before it (never one born later). */
+struct stamp {
+  uint64_t t0_ms, view;
+};
+
+static struct stamp stamp_now(struct mc_store *s) {
+  struct stamp st;
+  st.view = atomic_load(&s->master_view);
+  st.t0_ms = mc_now_ms();
+  return st;
+}
+
+/* After a read longer than LONG_READ_MS: whether the master that answered its lookup may have been
+ * replaced meanwhile (then its bytes may have been handed out again). One ServiceReady; the incarnation it
+ * reports becomes the known one. The lookup's master is the one known before it, or a newer one that
+ * was born before the lookup: a restart after the lookup always shows as a view other than st.view (a
+ * stale st.view only costs a needless discard). */
+static int master_replaced(struct mc_store *s, struct stamp st) {
+  if (!st.view) return 0; /* a master that does not report its incarnation */
+  char *version = NULL;
+  uint64_t v = 0;
+  int rc = mcli_service_ready(s->master, VIEW_CHECK_MS, &version, &v);
+  mc_free(version);
+  if (!rc && v) atomic_store(&s->master_view, v);
+  return rc || v != st.view;
+}
+
+/* Reads n looked-up keys into bufs; results per key. st: when the lookup was sent (stamp_now). */
 static void read_many(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
-                      struct mcli_reps *l, size_t n, uint64_t t0_ms, uint64_t lease_ms, int64_t *results) {
+                      struct mcli_reps *l, size_t n, struct stamp st, uint64_t lease_ms, int64_t *results) {
+  uint64_t t0_ms = st.t0_ms;
   struct rkey *k = mc_calloc(n ? n : 1, sizeof(*k));
   struct mc_xfer *x = mc_calloc(n ? n : 1, sizeof(*x));
   size_t *who = mc_calloc(n ? n : 1, sizeof(*who));
@@ -86,14 +119,24 @@ static void read_many(struct mc_store *s, const char *const *keys, void *const *
     if (!retry) break;
   }
   uint64_t now = mc_now_ms();
+  int got = 0;
   for (size_t i = 0; i < n; i++) {
     results[i] = k[i].res;
     if (results[i] > 0 && lease_ms && now > t0_ms + lease_ms) {
       LOG_WARN("lease_expired_before_data_transfer_completed key=%s", keys[i]);
       results[i] = MC_LEASE_EXPIRED;
     }
+    got |= results[i] > 0;
     mc_free(k[i].order);
   }
+  if (got && now > t0_ms + LONG_READ_MS && master_replaced(s, st))
+    for (size_t i = 0; i < n; i++)
+      if (results[i] > 0) {
+        LOG_WARN("key=%s: the master was restarted or is unreachable after this %llu ms read began; its lease "
+                 "may be void, data discarded (LEASE_EXPIRED)",
+                 keys[i], (unsigned long long)(now - t0_ms));
+        results[i] = MC_LEASE_EXPIRED;
+      }
   mc_free(who);
   mc_free(x);
   mc_free(k);
@@ -101,12 +144,13 @@ static void read_many(struct mc_store *s, const char *const *keys, void *const *
 
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size) {
   struct mcli_reps l;
-  uint64_t lease = 0, t0 = mc_now_ms();
+  uint64_t lease = 0;
+  struct stamp st = stamp_now(s);
   int rc = mcli_get_replicas(s->master, key, &lease, &l);
   mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res;
-  read_many(s, &key, &buf, &size, &l, 1, t0, lease, &res);
+  read_many(s, &key, &buf, &size, &l, 1, st, lease, &res);
   mcli_reps_free(&l, 1);
   return res;
 }
@@ -114,13 +158,14 @@ int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size)
 static void get_chunk(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                       int64_t *results) {
   struct mcli_reps *l = mc_calloc(n, sizeof(*l));
-  uint64_t lease = 0, t0 = mc_now_ms();
+  uint64_t lease = 0;
+  struct stamp st = stamp_now(s);
   int rc = mcli_batch_get_replicas(s->master, keys, n, &lease, l);
   for (size_t i = 0; !rc && i < n; i++) mc_stats_replica_lookup(s, l[i].status);
   if (rc) {
     for (size_t i = 0; i < n; i++) results[i] = rc;
   } else {
-    read_many(s, keys, bufs, sizes, l, n, t0, lease, results);
+    read_many(s, keys, bufs, sizes, l, n, st, lease, results);
     mcli_reps_free(l, n);
   }
   mc_free(l);
@@ -173,7 +218,8 @@ int64_t mc_get_size(struct mc_store *s, const char *key) {
 int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   *out = NULL;
   struct mcli_reps l;
-  uint64_t lease = 0, t0 = mc_now_ms();
+  uint64_t lease = 0;
+  struct stamp st = stamp_now(s);
   int rc = mcli_get_replicas(s->master, key, &lease, &l);
   mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
@@ -188,7 +234,7 @@ int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   }
   if (p) {
     size_t cap = (size_t)res;
-    read_many(s, &key, (void *const *)&p, &cap, &l, 1, t0, lease, &res);
+    read_many(s, &key, (void *const *)&p, &cap, &l, 1, st, lease, &res);
     if (res > 0 && !(*out = malloc((size_t)res))) res = MC_INTERNAL_ERROR;
     if (res > 0) memcpy(*out, p, (size_t)res);
     mc_stage_release(s->stage, p, cap);

@@ -99,7 +99,7 @@ static void json_str(struct mc_wbuf *w, const char *str) {
 
 static unsigned health(struct mc_store *s, struct mc_wbuf *w) {
   char *version = NULL;
-  int rc = mcli_service_ready(s->master, HTTP_HEALTH_TIMEOUT_MS, &version);
+  int rc = mcli_service_ready(s->master, HTTP_HEALTH_TIMEOUT_MS, &version, NULL);
   mc_free(version);
   outf(w, "{\"status\":\"%s\",\"segment\":", rc ? "master_unreachable" : "ok");
   json_str(w, s->name);

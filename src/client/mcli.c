@@ -43,13 +43,18 @@ void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key) 
   mc_w_bytes_raw(w, key, kl);
 }
 
-int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version) {
+int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version, uint64_t *view) {
   struct mc_wbuf req = {0}, rep;
   int rc = call(c, MC_OP_SERVICE_READY, &req, &rep, tmo);
+  if (view) *view = 0;
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     *version = mc_r_str(&r);
+    if (!r.err && r.len - r.off >= 8) { /* a master that does not send it: 0, unknown */
+      uint64_t v = mc_r_u64(&r);
+      if (view) *view = v;
+    }
     if (r.err) {
       mc_free(*version);
       *version = NULL;
@@ -60,15 +65,16 @@ int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version) {
   return rc;
 }
 
-int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status) {
+int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status, uint64_t *view) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
   int rc = call(c, MC_OP_PING, &req, &rep, tmo);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
-    (void)mc_r_u64(&r); /* view_version: HA is not followed yet */
+    uint64_t v = mc_r_u64(&r); /* view_version: the master's incarnation (HA is not followed yet) */
     *status = mc_r_u8(&r);
+    if (view && !r.err) *view = v;
     if (r.err) rc = MALFORMED(MC_OP_PING);
   }
   mc_w_free(&req);

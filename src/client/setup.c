@@ -162,7 +162,9 @@ static int connect_master(struct mc_store *s, const char *addr, uint64_t deadlin
   int ctmo = (int)mc_env_long("MC_RPC_CONNECT_TIMEOUT_MS", 30000, 1, 1L << 30);
   s->master = mc_mrpc_client_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
   char *version = NULL;
-  int rc = mcli_service_ready(s->master, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), &version);
+  uint64_t view = 0;
+  int rc = mcli_service_ready(s->master, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), &version, &view);
+  atomic_store(&s->master_view, view);
   if (rc == MC_RPC_FAIL) LOG_ERROR("setup: master %s is unreachable (RPC_FAIL)", addr);
   else if (rc == MC_RPC_TIMEOUT) LOG_ERROR("setup: master %s accepted the connection but did not answer (RPC_TIMEOUT)", addr);
   else if (rc) LOG_ERROR("setup: master %s refused ServiceReady: %s", addr, mooncake_store_err_name(rc));
@@ -271,7 +273,9 @@ static void remount(struct mc_store *s) {
 
 static void ping(struct mc_store *s, int *failures) {
   uint64_t sent = mc_now_ns();
-  int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status);
+  uint64_t view = 0;
+  int status = 0, rc = mcli_ping(s->master, s->client_id, PING_TIMEOUT_MS, &status, &view);
+  if (!rc && view) atomic_store(&s->master_view, view);
   if (rc && ++*failures >= PING_FAILURES) {
     LOG_WARN("master: %d pings failed (%s); reconnecting", *failures, mooncake_store_err_name(rc));
     mc_mrpc_client_reset(s->master);

@@ -3,7 +3,7 @@
  *
  * Request and reply bodies (status travels in the frame header; replies below are for status 0 unless
  * noted; "ids" = u64 hi, u64 lo; "str" = u32 length + bytes; lists = u32 count + elements):
- *   SERVICE_READY      -> str version
+ *   SERVICE_READY      -> str version, u64 view_version (this master's incarnation; new at every start)
  *   PING               client id -> u64 view_version, u8 status (0 OK, 1 NEED_REMOUNT)
  *   MOUNT_SEGMENT      segment, client id -> -
  *   REMOUNT_SEGMENTS   list<segment>, client id -> -

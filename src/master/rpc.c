@@ -81,6 +81,7 @@ static struct key *get_keys(struct mc_rbuf_rd *r, uint32_t *n) {
 
 static int op_service_ready(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   mc_w_str(w, MC_STORE_VERSION);
+  mc_w_u64(w, m->view_version);
   return 0;
 }
 

@@ -83,7 +83,11 @@ static int start_threads(struct mc_master *m) {
 static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   struct mc_master *m = mc_calloc(1, sizeof(*m));
   m->cfg = *cfg;
-  m->view_version = (uint64_t)time(NULL) * 1000;
+  /* this master's incarnation: wall-clock microseconds at start, so a restart (even within the same
+   * second) always shows a new value; clients compare it after long reads (docs/store-client.md) */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  m->view_version = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
   atomic_init(&m->next_seq, 1);
   m->ms = mc_calloc(1, sizeof(*m->ms));
   mc_metrics_init(m->ms);
