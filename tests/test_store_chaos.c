@@ -5,8 +5,9 @@
  * its own (write extents under liveness) and one a pure client (lease-only extents).
  *
  * Meanwhile holders are killed with SIGKILL and restarted under the same name, or frozen with SIGSTOP
- * for up to 0.7 s and thawed, and now and then the master is killed and restarted on the same ports (it
- * starts empty, D4: clients remount and republish). What must hold throughout:
+ * for up to 0.7 s and thawed; two more writers (victims, with segments of their own) are killed and
+ * restarted; and now and then the master is killed and restarted on the same ports (it starts empty, D4:
+ * clients remount and republish). What must hold throughout:
  *   - every read that succeeds returns exactly one value some worker wrote under that key: a 32-byte
  *     header (magic, key, writer, version, size) and the body that (writer, version) defines. A torn
  *     value, another key's value, the zeros of a restarted holder's fresh memory or a stale extent
@@ -35,6 +36,7 @@
 #define NKEYS 40
 #define NHOLDERS 3
 #define NWORKERS 4
+#define NVICTIMS 2 /* workers that are killed and restarted, with the objects on their segments */
 #define VMAGIC 0x43484130534f4153ull
 #define HDR 32
 #define OP_BOUND_MS 15000L
@@ -333,7 +335,7 @@ static void test_chaos(void) {
   snprintf(gss_holder, sizeof(gss_holder), "%llu", (hm ? strtoull(hm, NULL, 10) : 64) * MiB);
   snprintf(gss_seg, sizeof(gss_seg), "%llu", 16 * MiB);
 
-  struct child h[NHOLDERS], w[NWORKERS];
+  struct child h[NHOLDERS], w[NWORKERS], vic[NVICTIMS];
   logdir = mc_tp_mkdtemp("chaos");
   REQUIRE(logdir);
   for (int i = 0; i < NHOLDERS; i++) {
@@ -355,10 +357,28 @@ static void test_chaos(void) {
                     secs_s, seed_s, NULL};
     REQUIRE(child_start(&w[i], args, i % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);
   }
+  /* victims: the same workload from clients with a segment of their own, killed with SIGKILL now and then
+   * and started again (a new client, a new segment); they check their reads too (VIOLATION lines in their
+   * logs count), and run until killed */
+  char vic_ids[NVICTIMS][8], vic_secs[32];
+  snprintf(vic_secs, sizeof(vic_secs), "%.1f", secs + 3600);
+  for (int i = 0; i < NVICTIMS; i++) {
+    snprintf(vic_ids[i], sizeof(vic_ids[i]), "%d", 10 + i);
+    char ln[32];
+    snprintf(ln, sizeof(ln), "victim%d.log", i);
+    vic[i].log = mc_tp_path(logdir, ln);
+  }
+#define VICTIM_START(i)                                                                                       \
+  do {                                                                                                        \
+    char *va_[] = {"chaos_victim", "--worker", vic_ids[i], M.addr, M.metadata, gss_seg, vic_secs, seed_s, NULL}; \
+    CHECK(child_start(&vic[i], va_, (i) % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);                                \
+  } while (0)
+  for (int i = 0; i < NVICTIMS; i++) VICTIM_START(i);
 
-  /* the chaos: a kill (restart 0.2-1.5 s later under the same name) or a freeze, every 0.4-1.2 s */
+  /* the chaos, every 0.4-1.2 s: a holder killed (restarted 0.2-1.5 s later under the same name) 4 in 10,
+   * a holder frozen 3 in 10, a victim killed and restarted 2 in 10, the master restarted 1 in 10 */
   long t_end = mc_tp_now_ms() + (long)(secs * 1000), restart_at[NHOLDERS] = {0};
-  int kills = 0, freezes = 0, restarts = 0, master_restarts = 0;
+  int kills = 0, freezes = 0, restarts = 0, master_restarts = 0, victim_kills = 0;
   while (mc_tp_now_ms() < t_end) {
     mc_tp_sleep_ms(400 + (long)(rng_next(&r) % 800));
     long now = mc_tp_now_ms();
@@ -374,6 +394,13 @@ static void test_chaos(void) {
     if (what == 9 && !(getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0"))) {
       CHECK(master_restart(&M, flags) == 0);
       master_restarts++;
+      continue;
+    }
+    if (what == 7 || what == 8) { /* a writer dies mid-workload, its segment with it; it comes back */
+      int k = (int)(rng_next(&r) % NVICTIMS);
+      child_kill(&vic[k]);
+      VICTIM_START(k);
+      victim_kills++;
       continue;
     }
     if (h[v].pid <= 0) continue;
@@ -393,8 +420,22 @@ static void test_chaos(void) {
       CHECK(holder_start(&h[i]) == 0);
       restarts++;
     }
-  fprintf(stderr, "chaos: %d kills, %d restarts, %d freezes, %d master restarts\n", kills, restarts, freezes,
-          master_restarts);
+  fprintf(stderr, "chaos: %d holder kills, %d holder restarts, %d freezes, %d master restarts, %d victim kills\n",
+          kills, restarts, freezes, master_restarts, victim_kills);
+  for (int i = 0; i < NVICTIMS; i++) {
+    child_kill(&vic[i]);
+    FILE *f = fopen(vic[i].log, "r");
+    char line[1024];
+    int bad = 0;
+    while (f && fgets(line, sizeof(line), f))
+      if (strstr(line, "VIOLATION")) {
+        bad++;
+        fprintf(stderr, "victim %d: %s", i, line);
+      }
+    if (f) fclose(f);
+    CHECK_EQ(bad, 0);
+    free(vic[i].log);
+  }
 
   /* every worker reports and exits on its own within the op bound */
   long total_checked = 0;
