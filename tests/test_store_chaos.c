@@ -204,10 +204,22 @@ static int worker_main(char **argv) { /* --worker ID MASTER METADATA GSS SECS SE
       }
       break;
     }
-    case OP_REMOVE:
-      res = mooncake_store_remove(s, keys[0], 0);
-      okc = res == 0;
+    case OP_REMOVE: {
+      /* mostly plain removes; 1 in 8 forced (leased bytes must stay until the lease ends), 1 in 32 a
+       * (forced or not) removal of a tenth of the keys by regex */
+      unsigned how = (unsigned)(rng_next(&r) % 32);
+      if (how == 0) {
+        char re[32];
+        snprintf(re, sizeof(re), "^chaos/%u[0-9]$", k[0] % 4);
+        res = mooncake_store_remove_by_regex(s, re, (int)(rng_next(&r) % 2));
+        okc = res >= 0;
+        if (res > 0) res = 0;
+      } else {
+        res = mooncake_store_remove(s, keys[0], how < 5);
+        okc = res == 0;
+      }
       break;
+    }
     case OP_BPUT: {
       void *bufs[3];
       size_t sz[3];
