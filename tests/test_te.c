@@ -551,6 +551,63 @@ static void pipelined_writes(int shared) {
 }
 static void test_pipelined_writes_tcp(void) { pipelined_writes(0); }
 static void test_pipelined_writes_cold_tcp(void) { pipelined_writes(1); }
+
+/* Runs of WRITEs and READs mixed in one batch, so that on each connection the initiator's receiver reads
+ * the status frames of consecutive WRITEs ahead (up to 64 at a time) and must stop exactly where a READ's
+ * status and payload begin; rejected requests of both kinds sit inside the runs. Writes go to the upper
+ * half of the target, reads come from the lower half (filled with a pattern). */
+static void test_pipelined_mixed_tcp(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", 2 * MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  enum { N = 200 };
+  const uint64_t slot = 8192, half = MiB;
+  uint8_t *buf = malloc(N * slot);
+  REQUIRE(registerLocalMemory(e, buf, N * slot, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  for (unsigned round = 0; round < 4; round++) {
+    CHECK(peer_ok(&p, "FILL %u", 11, 0, 0));
+    struct transfer_request r[N];
+    uint64_t len[N], off[N];
+    int bad[N];
+    unsigned run = 0, writing = 1;
+    for (size_t i = 0; i < N; i++) {
+      if (!run) { /* runs of 1..70 requests of one kind: some longer than the 64 statuses read at once */
+        run = 1 + (unsigned)((i * 37 + round * 11) % 70);
+        writing = !writing;
+      }
+      run--;
+      len[i] = 1 + (i * 131 + round) % slot;
+      off[i] = (i * slot) % half;
+      bad[i] = (i + round) % 23 == 4;
+      fill(buf + i * slot, len[i], off[i], writing ? 60 + round : 0);
+      r[i] = (struct transfer_request){writing ? OPCODE_WRITE : OPCODE_READ, buf + i * slot, seg,
+                                       p.addr + (writing ? half : 0) + off[i], len[i]};
+      if (bad[i]) r[i].target_offset = p.addr + 2 * MiB - len[i] / 2 - 1; /* runs past the end */
+      if (!writing) memset(buf + i * slot, 0, len[i]);
+    }
+    batch_id_t b = allocateBatchID(e, N);
+    REQUIRE(submitTransfer(e, b, r, N) == 0);
+    mc_te_wait_batch(e, b, 30000);
+    int wrong = 0;
+    for (size_t i = 0; i < N; i++) {
+      struct transfer_status st;
+      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
+      CHECK_EQ(st.status, bad[i] ? STATUS_FAILED : STATUS_COMPLETED);
+      if (bad[i]) continue;
+      if (r[i].opcode == OPCODE_READ) wrong += !verify(buf + i * slot, len[i], off[i], 11);
+      else wrong += !peer_ok(&p, "CHECK %llu %llu %u", half + off[i], len[i], 60 + round);
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(freeBatchID(e, b), 0);
+  }
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
 static void test_out_of_bounds_shm(void) { out_of_bounds(0); }
 
 /* A peer that unregistered its buffer must not receive writes through a stale cached descriptor. */
@@ -922,7 +979,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_batches_threads_tcp), TEST_CASE(test_batches_threads_shm),
       TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
       TEST_CASE(test_lone_requests_one_connection), TEST_CASE(test_pipelined_writes_tcp),
-      TEST_CASE(test_pipelined_writes_cold_tcp),
+      TEST_CASE(test_pipelined_writes_cold_tcp), TEST_CASE(test_pipelined_mixed_tcp),
       TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
