@@ -623,9 +623,30 @@ static void test_rpc_server_framing(void) {
   REQUIRE(raw_reply(fd, &id, &st, &b, &len, 5000) == 0);
   CHECK(id == 11 && st == 0 && len == n && b[0] == 0x5a && b[n - 1] == 0x5a);
   free(b);
+  /* malformed headers drop the connection at once (the stall limit here is the default 10 s): a body
+   * longer than MC_MRPC_MAX_BODY, a wrong magic; the others' connections stay */
+  int over = mc_tp_connect(port), magic = mc_tp_connect(port);
+  REQUIRE(over >= 0 && magic >= 0);
+  uint8_t h[MC_MRPC_HDR];
+  mc_mrpc_put_hdr(h, OP_ECHO, 12, MC_MRPC_MAX_BODY + 1, 0);
+  CHECK_EQ(send(over, h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+  mc_mrpc_put_hdr(h, OP_ECHO, 13, 5, 0);
+  h[0] ^= 0xff;
+  CHECK_EQ(send(magic, h, sizeof(h), MSG_NOSIGNAL), (ssize_t)sizeof(h));
+  long t0 = mc_tp_now_ms();
+  CHECK(closed_within(over, 1000));
+  CHECK(closed_within(magic, 1000));
+  CHECK(mc_tp_now_ms() - t0 < 1000);
+  close(over);
+  close(magic);
+  raw_frame(f, OP_ECHO, 14, "again", 5);
+  CHECK_EQ(mc_sock_write_full(fd, f, sizeof(f)), 0);
+  REQUIRE(raw_reply(fd, &id, &st, &b, &len, 3000) == 0);
+  CHECK(id == 14 && st == 0 && len == 5 && !memcmp(b, "again", 5));
+  free(b);
   close(fd);
   mc_mrpc_server_stop(s);
-  CHECK_EQ(atomic_load(&srv_closed), 1);
+  CHECK_EQ(atomic_load(&srv_closed), 3);
 }
 
 /* Frames that fill the connection's 16 KiB buffer exactly, all queued before the worker looks, together

@@ -28,6 +28,11 @@ static atomic_int op_count[64];
 static const char *fake_version = MC_STORE_VERSION;
 static atomic_int fake_garbage; /* 1: malformed replies to data RPCs; 2: random bytes */
 static unsigned garbage_seed = 1;
+/* 3: GET_REPLICA_LIST names a replica in the caller's own segment (as mounted) at fake_own_off from its
+ * base (wrapping, so "before the base" works too), fake_own_size bytes */
+static pthread_mutex_t own_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mc_segment_rec own_seg;
+static uint64_t fake_own_off, fake_own_size;
 
 static void garbage_reply(uint16_t op, struct mc_wbuf *reply) {
   if (atomic_load(&fake_garbage) == 2) {
@@ -37,6 +42,16 @@ static void garbage_reply(uint16_t op, struct mc_wbuf *reply) {
   }
   switch (op) {
     case MC_OP_GET_REPLICA_LIST:
+      if (atomic_load(&fake_garbage) == 3) {
+        pthread_mutex_lock(&own_mu);
+        struct mc_replica_rec r = {3, fake_own_size, own_seg.base + fake_own_off, own_seg.te_endpoint, own_seg.name,
+                                   "tcp", "", ""};
+        mc_w_u64(reply, 10000);
+        mc_w_u32(reply, 1);
+        mc_put_replica(reply, &r);
+        pthread_mutex_unlock(&own_mu);
+        break;
+      }
       mc_w_u64(reply, 1000);
       mc_w_u32(reply, 1000); /* claims 1000 replicas, sends none */
       break;
@@ -72,7 +87,15 @@ static int fake_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *
       mc_w_u64(reply, 1);
       mc_w_u8(reply, MC_PING_OK);
       return 0;
-    case MC_OP_MOUNT_SEGMENT:
+    case MC_OP_MOUNT_SEGMENT: {
+      struct mc_rbuf_rd r;
+      mc_r_init(&r, body, len);
+      pthread_mutex_lock(&own_mu);
+      mc_segment_rec_free(&own_seg);
+      mc_get_segment(&r, &own_seg);
+      pthread_mutex_unlock(&own_mu);
+      return 0;
+    }
     case MC_OP_UNMOUNT_SEGMENT:
     case MC_OP_REMOUNT_SEGMENTS:
       return 0;
@@ -475,6 +498,71 @@ static void test_malformed_master_replies(void) {
   fake_stop(&f);
 }
 
+/* The rule for starting a write into a write extent (fastput.c "Safety"): the lease bound with its margin,
+ * the liveness bound for extents of clients with a segment, and the 2 s contact bound. */
+static void test_fastput_start_rule(void) {
+  const uint64_t S = 1000000000ull, t0 = 1000 * S;
+  /* lease-only extent (a pure client): lease 10 s, margin 2.5 s, reserve sent at t0 */
+  CHECK_EQ(mc_fastput_may_start(t0 + S, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + 2 * S, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 0); /* no contact for 2 s */
+  CHECK_EQ(mc_fastput_may_start(t0 + 2 * S - 1, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  /* short lease 2 s, margin 0.5 s: the margin ends it before the contact bound does */
+  CHECK_EQ(mc_fastput_may_start(t0 + 14 * S / 10, t0 + 2 * S, 2 * S, 0, S / 2, 0), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + 16 * S / 10, t0 + 2 * S, 2 * S, 0, S / 2, 0), 0);
+  /* a later commit moved the deadline (and the contact) on */
+  CHECK_EQ(mc_fastput_may_start(t0 + 5 * S, t0 + 14 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  /* a client with a segment: liveness ttl 5 s, margin min(lease, ttl) / 4 = 1.25 s */
+  const uint64_t ttl = 5 * S, m = 5 * S / 4, dl = t0 + 10 * S;
+  CHECK_EQ(mc_fastput_may_start(t0 + S, dl, 10 * S, ttl, m, 0), 0);               /* never pinged */
+  CHECK_EQ(mc_fastput_may_start(t0 + 5 * S / 2, dl, 10 * S, ttl, m, t0 + S), 1); /* pinged at t0 + 1 s */
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 2, dl, 10 * S, ttl, m, t0 - 4 * S), 0); /* last ping too old */
+  CHECK_EQ(mc_fastput_may_start(t0 + 3 * S, dl, 10 * S, ttl, m, t0 + S), 0);     /* pinged, then silence 2 s */
+  CHECK_EQ(mc_fastput_may_start(t0 + 9 * S, dl, 10 * S, ttl, m, t0 + 8 * S), 0); /* lease margin */
+  CHECK_EQ(mc_fastput_may_start(t0 + 8 * S, dl, 10 * S, ttl, m, t0 + 7 * S), 1);
+}
+
+/* Replica addresses come off the wire: one that claims to be in this client's own segment (read by
+ * memcpy) but lies partly or wholly outside it must fail the read (-800), never copy from outside. */
+static void test_own_segment_replica_out_of_bounds(void) {
+  struct fake f;
+  REQUIRE(fake_start(&f) == 0);
+  mooncake_store_t s = mooncake_store_create();
+  const uint64_t gss = 1 << 20;
+  REQUIRE(mooncake_store_setup(s, "127.0.0.1", f.metadata, gss, 1 << 20, "tcp", "", f.master) == 0);
+  pthread_mutex_lock(&own_mu);
+  int mounted = own_seg.te_endpoint && own_seg.size == gss;
+  pthread_mutex_unlock(&own_mu);
+  REQUIRE(mounted);
+  char *buf = malloc(64 * 1024);
+  struct {
+    uint64_t off, size;
+    int64_t want;
+  } cases[] = {
+      {0, 4096, 4096},                       /* inside: read (zeros, never written) */
+      {gss - 4096, 4096, 4096},              /* the last bytes exactly */
+      {gss - 100, 4096, -800},               /* runs past the end */
+      {gss, 16, -800},                       /* starts at the end */
+      {(uint64_t)-4096, 4096, -800},         /* before the base */
+      {(uint64_t)-100, 4096, -800},          /* straddles the base */
+      {gss - 8, UINT64_MAX / 2, -600},       /* huge: larger than the buffer, refused before any copy */
+  };
+  atomic_store(&fake_garbage, 3);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    pthread_mutex_lock(&own_mu);
+    fake_own_off = cases[i].off;
+    fake_own_size = cases[i].size;
+    pthread_mutex_unlock(&own_mu);
+    int64_t got = mooncake_store_get_into(s, "k", buf, 64 * 1024);
+    if (got != cases[i].want) fprintf(stderr, "  case %zu: off %llu size %llu\n", i,
+                                      (unsigned long long)cases[i].off, (unsigned long long)cases[i].size);
+    CHECK_EQ(got, cases[i].want);
+  }
+  atomic_store(&fake_garbage, 0);
+  free(buf);
+  mooncake_store_destroy(s);
+  fake_stop(&f);
+}
+
 /* ------------------------------------------------------------ teardown on exit and on signals */
 
 static int child_main(const char *how, const char *master, const char *meta) {
@@ -544,6 +632,8 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup_auto_port_mount_teardown),
       TEST_CASE(test_setup_large_segment_is_lazy),
       TEST_CASE(test_malformed_master_replies),
+      TEST_CASE(test_own_segment_replica_out_of_bounds),
+      TEST_CASE(test_fastput_start_rule),
       TEST_CASE(test_teardown_at_exit),
       TEST_CASE(test_teardown_on_sigterm),
   };

@@ -109,6 +109,11 @@ void mc_fastput_retire(struct mc_store *s, int dead);
 /* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
  * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
+/* The rule for starting a write into an extent at `now` (fastput.c, "Safety"; all in ns): deadline_ns is
+ * the time the reserve or last commit was sent + lease_ns; ttl_ns 0 for a lease-only extent; ping_ok_ns
+ * the time the last OK ping was sent (0: none). Pure: exported for the unit tests. */
+int mc_fastput_may_start(uint64_t now, uint64_t deadline_ns, uint64_t lease_ns, uint64_t ttl_ns, uint64_t margin_ns,
+                         uint64_t ping_ok_ns);
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);

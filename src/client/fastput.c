@@ -227,11 +227,17 @@ void mc_fastput_free(struct mc_store *s) {
 
 static uint64_t align_up(uint64_t n) { return (n + FP_ALIGN - 1) & ~(FP_ALIGN - 1); }
 
+int mc_fastput_may_start(uint64_t now, uint64_t deadline_ns, uint64_t lease_ns, uint64_t ttl_ns, uint64_t margin_ns,
+                         uint64_t ping_ok_ns) {
+  uint64_t ping = ttl_ns ? ping_ok_ns : 0, contact = MC_MAX(ping, deadline_ns - lease_ns);
+  int live_ok = !ttl_ns || (ping && now + margin_ns < ping + ttl_ns);
+  return now + margin_ns < deadline_ns && live_ok && now < contact + MC_FASTPUT_CONTACT_NS;
+}
+
 /* Writes may start into e at now (fp->mu held). */
 static int writable_locked(struct mc_store *s, const struct fp_ext *e, uint64_t now) {
-  uint64_t ping = e->ttl_ns ? atomic_load(&s->ping_ok_ns) : 0, contact = MC_MAX(ping, e->deadline_ns - e->lease_ns);
-  int live_ok = !e->ttl_ns || (ping && now + e->margin_ns < ping + e->ttl_ns);
-  return now + e->margin_ns < e->deadline_ns && live_ok && now < contact + MC_FASTPUT_CONTACT_NS;
+  return mc_fastput_may_start(now, e->deadline_ns, e->lease_ns, e->ttl_ns, e->margin_ns,
+                              e->ttl_ns ? atomic_load(&s->ping_ok_ns) : 0);
 }
 
 static int prefers_other(const struct mc_put_config *cfg, const char *seg) {
