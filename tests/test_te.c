@@ -84,6 +84,19 @@ static int serve(const char *conn, uint64_t len, int shared) {
       for (int i = 0; i < cnt; i++) printf(" %s=%s", m[i].name, m[i].msg);
       printf("\n");
       freeNotifsMsgBuf(m, cnt);
+    } else if (!strncmp(line, "PRIV", 4)) { /* a buffer registered without remote access */
+      static uint8_t *priv;
+      if (!priv) {
+        priv = aligned_alloc(4096, 65536);
+        memset(priv, 0xC3, 65536);
+        if (registerLocalMemory(e, priv, 65536, "cpu:0", 0)) priv = NULL;
+      }
+      printf("%llu\n", (unsigned long long)(uintptr_t)priv);
+    } else if (!strncmp(line, "PCHECK", 6)) {
+      uint8_t *priv = (uint8_t *)(uintptr_t)strtoull(line + 7, NULL, 10);
+      int ok = priv != NULL;
+      for (int i = 0; ok && i < 65536; i++) ok = priv[i] == 0xC3;
+      printf(ok ? "OK\n" : "BAD\n");
     } else if (!strncmp(line, "UNREG", 5)) {
       printf(unregisterLocalMemory(e, buf) == 0 ? "OK\n" : "BAD\n");
     } else if (!strncmp(line, "QUIT", 4)) {
@@ -431,6 +444,38 @@ static void out_of_bounds(int force_tcp) {
   peer_stop(&p);
 }
 static void test_out_of_bounds_tcp(void) { out_of_bounds(1); }
+
+/* Memory the target registered with remote_accessible = 0 is its own: a peer can neither write nor read
+ * it, over TCP or through the same-host path, and its bytes stay as they were. */
+static void private_buffer(int force_tcp) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  char r[64];
+  REQUIRE(peer_cmd(&p, r, sizeof(r), "PRIV", 0, 0, 0) == 0);
+  uint64_t priv = strtoull(r, NULL, 10);
+  REQUIRE(priv != 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", force_tcp);
+  REQUIRE(e);
+  uint8_t *buf = malloc(65536);
+  memset(buf, 0x11, 65536);
+  REQUIRE(registerLocalMemory(e, buf, 65536, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, priv, 4096), -1);
+  CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, priv + 4096, 4096), -1);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, priv, 65536), -1);
+  CHECK(buf[0] == 0x11 && buf[4096] == 0x11); /* nothing read into ours */
+  char cmd[64];
+  snprintf(cmd, sizeof(cmd), "PCHECK %llu", (unsigned long long)priv);
+  CHECK(peer_ok(&p, cmd, 0, 0, 0));
+  /* the accessible buffer next to it still works */
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), 0);
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+static void test_private_buffer_tcp(void) { private_buffer(1); }
+static void test_private_buffer_shm(void) { private_buffer(0); }
 
 /* A batch of small READs travels pipelined and the target answers runs of them with one writev; a
  * rejected READ, a WRITE and a larger READ in the middle end such runs. Each request must get exactly
@@ -980,7 +1025,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_lone_requests_threads), TEST_CASE(test_lone_requests_threads_no_direct),
       TEST_CASE(test_lone_requests_one_connection), TEST_CASE(test_pipelined_writes_tcp),
       TEST_CASE(test_pipelined_writes_cold_tcp), TEST_CASE(test_pipelined_mixed_tcp),
-      TEST_CASE(test_out_of_bounds_tcp),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
+      TEST_CASE(test_out_of_bounds_tcp), TEST_CASE(test_private_buffer_tcp), TEST_CASE(test_private_buffer_shm),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
       TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_http_metadata_discovery),

@@ -341,7 +341,7 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   }
   pd->lo += HDR_LEN;
   struct mc_buf *b = mc_engine_pin_range(tp->base.eng, addr, size);
-  if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside registered memory",
+  if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside memory registered for remote access",
                    op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
   int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
