@@ -92,6 +92,11 @@ static int serve(const char *conn, uint64_t len, int shared) {
         if (registerLocalMemory(e, priv, 65536, "cpu:0", 0)) priv = NULL;
       }
       printf("%llu\n", (unsigned long long)(uintptr_t)priv);
+    } else if (!strncmp(line, "EXTRA", 5)) { /* one more remotely accessible buffer */
+      static uint8_t *extra;
+      if (!extra && (extra = aligned_alloc(4096, 65536)) && registerLocalMemory(e, extra, 65536, "cpu:0", 1))
+        extra = NULL;
+      printf(extra ? "OK\n" : "BAD\n");
     } else if (!strncmp(line, "PCHECK", 6)) {
       uint8_t *priv = (uint8_t *)(uintptr_t)strtoull(line + 7, NULL, 10);
       int ok = priv != NULL;
@@ -666,6 +671,7 @@ static void stale_descriptor(int force_tcp) {
   segment_id_t seg = openSegment(e, p.name);
   REQUIRE(seg > 0);
   CHECK(peer_ok(&p, "FILL %u", 5, 0, 0));
+  CHECK(peer_ok(&p, "EXTRA", 0, 0, 0)); /* the target keeps another registration: its registry is not empty */
   CHECK(peer_ok(&p, "UNREG", 0, 0, 0));
   fill(buf, MiB, 0, 6);
   CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096), -1);

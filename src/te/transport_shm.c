@@ -131,6 +131,9 @@ static int vm_copy(struct mc_desc *d, int op, void *local, uint64_t remote, uint
   if (!r) return -EACCES;
   atomic_fetch_add(&r->users, 1);
   int rc = registry_covers(r, remote, len) ? mc_vm_copy_raw(d->pid, op, local, remote, len) : -EFAULT;
+  if (rc == -EFAULT)
+    LOG_WARN("shm: %s of %llu bytes at 0x%llx: not registered in %s (pid %d) any more; refused",
+             op == OPCODE_WRITE ? "write" : "read", (unsigned long long)len, (unsigned long long)remote, d->name, d->pid);
   atomic_fetch_sub(&r->users, 1);
   return rc;
 }
