@@ -21,7 +21,10 @@
  * 8 under the sanitizers). The seed is printed; MC_CHAOS_SEED repeats a run's choices (the workload's
  * timing does not repeat). For narrowing a failure down: MC_CHAOS_CALM=1 keeps every process up (the
  * workload alone), MC_CHAOS_MASTER=0 keeps the master up, MC_CHAOS_NO_UPSERT=1 turns upserts into puts,
- * MC_CHAOS_HOLDER_MIB=N gives the holders N MiB instead of 64 (below ~40 the pool is always full: eviction).
+ * MC_CHAOS_HOLDER_MIB=N gives the holders N MiB instead of 64 (below ~40 the pool is always full: eviction),
+ * MC_CHAOS_LONG_FREEZE=1 makes the first freeze 12 s long (past the TCP no-progress timeout; the TCP workers'
+ * max_ms then shows the ~12 s a read waits: 10 s to the timeout, then the retry with a fresh descriptor
+ * until the holder thaws), MC_CHAOS_KEEP_LOGS=1 keeps every process's log even when the test passes.
  *
  * History: its first runs found reads returning another key's value or a torn one, with and without
  * holder failures: an upsert rewrote a leased object in place under a reader, and a size-changing upsert
@@ -422,7 +425,9 @@ static void test_chaos(void) {
       kills++;
     } else if (what < 7) {
       kill(h[v].pid, SIGSTOP);
-      mc_tp_sleep_ms(100 + (long)(rng_next(&r) % 600));
+      /* MC_CHAOS_LONG_FREEZE=1: the first freeze lasts 12 s, past the TCP no-progress timeout (10 s) */
+      int long_one = getenv("MC_CHAOS_LONG_FREEZE") && !freezes;
+      mc_tp_sleep_ms(long_one ? 12000 : 100 + (long)(rng_next(&r) % 600));
       kill(h[v].pid, SIGCONT);
       freezes++;
     }
@@ -528,7 +533,7 @@ static void test_chaos(void) {
     child_kill(&h[i]);
     free(h[i].log);
   }
-  if (!mc_test_failures) mc_tp_rmrf(logdir);
+  if (!mc_test_failures && !getenv("MC_CHAOS_KEEP_LOGS")) mc_tp_rmrf(logdir);
   else fprintf(stderr, "chaos: logs kept in %s\n", logdir);
   free(logdir);
   master_stop(&M);
