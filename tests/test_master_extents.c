@@ -189,7 +189,7 @@ static uint64_t addr_of(struct mc_mrpc_client *c, const char *key, uint64_t *siz
 }
 
 #define SEG_BASE 0x10000000ull
-#define LEASE_WAIT_MS 200
+#define LEASE_WAIT_MS 500 /* the 100 ms lease, the eviction thread's next look, and slack for a loaded machine */
 #define SEG_SIZE (64ull << 20) /* extents here are at most 1 MiB (1/64) */
 
 static int start_master(struct mt_master *mm, const char *const extra[]) {
