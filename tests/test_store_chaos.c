@@ -288,6 +288,7 @@ static int child_start(struct child *c, char *const args[], const char *env) {
   int lfd = open(c->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   c->pid = fork();
   if (c->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that stops early leaves no workers running */
     dup2(to[0], 0);
     dup2(from[1], 1);
     if (lfd >= 0) dup2(lfd, 2);

@@ -126,6 +126,7 @@ static inline int peer_start(struct peer *p, struct master *m, uint64_t gss, uin
   snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bufsize);
   p->pid = fork();
   if (p->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test (a frozen peer would not see EOF) */
     dup2(to[0], 0);
     dup2(from[1], 1);
     close(to[1]);
