@@ -313,6 +313,20 @@ static int child_line(struct child *c, char *line, size_t cap, long timeout_ms) 
   return fgets(line, (int)cap, c->out) ? 0 : -1;
 }
 
+/* 1 when the child has died by itself: killed by a signal (a crash, a sanitizer abort) or exited with a
+ * status other than 0 and 2 (2: its setup failed, which a master restart at that moment can cause). Its
+ * log is printed. */
+static int child_crashed(struct child *c) {
+  siginfo_t si;
+  memset(&si, 0, sizeof(si));
+  if (c->pid <= 0 || waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid != c->pid) return 0;
+  if (si.si_code == CLD_EXITED && (si.si_status == 0 || si.si_status == 2)) return 0;
+  fprintf(stderr, "FAIL: %s (pid %d) died by itself (code %d, status %d)\n", c->log, (int)c->pid, si.si_code,
+          si.si_status);
+  mc_tp_dump_log(c->log);
+  return 1;
+}
+
 static void child_kill(struct child *c) {
   if (c->pid <= 0) return;
   kill(c->pid, SIGKILL);
@@ -414,12 +428,19 @@ static void test_chaos(void) {
     }
     if (what == 7 || what == 8) { /* a writer dies mid-workload, its segment with it; it comes back */
       int k = (int)(rng_next(&r) % NVICTIMS);
+      CHECK(!child_crashed(&vic[k]));
       child_kill(&vic[k]);
       VICTIM_START(k);
       victim_kills++;
       continue;
     }
     if (h[v].pid <= 0) continue;
+    if (child_crashed(&h[v])) { /* counted once; it is restarted like a killed one */
+      CHECK(!"a holder died by itself");
+      child_kill(&h[v]);
+      restart_at[v] = mc_tp_now_ms();
+      continue;
+    }
     if (what < 4 && alive >= 2) {
       child_kill(&h[v]);
       restart_at[v] = mc_tp_now_ms() + 200 + (long)(rng_next(&r) % 1300);
@@ -433,14 +454,20 @@ static void test_chaos(void) {
       freezes++;
     }
   }
-  for (int i = 0; i < NHOLDERS; i++)
+  for (int i = 0; i < NHOLDERS; i++) {
+    if (child_crashed(&h[i])) {
+      CHECK(!"a holder died by itself");
+      child_kill(&h[i]);
+    }
     if (h[i].pid <= 0) {
       CHECK(holder_start(&h[i]) == 0);
       restarts++;
     }
+  }
   fprintf(stderr, "chaos: %d holder kills, %d holder restarts, %d freezes, %d master restarts, %d victim kills\n",
           kills, restarts, freezes, master_restarts, victim_kills);
   for (int i = 0; i < NVICTIMS; i++) {
+    CHECK(!child_crashed(&vic[i]));
     child_kill(&vic[i]);
     FILE *f = fopen(vic[i].log, "r");
     char line[1024];

@@ -80,8 +80,16 @@ static inline int master_start(struct master *m, const char *const *extra) {
   return 0;
 }
 
-/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty, D4). 0 or -1. */
+/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty, D4). 0, -1 when
+ * the new one does not start, -2 when the old one had already exited by itself (a crash; its log is
+ * printed). */
 static inline int master_restart(struct master *m, const char *const *extra) {
+  if (mc_tp_exited(m->pid)) {
+    fprintf(stderr, "FAIL: the master (pid %d) exited by itself\n", (int)m->pid);
+    mc_tp_dump_log(m->log);
+    waitpid(m->pid, NULL, 0);
+    return master_spawn_(m, extra) > 0 ? -2 : -1;
+  }
   kill(m->pid, SIGKILL);
   waitpid(m->pid, NULL, 0);
   return master_spawn_(m, extra) > 0 ? 0 : -1;
