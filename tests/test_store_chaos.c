@@ -30,7 +30,6 @@
  * holder failures: an upsert rewrote a leased object in place under a reader, and a size-changing upsert
  * or a forced removal let other objects take leased space at once. The master now keeps leased bytes
  * until the lease ends (docs/master.md, "Read leases protect bytes"). */
-#include <fcntl.h>
 #include <poll.h>
 #include <time.h>
 
@@ -272,45 +271,24 @@ static int worker_main(char **argv) { /* --worker ID MASTER METADATA GSS SECS SE
 
 /* ------------------------------------------------------------ the test */
 
+/* A process of the test: this binary re-run (self_spawn), its stderr in log. */
 struct child {
-  pid_t pid;
-  FILE *in, *out;
-  char name[64];
-  char *log; /* the child's stderr */
+  struct peer p; /* pid, stdin/stdout pipes, name (a holder's segment name) */
+  char *log;
 };
 
 static char *logdir;
 
-/* Runs this binary with args (NULL-terminated) and an optional environment entry; stdin/stdout piped. */
 static int child_start(struct child *c, char *const args[], const char *env) {
-  int to[2], from[2];
-  if (pipe(to) || pipe(from)) return -1;
-  int lfd = open(c->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  c->pid = fork();
-  if (c->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that stops early leaves no workers running */
-    dup2(to[0], 0);
-    dup2(from[1], 1);
-    if (lfd >= 0) dup2(lfd, 2);
-    close(to[1]);
-    close(from[0]);
-    if (env) putenv((char *)env);
-    execv("/proc/self/exe", args);
-    _exit(127);
-  }
-  if (lfd >= 0) close(lfd);
-  close(to[0]);
-  close(from[1]);
-  c->in = fdopen(to[1], "w");
-  c->out = fdopen(from[0], "r");
-  return c->pid > 0 ? 0 : -1;
+  const char *envs[] = {env, NULL};
+  return self_spawn(&c->p, args, env ? envs : NULL, c->log);
 }
 
 /* One line from the child within timeout_ms, or -1. */
 static int child_line(struct child *c, char *line, size_t cap, long timeout_ms) {
-  struct pollfd p = {.fd = fileno(c->out), .events = POLLIN};
+  struct pollfd p = {.fd = fileno(c->p.out), .events = POLLIN};
   if (poll(&p, 1, (int)timeout_ms) != 1) return -1;
-  return fgets(line, (int)cap, c->out) ? 0 : -1;
+  return fgets(line, (int)cap, c->p.out) ? 0 : -1;
 }
 
 /* 1 when the child has died by itself: killed by a signal (a crash, a sanitizer abort) or exited with a
@@ -319,31 +297,24 @@ static int child_line(struct child *c, char *line, size_t cap, long timeout_ms) 
 static int child_crashed(struct child *c) {
   siginfo_t si;
   memset(&si, 0, sizeof(si));
-  if (c->pid <= 0 || waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid != c->pid) return 0;
+  if (c->p.pid <= 0 || waitid(P_PID, (id_t)c->p.pid, &si, WEXITED | WNOHANG | WNOWAIT) || si.si_pid != c->p.pid) return 0;
   if (si.si_code == CLD_EXITED && (si.si_status == 0 || si.si_status == 2)) return 0;
-  fprintf(stderr, "FAIL: %s (pid %d) died by itself (code %d, status %d)\n", c->log, (int)c->pid, si.si_code,
+  fprintf(stderr, "FAIL: %s (pid %d) died by itself (code %d, status %d)\n", c->log, (int)c->p.pid, si.si_code,
           si.si_status);
   mc_tp_dump_log(c->log);
   return 1;
 }
 
-static void child_kill(struct child *c) {
-  if (c->pid <= 0) return;
-  kill(c->pid, SIGKILL);
-  waitpid(c->pid, NULL, 0);
-  c->pid = -1;
-  fclose(c->in);
-  fclose(c->out);
-}
+static void child_kill(struct child *c) { peer_kill(&c->p); }
 
 static struct master M;
 static char gss_holder[32], gss_seg[32], gss_none[8] = "0";
 
 static int holder_start(struct child *h) {
-  char *args[] = {"chaos_holder", "--holder", h->name, M.addr, M.metadata, gss_holder, NULL};
+  char *args[] = {"chaos_holder", "--holder", h->p.name, M.addr, M.metadata, gss_holder, NULL};
   char line[128] = "";
   if (child_start(h, args, NULL) || child_line(h, line, sizeof(line), 15000) || strncmp(line, "READY", 5)) {
-    fprintf(stderr, "holder %s did not come up: %s\n", h->name, line);
+    fprintf(stderr, "holder %s did not come up: %s\n", h->p.name, line);
     mc_tp_dump_log(h->log);
     return -1;
   }
@@ -372,7 +343,7 @@ static void test_chaos(void) {
     char ln[32];
     snprintf(ln, sizeof(ln), "holder%d.log", i);
     h[i].log = mc_tp_path(logdir, ln);
-    snprintf(h[i].name, sizeof(h[i].name), "127.0.0.1:%d", mc_tp_free_port());
+    snprintf(h[i].p.name, sizeof(h[i].p.name), "127.0.0.1:%d", mc_tp_free_port());
     REQUIRE(holder_start(&h[i]) == 0);
   }
   char secs_s[32], seed_s[32], ids[NWORKERS][8];
@@ -413,12 +384,12 @@ static void test_chaos(void) {
     mc_tp_sleep_ms(400 + (long)(rng_next(&r) % 800));
     long now = mc_tp_now_ms();
     for (int i = 0; i < NHOLDERS; i++)
-      if (h[i].pid <= 0 && now >= restart_at[i]) {
+      if (h[i].p.pid <= 0 && now >= restart_at[i]) {
         CHECK(holder_start(&h[i]) == 0);
         restarts++;
       }
     int alive = 0;
-    for (int i = 0; i < NHOLDERS; i++) alive += h[i].pid > 0;
+    for (int i = 0; i < NHOLDERS; i++) alive += h[i].p.pid > 0;
     int v = (int)(rng_next(&r) % NHOLDERS), what = (int)(rng_next(&r) % 10);
     if (getenv("MC_CHAOS_CALM")) continue;
     if (what == 9 && !(getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0"))) {
@@ -434,7 +405,7 @@ static void test_chaos(void) {
       victim_kills++;
       continue;
     }
-    if (h[v].pid <= 0) continue;
+    if (h[v].p.pid <= 0) continue;
     if (child_crashed(&h[v])) { /* counted once; it is restarted like a killed one */
       CHECK(!"a holder died by itself");
       child_kill(&h[v]);
@@ -446,11 +417,11 @@ static void test_chaos(void) {
       restart_at[v] = mc_tp_now_ms() + 200 + (long)(rng_next(&r) % 1300);
       kills++;
     } else if (what < 7) {
-      kill(h[v].pid, SIGSTOP);
+      kill(h[v].p.pid, SIGSTOP);
       /* MC_CHAOS_LONG_FREEZE=1: the first freeze lasts 12 s, past the TCP no-progress timeout (10 s) */
       int long_one = getenv("MC_CHAOS_LONG_FREEZE") && !freezes;
       mc_tp_sleep_ms(long_one ? 12000 : 100 + (long)(rng_next(&r) % 600));
-      kill(h[v].pid, SIGCONT);
+      kill(h[v].p.pid, SIGCONT);
       freezes++;
     }
   }
@@ -459,7 +430,7 @@ static void test_chaos(void) {
       CHECK(!"a holder died by itself");
       child_kill(&h[i]);
     }
-    if (h[i].pid <= 0) {
+    if (h[i].p.pid <= 0) {
       CHECK(holder_start(&h[i]) == 0);
       restarts++;
     }
@@ -499,7 +470,7 @@ static void test_chaos(void) {
     int st = -1;
     if (got) {
       long deadline = mc_tp_now_ms() + 10000;
-      while (waitpid(w[i].pid, &st, WNOHANG) == 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(10);
+      while (waitpid(w[i].p.pid, &st, WNOHANG) == 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(10);
     }
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) || violations) {
@@ -529,7 +500,7 @@ static void test_chaos(void) {
   for (int i = 0; i < NHOLDERS; i++) {
     char key[64];
     snprintf(key, sizeof(key), "after/%d", i);
-    const char *pref[1] = {h[i].name};
+    const char *pref[1] = {h[i].p.name};
     mooncake_replicate_config_t cfg = {1, 0, 0, pref, 1};
     make_value(buf, 1000 + (uint32_t)i, 99, 1, 100000);
     /* a restarted holder's segment may take a moment to be offered for new data again */
@@ -539,7 +510,7 @@ static void test_chaos(void) {
       if (!rc) {
         mc_replica_desc_t *d = NULL;
         int nd = mc_store_get_replica_desc(s, key, &d);
-        int on_it = nd == 1 && d && strstr(d[0].segment_name, h[i].name);
+        int on_it = nd == 1 && d && strstr(d[0].segment_name, h[i].p.name);
         if (nd > 0) mc_store_replica_desc_free(d, nd);
         if (!on_it) { /* placed elsewhere (the holder is not offered yet): try again */
           mooncake_store_remove(s, key, 1);
@@ -557,7 +528,7 @@ static void test_chaos(void) {
   mooncake_store_destroy(s);
   free(buf);
   for (int i = 0; i < NHOLDERS; i++) {
-    CHECK(h[i].pid > 0 && !mc_tp_exited(h[i].pid));
+    CHECK(h[i].p.pid > 0 && !mc_tp_exited(h[i].p.pid));
     child_kill(&h[i]);
     free(h[i].log);
   }

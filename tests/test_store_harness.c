@@ -2,6 +2,7 @@
  * mooncake_master on free ports (with its embedded HTTP metadata server), clients set up against it,
  * and peer clients in other processes (this binary re-run as "--peer") driven over a pipe. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -124,30 +125,42 @@ struct peer {
   char name[128];
 };
 
-/* Runs "<self> --peer <master> <metadata> <gss> <bufsize>" with extra environment entries
- * ("NAME=value", NULL-terminated, may be NULL); waits for its READY line. */
-static inline int peer_start(struct peer *p, struct master *m, uint64_t gss, uint64_t bufsize, const char *const *env) {
+/* Runs this binary again (/proc/self/exe) with args: its stdin and stdout piped to p->in / p->out, its
+ * stderr into the file log (NULL: the test's stderr), env entries ("NAME=value", NULL-terminated, may be
+ * NULL) added. The child dies with the test (a frozen one would never see EOF). 0 or -1. */
+static inline int self_spawn(struct peer *p, char *const args[], const char *const *env, const char *log) {
   int to[2], from[2];
   if (pipe(to) || pipe(from)) return -1;
-  char gs[32], bs[32];
-  snprintf(gs, sizeof(gs), "%llu", (unsigned long long)gss);
-  snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bufsize);
+  int lfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
   p->pid = fork();
   if (p->pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test (a frozen peer would not see EOF) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     dup2(to[0], 0);
     dup2(from[1], 1);
+    if (lfd >= 0) dup2(lfd, 2);
     close(to[1]);
     close(from[0]);
     for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
-    execl("/proc/self/exe", "store_peer", "--peer", m->addr, m->metadata, gs, bs, (char *)NULL);
+    execv("/proc/self/exe", args);
     _exit(127);
   }
+  if (lfd >= 0) close(lfd);
   close(to[0]);
   close(from[1]);
   p->in = fdopen(to[1], "w");
   p->out = fdopen(from[0], "r");
-  char line[256];
+  return p->pid > 0 ? 0 : -1;
+}
+
+/* Runs "<self> --peer <master> <metadata> <gss> <bufsize>" with extra environment entries
+ * ("NAME=value", NULL-terminated, may be NULL); waits for its READY line. */
+static inline int peer_start(struct peer *p, struct master *m, uint64_t gss, uint64_t bufsize, const char *const *env) {
+  char gs[32], bs[32];
+  snprintf(gs, sizeof(gs), "%llu", (unsigned long long)gss);
+  snprintf(bs, sizeof(bs), "%llu", (unsigned long long)bufsize);
+  char *args[] = {"store_peer", "--peer", m->addr, m->metadata, gs, bs, NULL};
+  if (self_spawn(p, args, env, NULL)) return -1;
+  char line[256] = "";
   if (!fgets(line, sizeof(line), p->out) || sscanf(line, "READY %127s", p->name) != 1) {
     fprintf(stderr, "peer did not start: %s\n", line);
     return -1;
