@@ -5,5 +5,5 @@ target_link_libraries(netns_node PRIVATE mooncake_store)
 mc_test(test_netns_cluster ${CMAKE_CURRENT_SOURCE_DIR}/test_netns_cluster.c)
 target_link_libraries(test_netns_cluster PRIVATE mooncake_store)
 add_dependencies(test_netns_cluster netns_node mooncake_master)
-set_tests_properties(test_netns_cluster PROPERTIES TIMEOUT 90
+set_tests_properties(test_netns_cluster PROPERTIES TIMEOUT 180
   ENVIRONMENT "MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_NETNS_NODE=$<TARGET_FILE:netns_node>")

@@ -809,6 +809,52 @@ static void test_peer_killed_midtransfer(void) {
   peer_stop(&other);
 }
 
+/* A peer that stops answering but keeps its connections open (SIGSTOP: its kernel still accepts new
+ * ones): requests fail after one no-progress deadline, not two; a connection given up at that deadline
+ * is not retried on a fresh one (the retry would connect to the stopped process and wait again). Both
+ * the submitting thread's lone request (direct path) and a batch on the lane threads. */
+static void test_frozen_peer_not_retried(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  setenv("MC_TCP_IO_TIMEOUT_MS", "1000", 1);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  unsetenv("MC_TCP_IO_TIMEOUT_MS");
+  REQUIRE(e);
+  uint8_t *buf = malloc(MiB);
+  fill(buf, MiB, 0, 21);
+  REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  struct transfer_request r[4];
+  for (int i = 0; i < 4; i++) r[i] = (struct transfer_request){OPCODE_READ, buf + i * 4096, seg, p.addr + i * 4096, 4096};
+  int failed = 0;
+  CHECK_EQ(run_batch(e, r, 4, &failed), 4); /* every lane connected */
+  CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, p.addr, 4096), 0);
+  REQUIRE(kill(p.pid, SIGSTOP) == 0);
+  int wst = 0;
+  REQUIRE(waitpid(p.pid, &wst, WUNTRACED) == p.pid && WIFSTOPPED(wst)); /* stopped for sure */
+  long t0 = now_ms();
+  CHECK(xfer(e, OPCODE_READ, buf, seg, p.addr, 4096) != 0);
+  long lone = now_ms() - t0;
+  t0 = now_ms();
+  CHECK_EQ(run_batch(e, r, 4, &failed), 0);
+  long batch = now_ms() - t0;
+  fprintf(stderr, "  frozen peer: a lone READ failed after %ld ms, a batch of 4 after %ld ms (deadline 1000 ms)\n",
+          lone, batch);
+  CHECK(lone >= 900 && lone < 1800);   /* one deadline; a retry would take a second one */
+  CHECK(batch >= 900 && batch < 1800);
+  kill(p.pid, SIGCONT);
+  /* the thawed peer serves again on fresh connections */
+  fill(buf, 4096, 0, 22);
+  int ok = -1;
+  for (int i = 0; i < 3 && ok; i++) ok = xfer(e, OPCODE_WRITE, buf, seg, p.addr, 4096);
+  CHECK_EQ(ok, 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 4096, 22));
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+
 static void test_registration_rules(void) {
   transfer_engine_t e = local_engine("P2PHANDSHAKE", 0);
   REQUIRE(e);
@@ -1034,7 +1080,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_out_of_bounds_tcp), TEST_CASE(test_private_buffer_tcp), TEST_CASE(test_private_buffer_shm),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
       TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
-      TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_http_metadata_discovery),
+      TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_frozen_peer_not_retried), TEST_CASE(test_http_metadata_discovery),
       TEST_CASE(test_discovery_http), TEST_CASE(test_discovery_etcd), TEST_CASE(test_discovery_redis),
   };
   return mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);

@@ -206,6 +206,11 @@ int mc_te_republish(transfer_engine_t engine);
 const char *mc_te_local_segment_name(transfer_engine_t engine);
 /* Descriptor of an opened segment as compact JSON (malloc'ed; caller frees), NULL if unknown. */
 char *mc_te_segment_json(transfer_engine_t engine, segment_id_t segment_id);
+/* Re-reads a segment's descriptor for a retry: its id with the fresh descriptor; the cached one when the
+ * descriptor cannot be fetched (metadata service or peer unreachable); -1 when the metadata service
+ * answers that the segment has no descriptor any more (unmounted, or its owner expired), so a retry
+ * does not wait on an address that is known to be gone. */
+segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *name);
 /* Path the engine uses to reach a segment: "tcp", "shm", or NULL when unknown. */
 const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
 /* Batch status as defined in c-api.md: COMPLETED iff all tasks completed; FAILED if any failed or

@@ -74,6 +74,7 @@ struct mc_store {
   pthread_mutex_t ping_mu;
   pthread_cond_t ping_cv;
   int ping_stop; /* guarded by ping_mu */
+  int ping_kick; /* guarded by ping_mu: work for the heartbeat thread before its next tick (fastput releases) */
 
   /* write extents (fastput.c) */
   struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
@@ -106,6 +107,8 @@ void mc_fastput_init(struct mc_store *s);
 void mc_fastput_free(struct mc_store *s);
 /* Stops carving from the current extent; dead = the master already dropped it (no release sent). */
 void mc_fastput_retire(struct mc_store *s, int dead);
+/* Sends the releases the put path left for the heartbeat thread (fastput.c, "Releases"). */
+void mc_fastput_flush(struct mc_store *s);
 /* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
  * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
@@ -117,6 +120,8 @@ int mc_fastput_may_start(uint64_t now, uint64_t deadline_ns, uint64_t lease_ns, 
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);
+/* Has the heartbeat thread run its duties now instead of at its next tick. */
+void mc_store_kick_heartbeat(struct mc_store *s);
 /* Full setup (life held for writing by the caller). 0 or a negative ErrorCode. */
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
 /* Teardown (life held for writing); idempotent. */

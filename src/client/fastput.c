@@ -32,7 +32,11 @@
  * Locking: fp->mu guards the current extent pointer, its cursor, deadline and reference count; it is
  * held across RESERVE_EXTENT (puts wait for it rather than reserving twice), never across a write, a
  * commit or a release. Extents are reference counted: the current one holds a reference, each put
- * that carved from it another; the last one out of a retired extent releases it at the master. */
+ * that carved from it another; the last one out of a retired extent releases it at the master.
+ *
+ * Releases: a put that drops the last reference leaves the RELEASE_EXTENT to the heartbeat thread
+ * (woken at once), so a put never waits on it: against a master that stopped answering, that wait
+ * was up to FP_RPC_MS on top of the put's own PutStart. Teardown sends what is left. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +54,7 @@
 #define FP_RPC_MS 3000
 
 struct fp_ext {
+  struct fp_ext *next; /* on fp->released */
   uint64_t id, addr, len, cursor;
   char *endpoint, *seg_name;
   uint64_t lease_ns, ttl_ns, margin_ns; /* ttl_ns 0: lease-only (no liveness bound) */
@@ -63,6 +68,7 @@ struct mc_fastput {
   struct fp_ext *cur;
   uint64_t retry_after_ns;
   int unsupported; /* the master does not know the opcodes */
+  struct fp_ext *released; /* retired extents whose RELEASE_EXTENT the heartbeat thread sends; mu */
 };
 
 /* Segment endpoints of the handles of THIS process that hold extents state. The engine writes to a
@@ -195,6 +201,34 @@ static void finish(struct mc_store *s, struct fp_ext *last) {
   ext_free(last);
 }
 
+/* finish() for the put path: the release goes to the heartbeat thread, so no put waits on it. */
+static void finish_later(struct mc_store *s, struct fp_ext *last) {
+  if (!last || last->dead) {
+    if (last) ext_free(last);
+    return;
+  }
+  struct mc_fastput *fp = s->fastput;
+  pthread_mutex_lock(&fp->mu);
+  last->next = fp->released;
+  fp->released = last;
+  pthread_mutex_unlock(&fp->mu);
+  mc_store_kick_heartbeat(s);
+}
+
+void mc_fastput_flush(struct mc_store *s) {
+  struct mc_fastput *fp = s->fastput;
+  if (!fp) return;
+  pthread_mutex_lock(&fp->mu);
+  struct fp_ext *list = fp->released;
+  fp->released = NULL;
+  pthread_mutex_unlock(&fp->mu);
+  while (list) {
+    struct fp_ext *e = list;
+    list = e->next;
+    finish(s, e);
+  }
+}
+
 /* Retires the current extent (fp->mu held): no further carving from it. */
 static struct fp_ext *retire_locked(struct mc_fastput *fp, int dead) {
   struct fp_ext *e = fp->cur;
@@ -217,6 +251,7 @@ void mc_fastput_free(struct mc_store *s) {
   struct mc_fastput *fp = s->fastput;
   if (!fp) return;
   mc_fastput_retire(s, 0); /* no put is in flight: teardown holds life for writing */
+  mc_fastput_flush(s);      /* the heartbeat thread has stopped: what it had not sent yet */
   local_remove(s->te_name);
   pthread_mutex_destroy(&fp->mu);
   mc_free(fp);
@@ -300,7 +335,7 @@ int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_
   pthread_mutex_lock(&fp->mu);
   struct fp_ext *e = carve_locked(s, fp, len, cfg, &off, &last);
   pthread_mutex_unlock(&fp->mu);
-  finish(s, last);
+  finish_later(s, last);
   if (!e) return 1;
   struct mc_xfer x = {OPCODE_WRITE, (void *)src, e->endpoint, e->addr + off, len};
   mc_xfer_run(s, &x, 1, 0); /* cached descriptors, no refresh-and-retry (see above) */
@@ -320,8 +355,8 @@ int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_
   if (rc && rc != MC_OBJECT_ALREADY_EXISTS && rc != MC_INVALID_PARAMS && fp->cur == e) last = retire_locked(fp, 0);
   struct fp_ext *mine = unref_locked(e);
   pthread_mutex_unlock(&fp->mu);
-  finish(s, last);
-  finish(s, mine);
+  finish_later(s, last);
+  finish_later(s, mine);
   if (!done && rc) LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", key,
                              mooncake_store_err_name(rc));
   return done ? 0 : 1;

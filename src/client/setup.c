@@ -290,11 +290,19 @@ static void ping(struct mc_store *s, int *failures) {
   }
 }
 
-/* Waits on ping_cv (held) until the monotonic deadline or a stop. */
+/* Waits on ping_cv (held) until the monotonic deadline, a kick or a stop. */
 static void wait_until(struct mc_store *s, uint64_t deadline_ns) {
   struct timespec ts = {(time_t)(deadline_ns / 1000000000ull), (long)(deadline_ns % 1000000000ull)};
-  while (!s->ping_stop && pthread_cond_timedwait(&s->ping_cv, &s->ping_mu, &ts) != ETIMEDOUT) {
+  while (!s->ping_stop && !s->ping_kick && pthread_cond_timedwait(&s->ping_cv, &s->ping_mu, &ts) != ETIMEDOUT) {
   }
+  s->ping_kick = 0;
+}
+
+void mc_store_kick_heartbeat(struct mc_store *s) {
+  pthread_mutex_lock(&s->ping_mu);
+  s->ping_kick = 1;
+  pthread_cond_broadcast(&s->ping_cv);
+  pthread_mutex_unlock(&s->ping_mu);
 }
 
 static void *heartbeat_main(void *arg) {
@@ -307,6 +315,7 @@ static void *heartbeat_main(void *arg) {
     wait_until(s, s->mounted ? MC_MIN(next_ping, next_report) : next_report);
     if (s->ping_stop) break;
     pthread_mutex_unlock(&s->ping_mu);
+    mc_fastput_flush(s);
     uint64_t now = mc_now_ns();
     if (s->mounted && now >= next_ping) {
       ping(s, &failures);

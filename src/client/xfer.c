@@ -100,8 +100,7 @@ static struct seg_ref *resolve(struct mc_store *s, struct seg_ref *refs, size_t 
     if (!strcmp(refs[i].endpoint, ep)) return &refs[i];
   struct seg_ref *r = &refs[(*nrefs)++];
   r->endpoint = ep;
-  r->id = refresh ? openSegmentNoCache(s->te, ep) : openSegment(s->te, ep);
-  if (refresh && r->id < 0) r->id = openSegment(s->te, ep);
+  r->id = refresh ? mc_te_reopen_segment(s->te, ep) : openSegment(s->te, ep);
   r->path = r->id >= 0 ? mc_te_segment_path(s->te, r->id) : NULL;
   if (!r->path) LOG_WARN("segment %s is not reachable (id %d)", ep, r->id);
   return r;

@@ -556,8 +556,9 @@ static int choose_path(struct mc_engine *e, const struct mc_desc *d) {
   return MC_PATH_NONE;
 }
 
-/* Fetches a peer's descriptor: metadata GET, or a Metadata RPC to host:port under P2PHANDSHAKE. */
-static int fetch_desc(struct mc_engine *e, const char *name, struct mc_desc **out) {
+/* Fetches a peer's descriptor: metadata GET, or a Metadata RPC to host:port under P2PHANDSHAKE.
+ * *gone (when given) is set to 1 when the metadata service answered that the segment has no descriptor. */
+static int fetch_desc_ex(struct mc_engine *e, const char *name, struct mc_desc **out, int *gone) {
   char *text = NULL;
   int rc;
   if (e->p2p) {
@@ -574,12 +575,17 @@ static int fetch_desc(struct mc_engine *e, const char *name, struct mc_desc **ou
     mc_meta_segment_key(key, sizeof(key), name);
     rc = mc_meta_get(e->meta, key, &text);
     if (rc == MC_META_NOT_FOUND) LOG_WARN("segment %s not found in metadata (%s)", name, key);
+    if (rc == MC_META_NOT_FOUND && gone) *gone = 1;
     rc = rc ? ERR_METADATA : 0;
   }
   if (rc) return rc;
   *out = mc_desc_decode(text);
   mc_free(text);
   return *out ? 0 : ERR_MALFORMED_JSON;
+}
+
+static int fetch_desc(struct mc_engine *e, const char *name, struct mc_desc **out) {
+  return fetch_desc_ex(e, name, out, NULL);
 }
 
 static struct mc_seg *find_seg(struct mc_engine *e, const char *name) {
@@ -638,6 +644,18 @@ segment_id_t openSegment(transfer_engine_t engine, const char *name) { return op
 segment_id_t openSegmentNoCache(transfer_engine_t engine, const char *name) {
   return open_segment(engine, name, 1);
 }
+
+segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *name) {
+  struct mc_engine *e = engine;
+  name = strip_name(name);
+  if (!e || !name || !*name) return -1;
+  if (!strcmp(name, e->name)) return LOCAL_SEGMENT;
+  struct mc_desc *d;
+  int gone = 0;
+  if (!fetch_desc_ex(e, name, &d, &gone)) return adopt_desc(e, name, d);
+  return gone ? -1 : open_segment(e, name, 0);
+}
+
 int closeSegment(transfer_engine_t engine, segment_id_t id) { return 0; }
 
 int removeLocalSegment(transfer_engine_t engine, const char *name) {

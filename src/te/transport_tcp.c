@@ -41,6 +41,7 @@ struct lane {
   int direct; /* a submitting thread owns the connection (direct_io): the lane threads keep off */
   struct mc_spin direct_spin; /* direct_io's reply waits */
   int recovering; /* the receiver is settling the slices of a lost connection: no reconnect yet */
+  atomic_int timed_out; /* the sender gave this connection up at the no-progress deadline (see recover) */
   atomic_uint_least64_t progress_ns;
   pthread_t snd, rcv;
   struct mc_slice *grp[GRP_MAX]; /* the group the sender is putting on the wire */
@@ -400,14 +401,18 @@ static void lane_start(struct lane *l) {
 }
 
 /* Connection lost: each inflight slice is retried once on a fresh connection if it is a READ or no byte
- * of it was sent; otherwise it fails. The sender reconnects (started here if direct_io alone used the
- * lane so far). Lane mu NOT held. */
-static void recover(struct lane *l, struct mc_slice *list) {
+ * of it was sent; otherwise it fails. No slice is retried when the connection was given up at the
+ * no-progress deadline: a peer that did not answer for MC_TCP_IO_TIMEOUT_MS (frozen, or its host cut
+ * off) is not expected to answer a new connection sooner, and the retry would add a connect timeout
+ * (and another no-progress wait) before the caller can fail over; the retry is for connections that
+ * broke (a reset, a peer that closed an idle connection). The sender reconnects (started here if
+ * direct_io alone used the lane so far). Lane mu NOT held. */
+static void recover(struct lane *l, struct mc_slice *list, int timed_out) {
   struct mc_slice *retry_h = NULL, *retry_t = NULL;
   while (list) {
     struct mc_slice *s = list;
     list = s->next;
-    if (s->retries == 0 && (s->opcode == OPCODE_READ || s->sent == 0) && !l->stop) {
+    if (s->retries == 0 && (s->opcode == OPCODE_READ || s->sent == 0) && !l->stop && !timed_out) {
       s->retries++;
       s->sent = 0;
       q_push(&retry_h, &retry_t, s);
@@ -522,6 +527,7 @@ static void *sender_main(void *arg) {
     pthread_mutex_unlock(&l->mu);
     uint64_t sent = 0;
     int rc = send_group(l, fd, &sent);
+    if (rc == -ETIMEDOUT) atomic_store(&l->timed_out, 1); /* before the shutdown the receiver sees */
     if (rc) shutdown(fd, SHUT_RDWR);
     pthread_mutex_lock(&l->mu);
     if (rc) attribute_sent(l, sent);
@@ -604,8 +610,9 @@ static void *receiver_main(void *arg) {
       while (l->ngrp) pthread_cond_wait(&l->cv, &l->mu);
       struct mc_slice *list = l->f_head;
       l->f_head = l->f_tail = NULL;
+      int timed_out = rc == -ETIMEDOUT || atomic_exchange(&l->timed_out, 0); /* set before the shutdown */
       pthread_mutex_unlock(&l->mu);
-      recover(l, list);
+      recover(l, list, timed_out);
       pthread_mutex_lock(&l->mu);
       l->recovering = 0;
       pthread_cond_broadcast(&l->cv);
@@ -710,7 +717,7 @@ static void direct_io(struct tcp_tp *tp, struct lane *l, struct mc_slice *s) {
   if (rc && fd >= 0) { /* lost on an open connection (not a failed connect): retry at most once */
     s->sent = sent;
     s->next = NULL;
-    recover(l, s);
+    recover(l, s, rc == -ETIMEDOUT);
     return;
   }
   if (!rc && !ok) log_rejected(l, s);
