@@ -770,6 +770,142 @@ static void test_control_port_junk(void) {
   peer_stop(&p);
 }
 
+/* ---- raw frames on the TCP data port (24-byte header: u64 size, u64 address, opcode byte | 0x80) */
+
+static void data_hdr(uint8_t *h, uint64_t size, uint64_t addr, uint8_t op) {
+  memset(h, 0, 24);
+  for (int i = 0; i < 8; i++) h[i] = (uint8_t)(size >> (8 * i)), h[8 + i] = (uint8_t)(addr >> (8 * i));
+  h[16] = op;
+}
+
+/* One status frame from the data port: 0 OK, 1 rejected, -1 none (closed or nothing within 3 s). */
+static int data_status(int fd) {
+  uint8_t st[8];
+  struct timeval tv = {3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (recv(fd, st, 8, MSG_WAITALL) != 8) return -1;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)st[i] << (8 * i);
+  return (v >> 32) != 0x4D435456ull ? -1 : (int)(uint32_t)v;
+}
+
+/* Whether the peer closes fd by itself within 7 s (and sent nothing but at most status frames). */
+static int data_closed(int fd) {
+  char sink[64];
+  struct timeval tv = {7, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ssize_t r;
+  while ((r = recv(fd, sink, sizeof(sink), 0)) > 0) {
+  }
+  return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
+/* Malformed and hostile frames on the data port: every one is answered with a rejection or a closed
+ * connection, nothing outside the registered buffer is read or written, a rejected request leaves the
+ * connection usable, and the peer goes on serving. */
+static void test_data_port_junk(void) {
+  struct peer p = {0};
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", MiB, 0) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 1);
+  REQUIRE(e);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  char *json = mc_te_segment_json(e, seg);
+  REQUIRE(json);
+  const char *dp = strstr(json, "\"tcp_data_port\":");
+  int port = dp ? atoi(dp + strlen("\"tcp_data_port\":")) : 0;
+  free(json);
+  REQUIRE(port > 0);
+  CHECK(peer_ok(&p, "FILL %u", 31, 0, 0));
+  uint8_t h[24], payload[4096];
+  memset(payload, 0x5A, sizeof(payload));
+  const uint64_t RD = 0x80 | OPCODE_READ, WR = 0x80 | OPCODE_WRITE;
+
+  /* hostile requests answered "rejected" on a connection that stays usable; each is followed by a
+   * valid READ on the same connection */
+  struct {
+    uint64_t size, addr;
+    uint8_t op;
+    const char *what;
+  } rej[] = {
+      {4096, p.addr - 4096, RD, "read just below the buffer"},
+      {4096, p.addr + p.len, RD, "read just past the buffer"},
+      {8192, p.addr + p.len - 4096, RD, "read straddling the end"},
+      {1ull << 62, p.addr, RD, "read of 2^62 bytes"},
+      {16, UINT64_MAX - 7, RD, "read whose end wraps around"},
+      {4096, p.addr - 4096, WR, "write just below the buffer"},
+      {4096, p.addr + p.len - 2048, WR, "write straddling the end"},
+      {16, UINT64_MAX - 7, WR, "write whose end wraps around"},
+      {0, 0, RD, "empty read at address 0"},
+  };
+  int fd = mc_sock_connect("127.0.0.1", (uint16_t)port, 2000);
+  REQUIRE(fd >= 0);
+  for (size_t i = 0; i < sizeof(rej) / sizeof(rej[0]); i++) {
+    data_hdr(h, rej[i].size, rej[i].addr, rej[i].op);
+    CHECK_EQ(mc_sock_write_full(fd, h, 24), 0);
+    if (rej[i].op == WR && rej[i].size <= sizeof(payload))
+      CHECK_EQ(mc_sock_write_full(fd, payload, rej[i].size), 0); /* drained by the peer */
+    int st = data_status(fd);
+    if (st != 1) fprintf(stderr, "  %s: status %d\n", rej[i].what, st);
+    CHECK_EQ(st, 1);
+    data_hdr(h, 64, p.addr + 4096, (uint8_t)RD); /* the connection still serves */
+    CHECK_EQ(mc_sock_write_full(fd, h, 24), 0);
+    CHECK_EQ(data_status(fd), 0);
+    uint8_t got[64];
+    CHECK_EQ(recv(fd, got, 64, MSG_WAITALL), 64);
+    CHECK(verify(got, 64, 4096, 31));
+  }
+  close(fd);
+
+  /* framings the peer does not speak, and frames cut short: the connection is dropped */
+  struct {
+    uint64_t size, addr;
+    uint8_t op;
+    size_t send_payload; /* bytes of payload sent after the header, then silence */
+  } drop[] = {
+      {64, p.addr, OPCODE_READ, 0},   /* v1 framing (no 0x80 bit) */
+      {64, p.addr, 0x80 | 7, 0},      /* unknown opcode */
+      {64, p.addr, 0xff, 0},
+  };
+  for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++) {
+    fd = mc_sock_connect("127.0.0.1", (uint16_t)port, 2000);
+    REQUIRE(fd >= 0);
+    data_hdr(h, drop[i].size, drop[i].addr, drop[i].op);
+    CHECK_EQ(mc_sock_write_full(fd, h, 24), 0);
+    CHECK(data_closed(fd));
+    close(fd);
+  }
+  /* a write that announces 4096 bytes and sends 100, then closes: whatever came may land in the
+   * announced range, nothing elsewhere, and the peer goes on */
+  fd = mc_sock_connect("127.0.0.1", (uint16_t)port, 2000);
+  REQUIRE(fd >= 0);
+  data_hdr(h, 4096, p.addr + 8192, (uint8_t)WR);
+  CHECK_EQ(mc_sock_write_full(fd, h, 24), 0);
+  CHECK_EQ(mc_sock_write_full(fd, payload, 100), 0);
+  close(fd);
+  /* half a header, then close */
+  fd = mc_sock_connect("127.0.0.1", (uint16_t)port, 2000);
+  REQUIRE(fd >= 0);
+  CHECK_EQ(mc_sock_write_full(fd, h, 10), 0);
+  close(fd);
+  usleep(200000);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 8192, 31));
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 8192 + 4096, p.len - 8192 - 4096, 31));
+  CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
+  /* and the engine still reads and writes the peer */
+  uint8_t *buf = malloc(MiB);
+  REQUIRE(registerLocalMemory(e, buf, MiB, "cpu:0", 1) == 0);
+  fill(buf, 65536, 0, 32);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, buf, seg, p.addr, 65536), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 65536, 32));
+  CHECK_EQ(xfer(e, OPCODE_READ, buf, seg, p.addr + 65536, 4096), 0);
+  CHECK(verify(buf, 4096, 65536, 31));
+  CHECK_EQ(kill(p.pid, 0), 0);
+  destroyTransferEngine(e);
+  free(buf);
+  peer_stop(&p);
+}
+
 static void test_peer_killed_midtransfer(void) {
   struct peer victim = {0}, other = {0};
   REQUIRE(peer_start(&victim, "P2PHANDSHAKE", 64 * MiB, 0) == 0);
@@ -1079,7 +1215,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_pipelined_writes_cold_tcp), TEST_CASE(test_pipelined_mixed_tcp),
       TEST_CASE(test_out_of_bounds_tcp), TEST_CASE(test_private_buffer_tcp), TEST_CASE(test_private_buffer_shm),   TEST_CASE(test_out_of_bounds_shm), TEST_CASE(test_pipelined_reads_tcp),
       TEST_CASE(test_stale_descriptor_shm), TEST_CASE(test_stale_descriptor_tcp),
-      TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk),
+      TEST_CASE(test_notify_once),         TEST_CASE(test_control_port_junk), TEST_CASE(test_data_port_junk),
       TEST_CASE(test_peer_killed_midtransfer), TEST_CASE(test_frozen_peer_not_retried), TEST_CASE(test_http_metadata_discovery),
       TEST_CASE(test_discovery_http), TEST_CASE(test_discovery_etcd), TEST_CASE(test_discovery_redis),
   };
