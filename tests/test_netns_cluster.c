@@ -490,24 +490,53 @@ static int node_start(int idx, uint64_t gss) {
   return rc;
 }
 
-/* Sends one command; returns the node's integer answer (-99999 when it does not answer), *us its time. */
-static long long node_cmd(struct node *n, long long *us, const char *fmt, ...) {
-  char cmd[1024], line[512];
-  va_list ap;
-  va_start(ap, fmt);
+/* Sends one command without waiting for its answer (node_answer). 0, or -1 when the node is gone. */
+static int node_vsend(struct node *n, const char *fmt, va_list ap) {
+  char cmd[1024];
   int len = vsnprintf(cmd, sizeof(cmd) - 1, fmt, ap);
-  va_end(ap);
   if (len < 0 || len >= (int)sizeof(cmd) - 1) len = (int)sizeof(cmd) - 2; /* never: commands are short */
   cmd[len++] = '\n';
+  if (n->pid <= 0 || write(n->to, cmd, (size_t)len) != len) {
+    fprintf(stderr, "node %d cannot take '%.*s'\n", n->idx, len - 1, cmd);
+    return -1;
+  }
+  return 0;
+}
+
+static int node_send(struct node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = node_vsend(n, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+/* The answer to the command sent last: its integer (-99999 when the node does not answer), *us the
+ * time the node measured for it. */
+static long long node_answer(struct node *n, long long *us) {
+  char line[512];
   if (us) *us = -1;
-  if (n->pid <= 0 || write(n->to, cmd, (size_t)len) != len || node_line(n, line, sizeof(line), CMD_TIMEOUT_MS)) {
-    fprintf(stderr, "node %d does not answer '%.*s'\n", n->idx, len - 1, cmd);
+  if (node_line(n, line, sizeof(line), CMD_TIMEOUT_MS)) {
+    fprintf(stderr, "node %d does not answer\n", n->idx);
     return -99999;
   }
   long long rc = -99999, t = -1;
   sscanf(line, "%lld %lld", &rc, &t);
   if (us) *us = t;
   return rc;
+}
+
+/* Sends one command and returns the node's integer answer (node_answer). */
+static long long node_cmd(struct node *n, long long *us, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = node_vsend(n, fmt, ap);
+  va_end(ap);
+  if (rc) {
+    if (us) *us = -1;
+    return -99999;
+  }
+  return node_answer(n, us);
 }
 
 static void node_kill(struct node *n) {
@@ -845,13 +874,16 @@ static void scenario(void) {
   snprintf(watch.name, sizeof(watch.name), "%.63s", nodes[P].name);
   REQUIRE(pthread_create(&watch.th, NULL, seg_watch_main, &watch) == 0);
   REQUIRE(link_set(NS_N1 + P - 1, 0) == 0);
-  /* while the master still lists P: a read of an object on P and S fails over after at most one
-   * no-progress deadline (when P is tried first), without retrying P on a new connection */
+  /* meanwhile S puts an object of two replicas (on S and P): its write to P fails and the put is
+   * revoked (nothing half-written stays); answered below */
+  REQUIRE(node_send(&nodes[S], "PUT p-new 65536 95 2") == 0);
+  /* a read of an object on P and S fails over after at most one no-progress deadline or connect
+   * timeout (P is tried first), without retrying P on a new connection */
   long t0 = mc_tp_now_ms();
   CHECK_EQ(node_cmd(&nodes[1], &us, "GET p-both-0 %llu 80", (unsigned long long)obj_size(0)), (long long)obj_size(0));
   long took = mc_tp_now_ms() - t0;
   fprintf(stderr, "  P cut off; node1 reads p-both-0 (replicas on P and S) in %ld ms\n", took);
-  CHECK(took < io + 1500);
+  CHECK(took < (io > NODE_CONNECT_MS ? io : NODE_CONNECT_MS) + 1500);
   t0 = mc_tp_now_ms();
   long long got = node_cmd(&nodes[1], &us, "GET p-only 65536 85");
   took = mc_tp_now_ms() - t0;
@@ -861,6 +893,11 @@ static void scenario(void) {
   /* the no-progress deadline on the open connection (not retried on a new one), then the retry with a
    * re-read descriptor: one connect timeout while the master still lists P, none once it is gone */
   CHECK(took < io + NODE_CONNECT_MS + 1500);
+  long long put_us;
+  long long got_put = node_answer(&nodes[S], &put_us);
+  fprintf(stderr, "  S's put of two replicas (S and P), sent at the cut: %lld after %lld ms\n", got_put, put_us / 1000);
+  CHECK_EQ(got_put, -800);
+  CHECK(put_us >= 0 && put_us / 1000 < io + NODE_CONNECT_MS + 1500);
   for (int i = 1; i < 3; i++) {
     snprintf(key, sizeof(key), "p-both-%d", i);
     t0 = mc_tp_now_ms();
@@ -885,6 +922,10 @@ static void scenario(void) {
     CHECK_EQ(node_cmd(&nodes[S], NULL, "GET %s %llu %d", key, (unsigned long long)obj_size(i), 80 + i),
              (long long)obj_size(i));
   }
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "EXIST p-new"), 0); /* revoked */
+  CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT p-new 65536 95 2"), 0);
+  CHECK(replicas("p-new", r, 4) == 1 && !strcmp(r[0], nodes[S].name));
+  CHECK_EQ(node_cmd(&nodes[S], NULL, "GET p-new 65536 95"), 65536);
   CHECK_EQ(node_cmd(&nodes[1], NULL, "PUT p-during 65536 87 2"), 0); /* the rest of the cluster goes on */
   CHECK(replicas("p-during", r, 4) == 1 && !strcmp(r[0], nodes[S].name));
   /* P itself cannot reach the master: its put fails within the RPC deadline (its write extent, if any,
