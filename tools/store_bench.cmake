@@ -5,3 +5,6 @@ target_link_libraries(store_bench PRIVATE mooncake_store)
 target_include_directories(store_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests) # lib/master_client.h (raw master RPCs)
 add_executable(memcached_ref ${CMAKE_SOURCE_DIR}/bench/memcached_ref.c)
 target_link_libraries(memcached_ref PRIVATE mooncake_common)
+# master_scale (bench/run_master_scale.sh): the store at a million keys.
+mc_tool(master_scale ${CMAKE_SOURCE_DIR}/bench/master_scale.c)
+target_link_libraries(master_scale PRIVATE mooncake_store)
