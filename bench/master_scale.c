@@ -1,14 +1,16 @@
 /* master_scale: the store at a million keys (bench/run_master_scale.sh drives it).
  *
- *   master_scale <master addr> <metadata server> <master pid> <keys> <value bytes> <segment MiB>
+ *   master_scale <master addr> <metadata server> <master pid> <keys> <value bytes> <segment MiB> <lease ms>
  *
  * One store client with its own segment writes <keys> objects of <value bytes> in batches of 1000
  * (batch_put_from from registered memory, so the bytes stay in this process and the master's work is
  * what is measured), then looks them all up (batch_is_exist), reads them all (batch_get_into), removes a
  * tenth by regex and the rest with remove_all. The master's resident memory is read from
- * /proc/<master pid>/status before and after the writes. Then the same keys are written again into a
- * pool they overfill twice: eviction runs meanwhile, and puts the pool cannot take at once get -200
- * (master.md: a full pool is answered at once, eviction is asynchronous). One line per phase:
+ * /proc/<master pid>/status before and after the writes. Then, once the read leases of the lookups have
+ * ended (<lease ms>, the master's default_kv_lease_ttl: until then the forced removals keep the space
+ * of leased objects), twice as many fresh keys are written into a pool they overfill: eviction runs
+ * meanwhile, and puts the pool cannot take at once get -200 (master.md: a full pool is answered at
+ * once, eviction is asynchronous). One line per phase:
  *   SCALE phase=<name> keys=<n> secs=<s> rate=<keys/s> ok=<n> failed=<n> [rss_kib=<master RSS>]
  * plus "SCALE phase=slow_batches count=<batches slower than 100 ms> worst_ms=<ms>" for the overfill. */
 #include <stdint.h>
@@ -54,8 +56,9 @@ static void report(const char *phase, long n, double secs, long ok, long failed,
 }
 
 int main(int argc, char **argv) {
-  if (argc != 7) {
-    fprintf(stderr, "usage: %s <master addr> <metadata server> <master pid> <keys> <value bytes> <segment MiB>\n",
+  if (argc != 8) {
+    fprintf(stderr,
+            "usage: %s <master addr> <metadata server> <master pid> <keys> <value bytes> <segment MiB> <lease ms>\n",
             argv[0]);
     return 1;
   }
@@ -64,6 +67,7 @@ int main(int argc, char **argv) {
   long n = atol(argv[4]) / BATCH * BATCH;
   size_t v = (size_t)atol(argv[5]);
   uint64_t seg = (uint64_t)atol(argv[6]) << 20;
+  long lease_ms = atol(argv[7]);
   mooncake_store_t s = mooncake_store_create();
   if (!s || mooncake_store_setup(s, "127.0.0.1", meta, seg, 16u << 20, "tcp", "", master)) {
     fprintf(stderr, "setup failed\n");
@@ -119,6 +123,8 @@ int main(int argc, char **argv) {
   report("remove_all", removed, now_s() - t, removed, 0, rss_kib(mpid));
 
   /* overfill: 2 x n fresh keys, more bytes than the pool holds */
+  struct timespec ts = {(lease_ms + 500) / 1000, ((lease_ms + 500) % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
   ok = failed = 0;
   long slow = 0;
   double worst = 0;

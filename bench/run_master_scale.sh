@@ -36,12 +36,13 @@ SEG_MIB=$(( KEYS * VALUE * 4 / 3 / 1048576 + 16 ))
 echo "# master_scale: $KEYS keys of $VALUE B, segment $SEG_MIB MiB, $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 MPORT=$(free_port); HPORT=$(free_port); XPORT=$(free_port)
+LEASE_MS=2000 # a short read lease: the overfill waits for the lookups' leases to end
 "$MASTER" --rpc_port="$MPORT" --enable_http_metadata_server --http_metadata_server_port="$HPORT" \
-  --metrics_port="$XPORT" >"$WORK/master.log" 2>&1 &
+  --metrics_port="$XPORT" --default_kv_lease_ttl="$LEASE_MS" >"$WORK/master.log" 2>&1 &
 MPID=$!
 BG_PIDS+=("$MPID")
 wait_port "$MPORT" "$MPID" && wait_port "$HPORT" "$MPID" || { echo "master did not start" >&2; exit 1; }
-"$SCALE" "127.0.0.1:$MPORT" "http://127.0.0.1:$HPORT/metadata" "$MPID" "$KEYS" "$VALUE" "$SEG_MIB" \
+"$SCALE" "127.0.0.1:$MPORT" "http://127.0.0.1:$HPORT/metadata" "$MPID" "$KEYS" "$VALUE" "$SEG_MIB" "$LEASE_MS" \
   >"$WORK/scale.out" 2>"$WORK/scale.err" || { cat "$WORK/scale.err" >&2; exit 1; }
 cat "$WORK/scale.out"
 stop_bg "$MPID"

@@ -468,6 +468,69 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
   mc_master_cfg_free(&c);
 }
 
+/* The discard heap (discard.c): entries are freed exactly when due, in any push order; a tick with
+ * nothing due costs O(1) however many entries wait (it used to walk them all, every 10 ms); entries of
+ * a segment being unmounted are dropped without touching its allocator. */
+static void test_discard_heap(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = in_process_master(&c);
+  REQUIRE(m);
+  struct mc_segment_rec s = mt_seg(1, "disc:1", 0x100000000ull, 1ull << 30);
+  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
+  REQUIRE(m->nsegs == 1);
+  struct mseg *seg = m->segs[0];
+  enum { N = 4000, BLK = 4096 };
+  uint64_t *due = malloc(N * sizeof(*due));
+  for (int i = 0; i < N; i++) {
+    uint64_t off;
+    pthread_mutex_lock(&seg->alloc_mu);
+    struct mc_tlsf_block *b = mc_tlsf_alloc(seg->tlsf, BLK, &off);
+    atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+    pthread_mutex_unlock(&seg->alloc_mu);
+    REQUIRE(b);
+    due[i] = 1000 + rng() % 100000;
+    mc_discard_push(m, seg, b, due[i]);
+  }
+  CHECK_EQ(mc_discard_count(m), N);
+  CHECK_EQ(atomic_load(&seg->used), (uint64_t)N * BLK);
+  int wrong = 0;
+  for (uint64_t t = 0; t <= 102000; t += 997) {
+    mc_discard_release_due(m, t);
+    size_t left = 0;
+    for (int i = 0; i < N; i++) left += due[i] > t;
+    wrong += mc_discard_count(m) != left || atomic_load(&seg->used) != (uint64_t)left * BLK;
+  }
+  CHECK_EQ(wrong, 0);
+  CHECK_EQ(mc_discard_count(m), 0);
+  CHECK(mc_tlsf_check(seg->tlsf) == 0);
+
+  /* a million waiting entries: a tick with nothing due does not walk them */
+  for (int i = 0; i < 1000000; i++) {
+    uint64_t off;
+    pthread_mutex_lock(&seg->alloc_mu);
+    struct mc_tlsf_block *b = mc_tlsf_alloc(seg->tlsf, 64, &off);
+    pthread_mutex_unlock(&seg->alloc_mu);
+    REQUIRE(b);
+    mc_discard_push(m, seg, b, UINT64_MAX - (uint64_t)i);
+  }
+  uint64_t t0 = mc_now_ns();
+  for (int i = 0; i < 10000; i++) mc_discard_release_due(m, mc_now_ns());
+  double per_tick_us = (double)(mc_now_ns() - t0) / 1e3 / 10000;
+  fprintf(stderr, "  10000 ticks over 1000000 waiting entries: %.2f us per tick\n", per_tick_us);
+  CHECK(per_tick_us < 50); /* a walk of a million entries takes milliseconds */
+  CHECK_EQ(mc_discard_count(m), 1000000);
+  /* the segment is being unmounted: its entries go, its allocator is not touched */
+  atomic_store(&seg->state, MC_SEG_UNMOUNTING);
+  uint64_t used = atomic_load(&seg->used);
+  mc_discard_drop_unreadable(m);
+  CHECK_EQ(mc_discard_count(m), 0);
+  CHECK_EQ(atomic_load(&seg->used), used);
+  atomic_store(&seg->state, MC_SEG_OK);
+  free(due);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
 /* ------------------------------------------------------------------ RPC server (net/mrpc_server.c) */
 
 enum { OP_ECHO = 1, OP_SLOW = 2, OP_BIG = 3 };
@@ -994,7 +1057,8 @@ static void test_rpc_server_idle_timeout(void) {
   mc_mrpc_server_stop(s);
 }
 
-TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released), TEST_CASE(test_tlsf_churn_refill),
+TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released),
+          TEST_CASE(test_discard_heap), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),

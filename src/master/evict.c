@@ -175,22 +175,6 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
   return evicted;
 }
 
-/* Frees discard-list entries whose release time has passed. */
-static void release_discards(struct mc_master *m, uint64_t now) {
-  pthread_mutex_lock(&m->discard_mu);
-  for (struct discard **pp = &m->discards; *pp;) {
-    struct discard *d = *pp;
-    if (d->release_ns > now) {
-      pp = &d->next;
-      continue;
-    }
-    *pp = d->next;
-    mc_rep_release(d->seg, d->blk);
-    mc_free(d);
-  }
-  pthread_mutex_unlock(&m->discard_mu);
-}
-
 static void release_stale_everywhere(struct mc_master *m, uint64_t now) {
   for (uint32_t i = 0; i < MC_NSHARDS; i++) {
     struct shard *sh = &m->shards[i];
@@ -212,7 +196,7 @@ void *mc_evict_main(void *arg) {
   MLOG_V(1, "eviction thread started");
   while (!mc_bg_wait(m, EVICT_TICK_MS)) {
     uint64_t now = mc_now_ns(), used, cap;
-    release_discards(m, now);
+    mc_discard_release_due(m, now);
     mc_usage(m, &used, &cap);
     double ratio = cap ? (double)used / (double)cap : 0;
     int over = ratio > m->cfg.eviction_high_watermark_ratio;

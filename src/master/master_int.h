@@ -8,7 +8,8 @@
  *   m->seg_mu        (rwlock, writer-preferring): m->segs, m->clients, and each segment's identity,
  *                    client, grace deadline and membership. Readers: placement, usage, queries.
  *                    Writers: mount/unmount/ping/expiry. Never held across I/O (probes, metadata).
- *   m->discard_mu    (mutex): the discard list of preempted puts.
+ *   m->discard_mu    (mutex): the discard heap (discard.c): space of preempted puts and of leased
+ *                    objects removed or replaced, until its release time.
  *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
  *   seg->state is atomic: written under seg_mu (write), read anywhere.
  * ORDER (outer to inner): shard->mu -> m->seg_mu -> m->discard_mu -> seg->alloc_mu. Code holding seg_mu
@@ -106,7 +107,6 @@ struct shard {
 } __attribute__((aligned(64)));
 
 struct discard {
-  struct discard *next;
   struct mseg *seg;
   struct mc_tlsf_block *blk;
   uint64_t release_ns;
@@ -125,7 +125,8 @@ struct mc_master {
   uint32_t nclients, capclients;
 
   pthread_mutex_t discard_mu;
-  struct discard *discards;
+  struct discard *discards; /* min-heap by release_ns (discard.c); discard_mu */
+  size_t ndiscards, capdiscards;
 
   _Atomic int need_eviction;
   /* background threads */
@@ -208,5 +209,15 @@ void mc_admin_stop(struct mc_admin *a); /* NULL ignored */
 
 /* Sleeps up to ms on bg_cv; returns 1 when the master is stopping. */
 int mc_bg_wait(struct mc_master *m, uint64_t ms);
+
+/* ---- discard.c: space that must not be reused before a given time (discard_mu inside) ---- */
+void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns);
+/* Frees every entry whose release time is <= now. */
+void mc_discard_release_due(struct mc_master *m, uint64_t now);
+/* Drops (without freeing: their allocator goes with them) the entries of segments being unmounted. */
+void mc_discard_drop_unreadable(struct mc_master *m);
+size_t mc_discard_count(struct mc_master *m);
+/* At teardown (no other thread left). */
+void mc_discard_free(struct mc_master *m);
 
 #endif

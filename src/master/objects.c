@@ -136,17 +136,10 @@ static void release_all(struct object *o) {
 }
 
 static void discard_push(struct mc_master *m, const struct replica *r, uint64_t release_ns) {
-  struct discard *d = mc_malloc(sizeof(*d));
-  d->seg = r->seg;
-  d->blk = r->blk;
-  d->release_ns = release_ns;
-  pthread_mutex_lock(&m->discard_mu);
-  d->next = m->discards;
-  m->discards = d;
-  pthread_mutex_unlock(&m->discard_mu);
+  mc_discard_push(m, r->seg, r->blk, release_ns);
 }
 
-/* Frees o's replicas; while a read lease on o runs, they wait on the discard list until it ends instead.
+/* Frees o's replicas; while a read lease on o runs, they wait on the discard heap until it ends instead.
  * A reader that looked the object up may be copying those bytes right now: until its lease ends the
  * space must not be rewritten or handed to another object, or the reader would get another value's
  * bytes and no way to tell (its own check only catches transfers that finish after the lease). */

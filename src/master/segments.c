@@ -303,24 +303,10 @@ static void sweep_shard(struct mc_master *m, struct shard *sh) {
   pthread_mutex_unlock(&sh->mu);
 }
 
-static void sweep_discards(struct mc_master *m) {
-  pthread_mutex_lock(&m->discard_mu);
-  for (struct discard **pp = &m->discards; *pp;) {
-    struct discard *d = *pp;
-    if (seg_readable(d->seg)) {
-      pp = &d->next;
-      continue;
-    }
-    *pp = d->next;
-    mc_free(d);
-  }
-  pthread_mutex_unlock(&m->discard_mu);
-}
-
 void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
   if (!n) return;
   for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
-  sweep_discards(m);
+  mc_discard_drop_unreadable(m);
   mc_extents_drop_unmounting(m);
   for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
 }
@@ -329,11 +315,7 @@ void mc_segments_destroy(struct mc_master *m) {
   for (uint32_t i = 0; i < m->nsegs; i++) seg_free(m->segs[i]);
   mc_free(m->segs);
   mc_free(m->clients);
-  while (m->discards) {
-    struct discard *d = m->discards;
-    m->discards = d->next;
-    mc_free(d);
-  }
+  mc_discard_free(m);
 }
 
 static void log_seg_action(struct mc_uuid client, const char *action, const char *name) {

@@ -1,0 +1,102 @@
+/* The discard heap (m->discard_mu): replica space that must not be handed out again before a given
+ * time. Preempted puts park their space until put_start + put_start_release_timeout_sec; a leased
+ * object that is force-removed or re-put parks its old replicas until its lease ends ("read leases
+ * protect bytes", docs/master.md). A binary min-heap by release time: the eviction thread's 10 ms tick
+ * frees what is due in O(due * log n) instead of walking every entry. (It used to be a list walked on
+ * every tick: after a forced remove_all of a million just-read objects, the walk took the master's CPU
+ * and the removal itself, which pushes under the same mutex, ran 20x slower.)
+ *
+ * Lifetime: an entry's segment stays allocated while the entry is reachable under discard_mu (the
+ * unmount sweeper drops entries of unreadable segments before freeing them), so entries are released
+ * under the mutex, in bounded chunks that let pushers in between. */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "master/master_int.h"
+
+#define RELEASE_CHUNK 4096 /* entries released per hold of discard_mu */
+
+static void swap(struct discard *a, struct discard *b) {
+  struct discard t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static void sift_up(struct discard *h, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (h[p].release_ns <= h[i].release_ns) break;
+    swap(&h[p], &h[i]);
+    i = p;
+  }
+}
+
+static void sift_down(struct discard *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, s = i;
+    if (l < n && h[l].release_ns < h[s].release_ns) s = l;
+    if (r < n && h[r].release_ns < h[s].release_ns) s = r;
+    if (s == i) return;
+    swap(&h[s], &h[i]);
+    i = s;
+  }
+}
+
+/* Gives memory back once the heap has shrunk to a quarter of its capacity (discard_mu held). */
+static void maybe_shrink(struct mc_master *m) {
+  if (m->capdiscards <= 1024 || m->ndiscards > m->capdiscards / 4) return;
+  m->capdiscards /= 2;
+  m->discards = mc_realloc(m->discards, m->capdiscards * sizeof(*m->discards));
+}
+
+void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns) {
+  pthread_mutex_lock(&m->discard_mu);
+  if (m->ndiscards == m->capdiscards) {
+    m->capdiscards = m->capdiscards ? 2 * m->capdiscards : 256;
+    m->discards = mc_realloc(m->discards, m->capdiscards * sizeof(*m->discards));
+  }
+  m->discards[m->ndiscards] = (struct discard){seg, blk, release_ns};
+  sift_up(m->discards, m->ndiscards++);
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+void mc_discard_release_due(struct mc_master *m, uint64_t now) {
+  for (int more = 1; more;) {
+    pthread_mutex_lock(&m->discard_mu);
+    for (int k = 0; k < RELEASE_CHUNK && m->ndiscards && m->discards[0].release_ns <= now; k++) {
+      struct discard d = m->discards[0];
+      m->discards[0] = m->discards[--m->ndiscards];
+      sift_down(m->discards, m->ndiscards, 0);
+      mc_rep_release(d.seg, d.blk);
+    }
+    more = m->ndiscards && m->discards[0].release_ns <= now;
+    maybe_shrink(m);
+    pthread_mutex_unlock(&m->discard_mu);
+  }
+}
+
+void mc_discard_drop_unreadable(struct mc_master *m) {
+  pthread_mutex_lock(&m->discard_mu);
+  size_t k = 0;
+  for (size_t i = 0; i < m->ndiscards; i++)
+    if (seg_readable(m->discards[i].seg)) m->discards[k++] = m->discards[i];
+  if (k != m->ndiscards) {
+    m->ndiscards = k;
+    for (size_t i = k / 2; i-- > 0;) sift_down(m->discards, k, i);
+    maybe_shrink(m);
+  }
+  pthread_mutex_unlock(&m->discard_mu);
+}
+
+size_t mc_discard_count(struct mc_master *m) {
+  pthread_mutex_lock(&m->discard_mu);
+  size_t n = m->ndiscards;
+  pthread_mutex_unlock(&m->discard_mu);
+  return n;
+}
+
+void mc_discard_free(struct mc_master *m) {
+  mc_free(m->discards);
+  m->discards = NULL;
+  m->ndiscards = m->capdiscards = 0;
+}
