@@ -76,6 +76,44 @@ static void test_exactly_the_oldest_5_percent(void) {
   env_stop(&e);
 }
 
+/* The same rule with tens of thousands of candidates, where a run orders only the oldest it needs
+ * (a selection, not a sort of every candidate): 40 000 objects in a 64 MiB segment, put in batches in
+ * key order; the run takes exactly the 2000 oldest. */
+static void test_exactly_the_oldest_among_many(void) {
+  struct env e;
+  REQUIRE(mt_master_start(&e.mm, NULL) == 0);
+  e.c = mt_connect(e.mm.port);
+  struct mc_segment_rec seg = mt_seg(1, "10.0.0.1:1", BASE, 64 * MIB);
+  REQUIRE(mt_mount(e.c, mt_id(1), &seg) == 0);
+  struct mc_put_config cfg = mt_cfg(1);
+  enum { N = 40000, B = 1000 };
+  char (*names)[16] = malloc(sizeof(*names) * N);
+  const char **keys = malloc(sizeof(*keys) * N);
+  uint64_t lens[B];
+  int32_t st[B];
+  for (int i = 0; i < N; i++) snprintf(names[i], 16, "m%05d", i), keys[i] = names[i];
+  for (int i = 0; i < B; i++) lens[i] = 1024;
+  int bad = 0;
+  for (int b = 0; b < N; b += B) {
+    bad += mt_batch_put_start(e.c, mt_id(1), keys + b, lens, B, &cfg, st, NULL) != 0;
+    for (int i = 0; i < B; i++) bad += st[i] != 0;
+    bad += mt_batch_end(e.c, MC_OP_BATCH_PUT_END, mt_id(1), keys + b, B, st) != 0;
+    for (int i = 0; i < B; i++) bad += st[i] != 0;
+  }
+  REQUIRE(bad == 0);
+  CHECK_EQ(mt_put(e.c, mt_id(1), "too-big", 63 * MIB, 1), MC_NO_AVAILABLE_HANDLE);
+  CHECK(mt_wait_log(&e.mm, "[EVICT-RESULT] evicted_count=2000, eviction_base=40000", 5000));
+  int32_t *out = malloc(sizeof(*out) * N);
+  int wrong = 0;
+  REQUIRE(mt_batch_exist(e.c, keys, N, out) == 0);
+  for (int i = 0; i < N; i++) wrong += out[i] != (i >= 2000);
+  CHECK_EQ(wrong, 0);
+  free(out);
+  free(keys);
+  free(names);
+  env_stop(&e);
+}
+
 /* 19 soft-pinned + 1 plain, ratio 0.5: pass 1 takes the plain one (goal 10); fewer than the lower
  * bound ceil(20 * 0.25) = 5 went, so pass 2 takes the 4 oldest soft-pinned objects. */
 static void test_soft_pin_second_pass(void) {
@@ -189,6 +227,6 @@ static void test_counts_objects_not_bytes(void) {
   env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(test_exactly_the_oldest_5_percent), TEST_CASE(test_soft_pin_second_pass),
+TEST_MAIN(TEST_CASE(test_exactly_the_oldest_5_percent), TEST_CASE(test_exactly_the_oldest_among_many), TEST_CASE(test_soft_pin_second_pass),
           TEST_CASE(test_soft_pin_expiry), TEST_CASE(test_hard_pin_and_leases_never), TEST_CASE(test_watermark_trigger),
           TEST_CASE(test_counts_objects_not_bytes))

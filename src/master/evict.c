@@ -14,10 +14,11 @@
 #define EVICT_TICK_MS 10
 #define PARALLEL_SCAN_MIN_OBJECTS 65536
 
-struct cand {
+struct evict_cand {
   uint64_t lease, seq, hash;
   int soft;
 };
+#define cand evict_cand
 
 struct scan {
   struct mc_master *m;
@@ -49,12 +50,14 @@ static void add_cand(struct scan *s, const struct object *o) {
   s->c[s->n++] = (struct cand){.lease = o->lease_ns, .seq = o->seq, .hash = o->hash, .soft = soft_pinned(o, s->now)};
 }
 
+/* One pass over the shard: abandoned puts are released (the same work as release_stale_everywhere,
+ * in the same walk), then the evictable objects counted and the expired ones collected. */
 static void scan_shard(struct scan *s, struct shard *sh) {
   pthread_mutex_lock(&sh->mu);
-  mc_shard_release_stale(s->m, sh, s->now);
   for (uint32_t b = 0; b < sh->nbuckets; b++)
-    for (struct object *o = sh->buckets[b]; o; o = o->next) {
-      if (!evictable(o)) continue;
+    for (struct object *o = sh->buckets[b], *next; o; o = next) {
+      next = o->next;
+      if (mc_obj_release_if_stale(s->m, sh, o, s->now) || !evictable(o)) continue;
       s->base++;
       if (o->lease_ns <= s->now) add_cand(s, o);
     }
@@ -67,7 +70,8 @@ static void *scan_range(void *arg) {
   return NULL;
 }
 
-/* Scans every shard with up to eviction_thread_num scanners; merges into out. */
+/* Scans every shard with up to eviction_thread_num scanners into out, whose array is the one kept
+ * between runs (a fresh 30 MB array per run cost more in page faults than the scan itself). */
 static void scan_all(struct mc_master *m, uint64_t now, struct scan *out) {
   uint32_t nt = (uint32_t)m->cfg.eviction_thread_num;
   if (nt < 1 || atomic_load(&m->nobjects) < PARALLEL_SCAN_MIN_OBJECTS) nt = 1;
@@ -76,12 +80,13 @@ static void scan_all(struct mc_master *m, uint64_t now, struct scan *out) {
   int *started = mc_calloc(nt, sizeof(*started));
   for (uint32_t t = 0; t < nt; t++) {
     parts[t] = (struct scan){.m = m, .now = now, .first = MC_NSHARDS * t / nt, .last = MC_NSHARDS * (t + 1) / nt};
+    if (t == 0) parts[t].c = m->evict_buf, parts[t].cap = m->evict_cap;
     started[t] = t > 0 && !pthread_create(&th[t], NULL, scan_range, &parts[t]);
   }
   for (uint32_t t = 0; t < nt; t++)
     if (!started[t]) scan_range(&parts[t]);
-  *out = (struct scan){.m = m, .now = now};
-  for (uint32_t t = 0; t < nt; t++) {
+  *out = parts[0];
+  for (uint32_t t = 1; t < nt; t++) {
     if (started[t]) pthread_join(th[t], NULL);
     out->base += parts[t].base;
     for (size_t i = 0; i < parts[t].n; i++) {
@@ -93,15 +98,66 @@ static void scan_all(struct mc_master *m, uint64_t now, struct scan *out) {
     }
     mc_free(parts[t].c);
   }
+  m->evict_buf = out->c, m->evict_cap = out->cap;
   mc_free(parts);
   mc_free(th);
   mc_free(started);
 }
 
+static int older(const struct cand *x, const struct cand *y) {
+  return x->lease != y->lease ? x->lease < y->lease : x->seq < y->seq;
+}
+
 static int by_age(const void *a, const void *b) {
   const struct cand *x = a, *y = b;
-  if (x->lease != y->lease) return x->lease < y->lease ? -1 : 1;
-  return x->seq < y->seq ? -1 : x->seq > y->seq;
+  return older(x, y) ? -1 : older(y, x);
+}
+
+static void cswap(struct cand *a, struct cand *b) {
+  struct cand t = *a;
+  *a = *b;
+  *b = t;
+}
+
+/* Rearranges c[0, n) so that its k oldest come first (k < n), in no particular order: quickselect with
+ * a median-of-three pivot. O(n) on average, in place. */
+static void select_oldest(struct cand *c, size_t n, size_t k) {
+  long lo = 0, hi = (long)n - 1, kk = (long)k;
+  while (hi > lo) {
+    long mid = lo + (hi - lo) / 2;
+    if (older(&c[hi], &c[lo])) cswap(&c[hi], &c[lo]);
+    if (older(&c[mid], &c[lo])) cswap(&c[mid], &c[lo]);
+    if (older(&c[hi], &c[mid])) cswap(&c[hi], &c[mid]);
+    struct cand pivot = c[mid];
+    long i = lo, j = hi;
+    while (i <= j) { /* c[lo] <= pivot <= c[hi] stop the scans at the ends */
+      while (older(&c[i], &pivot)) i++;
+      while (older(&pivot, &c[j])) j--;
+      if (i <= j) cswap(&c[i++], &c[j--]);
+    }
+    /* c[lo, j] <= pivot <= c[i, hi]; anything in (j, i) equals the pivot */
+    if (kk <= j) hi = j;
+    else if (kk >= i) lo = i;
+    else return;
+  }
+}
+
+/* Hands out candidates oldest first, ordering only as many as are asked for: a run evicts a few
+ * percent of the candidates, so sorting all of them (a million here and there) was most of its time. */
+struct cursor {
+  struct cand *c;
+  size_t n, sorted, next; /* c[0, sorted) is ordered and older than c[sorted, n) */
+};
+
+static const struct cand *cursor_next(struct cursor *cu, size_t want) {
+  if (cu->next == cu->n) return NULL;
+  if (cu->next == cu->sorted) {
+    size_t k = MC_MIN(MC_MAX(want, (size_t)1024), cu->n - cu->sorted);
+    if (k < cu->n - cu->sorted) select_oldest(cu->c + cu->sorted, cu->n - cu->sorted, k);
+    qsort(cu->c + cu->sorted, k, sizeof(*cu->c), by_age);
+    cu->sorted += k;
+  }
+  return &cu->c[cu->next++];
 }
 
 /* Evicts the candidate if it still qualifies: 1 when evicted, adding the replica bytes freed to *bytes. */
@@ -123,14 +179,11 @@ static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft, 
   return done;
 }
 
-/* Evicts candidates of the given softness, oldest first, until *evicted reaches goal. */
-static void evict_pass(struct mc_master *m, struct scan *s, int soft, uint64_t goal, uint64_t *evicted, uint64_t *bytes,
-                       char *taken) {
-  for (size_t i = 0; i < s->n && *evicted < goal; i++) {
-    if (taken[i] || s->c[i].soft != soft) continue;
-    taken[i] = 1;
-    *evicted += (uint64_t)evict_one(m, &s->c[i], soft, bytes);
-  }
+/* Evicts candidates from the cursor, oldest first, until *evicted reaches goal or they run out. */
+static void evict_pass(struct mc_master *m, struct cursor *cu, int soft, uint64_t goal, uint64_t *evicted,
+                       uint64_t *bytes) {
+  const struct cand *c;
+  while (*evicted < goal && (c = cursor_next(cu, (size_t)(goal - *evicted)))) *evicted += (uint64_t)evict_one(m, c, soft, bytes);
 }
 
 /* ceil(base * ratio), forgiving the binary rounding of ratios like 0.05 (400 * 0.05 = 20, not 21). */
@@ -148,16 +201,17 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
          need, r);
   struct scan s;
   scan_all(m, mc_now_ns(), &s);
-  if (s.n) qsort(s.c, s.n, sizeof(*s.c), by_age);
+  /* the non-pinned candidates first, then the soft-pinned ones; each group handed out oldest first */
+  size_t ns = 0;
+  for (size_t i = 0; i < s.n; i++)
+    if (!s.c[i].soft) cswap(&s.c[ns++], &s.c[i]);
+  struct cursor plain = {s.c, ns, 0, 0}, soft = {s.c + ns, s.n - ns, 0, 0};
   uint64_t evicted = 0, bytes = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
-  char *taken = mc_calloc(s.n ? s.n : 1, 1);
-  evict_pass(m, &s, 0, goal1, &evicted, &bytes, taken);
+  evict_pass(m, &plain, 0, goal1, &evicted, &bytes);
   if (evicted < goal2) {
-    evict_pass(m, &s, 0, goal2, &evicted, &bytes, taken);
-    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &s, 1, goal2, &evicted, &bytes, taken);
+    evict_pass(m, &plain, 0, goal2, &evicted, &bytes);
+    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &soft, 1, goal2, &evicted, &bytes);
   }
-  mc_free(taken);
-  mc_free(s.c);
   /* The run answered the failed put; a later failure sets the flag again. */
   atomic_store(&m->need_eviction, 0);
   mc_metrics_eviction_run(m->ms, evicted, bytes);
@@ -173,6 +227,12 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
            (unsigned long long)s.base, target);
   }
   return evicted;
+}
+
+void mc_evict_free(struct mc_master *m) {
+  mc_free(m->evict_buf);
+  m->evict_buf = NULL;
+  m->evict_cap = 0;
 }
 
 static void release_stale_everywhere(struct mc_master *m, uint64_t now) {

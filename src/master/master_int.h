@@ -129,6 +129,8 @@ struct mc_master {
   size_t ndiscards, capdiscards;
 
   _Atomic int need_eviction;
+  struct evict_cand *evict_buf; /* eviction candidates, kept between runs (evict.c; one run at a time) */
+  size_t evict_cap;
   /* background threads */
   pthread_mutex_t bg_mu;
   pthread_cond_t bg_cv;
@@ -172,6 +174,8 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);
+/* The same for one object (its shard locked); 1 when it was erased. */
+int mc_obj_release_if_stale(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now);
 
 /* ---- segments (segments.c) ---- */
 /* Allocates up to `want` replicas of `size` bytes on distinct segment names, in placement order
@@ -203,6 +207,8 @@ void *mc_housekeeping_main(void *arg);
 void *mc_evict_main(void *arg);
 /* One eviction run with used ratio `ratio` (tests call it through the thread only). */
 uint64_t mc_evict_run(struct mc_master *m, double ratio);
+/* Frees what eviction keeps between runs (teardown). */
+void mc_evict_free(struct mc_master *m);
 
 /* ---- admin HTTP (admin.c) ---- */
 void mc_admin_stop(struct mc_admin *a); /* NULL ignored */

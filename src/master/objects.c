@@ -605,23 +605,27 @@ void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct 
 
 /* ------------------------------------------------------------------ stale puts */
 
+int mc_obj_release_if_stale(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
+  uint64_t tmo = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
+  if (!count_status(o, REP_PROCESSING) || put_age(o, now) < tmo) return 0;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < o->nrep; i++) {
+    if (o->rep[i].status == REP_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+    else o->rep[k++] = o->rep[i];
+  }
+  o->nrep = k;
+  if (k) return 0;
+  MLOG_V(1, "key=%s, info=release_abandoned_put", o->key);
+  mc_obj_erase(m, sh, o);
+  return 1;
+}
+
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now) {
-  uint64_t erased = 0, tmo = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
+  uint64_t erased = 0;
   for (uint32_t b = 0; b < sh->nbuckets; b++)
     for (struct object *o = sh->buckets[b], *next; o; o = next) {
       next = o->next;
-      if (!count_status(o, REP_PROCESSING) || put_age(o, now) < tmo) continue;
-      uint32_t k = 0;
-      for (uint32_t i = 0; i < o->nrep; i++) {
-        if (o->rep[i].status == REP_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
-        else o->rep[k++] = o->rep[i];
-      }
-      o->nrep = k;
-      if (!k) {
-        MLOG_V(1, "key=%s, info=release_abandoned_put", o->key);
-        mc_obj_erase(m, sh, o);
-        erased++;
-      }
+      erased += (uint64_t)mc_obj_release_if_stale(m, sh, o, now);
     }
   return erased;
 }

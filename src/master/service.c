@@ -148,6 +148,7 @@ void mc_master_destroy(struct mc_master *m) {
   mc_objects_destroy(m);
   mc_extents_destroy(m);
   mc_segments_destroy(m);
+  mc_evict_free(m);
   mc_meta_server_stop(m->meta_server);
   if (m->meta) mc_meta_close(m->meta);
   pthread_rwlock_destroy(&m->seg_mu);
