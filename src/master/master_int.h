@@ -95,7 +95,8 @@ struct object {
   struct mc_uuid owner;
   uint8_t hard_pin;
   uint32_t nrep;
-  struct replica *rep;
+  struct replica *rep; /* &rep1 for a single replica (most objects: no allocation of its own), else an array */
+  struct replica rep1;
   uint32_t klen;
   char key[]; /* klen bytes + NUL */
 };
