@@ -315,12 +315,12 @@ static void *heartbeat_main(void *arg) {
     wait_until(s, s->mounted ? MC_MIN(next_ping, next_report) : next_report);
     if (s->ping_stop) break;
     pthread_mutex_unlock(&s->ping_mu);
-    mc_fastput_flush(s);
     uint64_t now = mc_now_ns();
     if (s->mounted && now >= next_ping) {
       ping(s, &failures);
       next_ping = now + ping_ns;
     }
+    mc_fastput_flush(s); /* after the ping: a release that waits on a slow master never delays liveness */
     if (now >= next_report) {
       mc_stats_report(s, PING_TIMEOUT_MS);
       next_report = now + report_ns;

@@ -455,6 +455,7 @@ static int lane_connect(struct lane *l) {
   mc_sock_set_timeouts(fd, POLL_SLICE_MS, p->tp->io_timeout_ms);
   l->fd = fd;
   l->alive = 1;
+  atomic_store(&l->timed_out, 0); /* a flag the last recovery did not consume belongs to a closed connection */
   atomic_store(&l->progress_ns, mc_now_ns());
   pthread_cond_broadcast(&l->cv);
   return 0;
