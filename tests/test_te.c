@@ -1121,6 +1121,17 @@ static void test_http_metadata_discovery(void) {
   CHECK_STR(reply, "1 n=m");
   CHECK_EQ(syncSegmentCache(e), 0);
   CHECK_EQ(openSegmentNoCache(e, p.name), seg);
+  /* a retry's re-read (mc_te_reopen_segment): the fresh descriptor while the metadata service has it,
+   * the cached one while the service cannot be reached, none once the service answers it has no such
+   * key (here: a fresh, empty server on the same port) */
+  CHECK_EQ(mc_te_reopen_segment(e, p.name), seg);
+  uint16_t port = mc_meta_server_port(ms);
+  mc_meta_server_stop(ms);
+  CHECK_EQ(mc_te_reopen_segment(e, p.name), seg);
+  ms = mc_meta_server_start("127.0.0.1", port, NULL);
+  REQUIRE(ms);
+  CHECK_EQ(mc_te_reopen_segment(e, p.name), -1);
+  CHECK_EQ(openSegment(e, p.name), seg); /* the cache is left as it was */
   peer_stop(&p);
   destroyTransferEngine(e);
   free(buf);
