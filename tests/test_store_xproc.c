@@ -181,6 +181,63 @@ static void failover(const char *const *env) {
 static void test_xproc_failover_shm(void) { with_master(failover, NULL); }
 static void test_xproc_failover_tcp(void) { with_master(failover, force_tcp); }
 
+/* A holder that stops answering (SIGSTOP) while the master still lists it: the first read that tries it
+ * waits for the no-progress deadline (600 ms here) and fails over; the following reads of objects it
+ * shares try the other replica first and are fast. After the holder thaws, an object only it holds is
+ * read from it (a shun only reorders), and that success lifts the shun. */
+static void frozen_holder(const char *const *env) {
+  struct peer a, b;
+  REQUIRE(peer_start(&a, &M, 32 * MiB, 4 * MiB, env) == 0);
+  REQUIRE(peer_start(&b, &M, 32 * MiB, 4 * MiB, env) == 0);
+  putenv("MC_TCP_IO_TIMEOUT_MS=600");
+  putenv((char *)env[0]);
+  mooncake_store_t s = client_new(&M, 0, 8 * MiB);
+  unsetenv("MC_FORCE_TCP");
+  unsetenv("MC_TCP_IO_TIMEOUT_MS");
+  REQUIRE(s);
+  uint64_t n = 256 * 1024;
+  char *v = malloc(n), *out = malloc(n);
+  const char *pref[1] = {a.name};
+  mooncake_replicate_config_t a_first = {2, 0, 0, pref, 1}, only_a = {1, 0, 0, pref, 1};
+  char key[32];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "fz-%d", i);
+    fill(v, n, 40 + i);
+    CHECK_EQ(mooncake_store_put(s, key, v, n, &a_first), 0);
+    CHECK_EQ(mooncake_store_get_into(s, key, out, n), (long long)n); /* connections up */
+  }
+  fill(v, n, 49);
+  CHECK_EQ(mooncake_store_put(s, "fz-a", v, n, &only_a), 0);
+  kill(a.pid, SIGSTOP);
+  int st = 0;
+  REQUIRE(waitpid(a.pid, &st, WUNTRACED) == a.pid && WIFSTOPPED(st));
+  long ms[4];
+  for (int i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "fz-%d", i);
+    memset(out, 0, n);
+    long t0 = mc_tp_now_ms();
+    CHECK_EQ(mooncake_store_get_into(s, key, out, n), (long long)n);
+    ms[i] = mc_tp_now_ms() - t0;
+    CHECK(verify(out, n, 40 + i));
+  }
+  fprintf(stderr, "  reads with the first replica's holder frozen: %ld, %ld, %ld, %ld ms\n", ms[0], ms[1], ms[2], ms[3]);
+  CHECK(ms[0] >= 500 && ms[0] < 3000); /* the deadline, then the other replica */
+  for (int i = 1; i < 4; i++) CHECK(ms[i] < 300); /* the frozen holder is tried last now */
+  kill(a.pid, SIGCONT);
+  memset(out, 0, n);
+  CHECK_EQ(mooncake_store_get_into(s, "fz-a", out, n), (long long)n); /* still read when it is the only one */
+  CHECK(verify(out, n, 49));
+  CHECK_EQ(mooncake_store_get_into(s, "fz-0", out, n), (long long)n);
+  CHECK(verify(out, n, 40));
+  mooncake_store_destroy(s);
+  free(out);
+  free(v);
+  peer_quit(&a);
+  peer_quit(&b);
+}
+
+static void test_xproc_frozen_holder_tried_last(void) { with_master(frozen_holder, force_tcp); }
+
 /* A read served by another process logs TransferRequest at INFO (--v=1). */
 static void log_lines(const char *const *unused) {
   char *dir = mc_tp_mkdtemp("store_log"), *log = mc_tp_path(dir, "peer.log"), logenv[600];
@@ -292,6 +349,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_xproc_tcp),
       TEST_CASE(test_xproc_failover_shm),
       TEST_CASE(test_xproc_failover_tcp),
+      TEST_CASE(test_xproc_frozen_holder_tried_last),
       TEST_CASE(test_xproc_long_read_master_restart),
       TEST_CASE(test_xproc_log_lines),
       TEST_CASE(test_xproc_perf),

@@ -29,6 +29,7 @@ void mooncake_store_destroy(mooncake_store_t store) {
   pthread_rwlock_destroy(&s->life);
   pthread_rwlock_destroy(&s->reg_mu);
   pthread_mutex_destroy(&s->ping_mu);
+  pthread_mutex_destroy(&s->shun_mu);
   pthread_cond_destroy(&s->ping_cv);
   mc_free(s);
 }

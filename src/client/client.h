@@ -52,6 +52,12 @@ struct mc_store {
   int te_external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
   struct mc_mrpc_client *master;
   _Atomic uint64_t master_view; /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
+  /* peers a read from failed lately, tried after the other replicas of their rank until then (get.c) */
+  pthread_mutex_t shun_mu;
+  _Atomic int shun_any; /* a read ever failed: before that, no lookup in shun[] */
+  struct mc_shun {
+    uint64_t ep_hash, until_ns;
+  } shun[16];
   struct mc_uuid client_id;
   int port_fd; /* the held auto port, or -1 */
   char *segment;

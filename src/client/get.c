@@ -1,5 +1,6 @@
 /* The read path: look replicas up (one master RPC per batch), order them (decisions D6: this client's
- * memory, same host, same zone, any), read the first choice of every key in one transfer batch, fall
+ * memory, same host, same zone, any; within a rank, peers a read failed from in the last SHUN_NS go last),
+ * read the first choice of every key in one transfer batch, fall
  * over to the next replica for the keys that failed (D4), and finally enforce the read lease: data that
  * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. A read that took longer than
  * LONG_READ_MS also checks that the master which granted the lease still runs: a restarted master knows
@@ -18,6 +19,51 @@
 #define LONG_READ_MS (MC_FASTPUT_CONTACT_NS / 1000000) /* 2 s: below the master's remount quiet period */
 #define VIEW_CHECK_MS 2000
 
+/* A peer that failed a read (frozen, cut off, dead but still listed until the master expires it) would
+ * make every read that tries it first wait for the engine's deadline again; for SHUN_NS its replicas are
+ * tried after the others of their rank instead. Only the order changes: a replica on it is still read
+ * when nothing else is left, and a read that succeeds there lifts the shun at once. */
+#define SHUN_NS (10ull * 1000 * 1000 * 1000)
+
+static uint64_t ep_hash(const char *ep) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *ep; ep++) h = (h ^ (uint8_t)*ep) * 1099511628211ull;
+  return h | 1; /* 0 marks a free slot */
+}
+
+/* ok = 0: ep failed a read now; ok = 1: a read from ep succeeded (lifts a shun). */
+static void shun_note(struct mc_store *s, const char *ep, int ok) {
+  if (ok && !atomic_load_explicit(&s->shun_any, memory_order_relaxed)) return;
+  if (!ok) atomic_store(&s->shun_any, 1);
+  uint64_t h = ep_hash(ep), now = mc_now_ns();
+  pthread_mutex_lock(&s->shun_mu);
+  struct mc_shun *slot = NULL, *oldest = &s->shun[0];
+  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun); i++) {
+    if (s->shun[i].ep_hash == h) slot = &s->shun[i];
+    if (s->shun[i].until_ns < oldest->until_ns) oldest = &s->shun[i];
+  }
+  if (ok) {
+    if (slot) slot->until_ns = 0, slot->ep_hash = 0;
+  } else {
+    if (!slot || slot->until_ns <= now)
+      LOG_WARN("peer %s failed a read; its replicas are tried after the others for %llu s", ep,
+               (unsigned long long)(SHUN_NS / 1000000000ull));
+    if (!slot) slot = oldest;
+    *slot = (struct mc_shun){h, now + SHUN_NS};
+  }
+  pthread_mutex_unlock(&s->shun_mu);
+}
+
+static int shunned(struct mc_store *s, const char *ep, uint64_t now) {
+  if (!atomic_load_explicit(&s->shun_any, memory_order_relaxed)) return 0;
+  uint64_t h = ep_hash(ep);
+  int yes = 0;
+  pthread_mutex_lock(&s->shun_mu);
+  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun) && !yes; i++) yes = s->shun[i].ep_hash == h && s->shun[i].until_ns > now;
+  pthread_mutex_unlock(&s->shun_mu);
+  return yes;
+}
+
 static int replica_rank(const struct mc_store *s, const struct mc_replica_rec *r) {
   const char *host = mc_host_id();
   if (!strcmp(r->te_endpoint, s->te_name)) return 0;
@@ -26,12 +72,17 @@ static int replica_rank(const struct mc_store *s, const struct mc_replica_rec *r
   return 3;
 }
 
-/* Indexes of the readable replicas, best first (stable within a rank: the master's order). */
-static uint32_t order_replicas(const struct mc_store *s, const struct mcli_reps *l, uint32_t *idx) {
+/* Indexes of the readable replicas, best first: by rank, shunned peers last within a rank, otherwise
+ * the master's order. */
+static uint32_t order_replicas(struct mc_store *s, const struct mcli_reps *l, uint32_t *idx) {
   uint32_t k = 0;
+  uint64_t now = mc_now_ns();
   for (int rank = 0; rank <= 3; rank++)
-    for (uint32_t i = 0; i < l->n; i++)
-      if (l->reps[i].status == REPLICA_COMPLETE && replica_rank(s, &l->reps[i]) == rank) idx[k++] = i;
+    for (int late = 0; late <= 1; late++)
+      for (uint32_t i = 0; i < l->n; i++)
+        if (l->reps[i].status == REPLICA_COMPLETE && replica_rank(s, &l->reps[i]) == rank &&
+            (rank ? shunned(s, l->reps[i].te_endpoint, now) : 0) == late) /* our own memory: never shunned */
+          idx[k++] = i;
   return k;
 }
 
@@ -101,6 +152,8 @@ static void read_many(struct mc_store *s, const char *const *keys, void *const *
       mc_xfer_run(s, x, m, pass == 1 && round == 0);
       for (size_t j = 0; j < m; j++) {
         struct rkey *q = &k[who[j]];
+        int remote = x[j].endpoint && strcmp(x[j].endpoint, s->te_name);
+        if (remote && (x[j].rc == MC_TRANSFER_FAIL || !x[j].rc)) shun_note(s, x[j].endpoint, !x[j].rc);
         if (x[j].rc) {
           q->res = x[j].rc;
           q->cur = x[j].rc == MC_TRANSFER_FAIL ? q->cur + 1 : q->norder; /* -600: no replica can help */
@@ -197,7 +250,7 @@ void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs
 }
 
 /* Size of the best readable replica of a looked-up key, or a negative code. */
-static int64_t object_size(const struct mc_store *s, const struct mcli_reps *l) {
+static int64_t object_size(struct mc_store *s, const struct mcli_reps *l) {
   uint32_t *idx = mc_calloc(l->n ? l->n : 1, sizeof(uint32_t));
   int64_t res = order_replicas(s, l, idx) ? (int64_t)l->reps[idx[0]].size : MC_INVALID_REPLICA;
   mc_free(idx);

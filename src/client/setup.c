@@ -39,6 +39,7 @@ struct mc_store *mc_store_alloc(void) {
   pthread_rwlockattr_destroy(&a);
   pthread_rwlock_init(&s->reg_mu, NULL);
   pthread_mutex_init(&s->ping_mu, NULL);
+  pthread_mutex_init(&s->shun_mu, NULL);
   pthread_mutex_init(&s->stats.mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
