@@ -203,8 +203,8 @@ static void finish(struct mc_store *s, struct fp_ext *last) {
 
 /* finish() for the put path: the release goes to the heartbeat thread, so no put waits on it. */
 static void finish_later(struct mc_store *s, struct fp_ext *last) {
-  if (!last || last->dead) {
-    if (last) ext_free(last);
+  if (!last || last->dead) { /* nothing to send */
+    finish(s, last);
     return;
   }
   struct mc_fastput *fp = s->fastput;

@@ -18,13 +18,12 @@ struct evict_cand {
   uint64_t lease, seq, hash;
   int soft;
 };
-#define cand evict_cand
 
 struct scan {
   struct mc_master *m;
   uint32_t first, last; /* shard range [first, last) */
   uint64_t now, base;
-  struct cand *c;
+  struct evict_cand *c;
   size_t n, cap;
 };
 
@@ -47,7 +46,7 @@ static void add_cand(struct scan *s, const struct object *o) {
     s->cap = s->cap ? 2 * s->cap : 1024;
     s->c = mc_realloc(s->c, sizeof(*s->c) * s->cap);
   }
-  s->c[s->n++] = (struct cand){.lease = o->lease_ns, .seq = o->seq, .hash = o->hash, .soft = soft_pinned(o, s->now)};
+  s->c[s->n++] = (struct evict_cand){.lease = o->lease_ns, .seq = o->seq, .hash = o->hash, .soft = soft_pinned(o, s->now)};
 }
 
 /* One pass over the shard: abandoned puts are released (the same work as release_stale_everywhere,
@@ -104,31 +103,31 @@ static void scan_all(struct mc_master *m, uint64_t now, struct scan *out) {
   mc_free(started);
 }
 
-static int older(const struct cand *x, const struct cand *y) {
+static int older(const struct evict_cand *x, const struct evict_cand *y) {
   return x->lease != y->lease ? x->lease < y->lease : x->seq < y->seq;
 }
 
 static int by_age(const void *a, const void *b) {
-  const struct cand *x = a, *y = b;
+  const struct evict_cand *x = a, *y = b;
   return older(x, y) ? -1 : older(y, x);
 }
 
-static void cswap(struct cand *a, struct cand *b) {
-  struct cand t = *a;
+static void cswap(struct evict_cand *a, struct evict_cand *b) {
+  struct evict_cand t = *a;
   *a = *b;
   *b = t;
 }
 
 /* Rearranges c[0, n) so that its k oldest come first (k < n), in no particular order: quickselect with
  * a median-of-three pivot. O(n) on average, in place. */
-static void select_oldest(struct cand *c, size_t n, size_t k) {
+static void select_oldest(struct evict_cand *c, size_t n, size_t k) {
   long lo = 0, hi = (long)n - 1, kk = (long)k;
   while (hi > lo) {
     long mid = lo + (hi - lo) / 2;
     if (older(&c[hi], &c[lo])) cswap(&c[hi], &c[lo]);
     if (older(&c[mid], &c[lo])) cswap(&c[mid], &c[lo]);
     if (older(&c[hi], &c[mid])) cswap(&c[hi], &c[mid]);
-    struct cand pivot = c[mid];
+    struct evict_cand pivot = c[mid];
     long i = lo, j = hi;
     while (i <= j) { /* c[lo] <= pivot <= c[hi] stop the scans at the ends */
       while (older(&c[i], &pivot)) i++;
@@ -145,11 +144,11 @@ static void select_oldest(struct cand *c, size_t n, size_t k) {
 /* Hands out candidates oldest first, ordering only as many as are asked for: a run evicts a few
  * percent of the candidates, so sorting all of them (a million here and there) was most of its time. */
 struct cursor {
-  struct cand *c;
+  struct evict_cand *c;
   size_t n, sorted, next; /* c[0, sorted) is ordered and older than c[sorted, n) */
 };
 
-static const struct cand *cursor_next(struct cursor *cu, size_t want) {
+static const struct evict_cand *cursor_next(struct cursor *cu, size_t want) {
   if (cu->next == cu->n) return NULL;
   if (cu->next == cu->sorted) {
     size_t k = MC_MIN(MC_MAX(want, (size_t)1024), cu->n - cu->sorted);
@@ -161,7 +160,7 @@ static const struct cand *cursor_next(struct cursor *cu, size_t want) {
 }
 
 /* Evicts the candidate if it still qualifies: 1 when evicted, adding the replica bytes freed to *bytes. */
-static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft, uint64_t *bytes) {
+static int evict_one(struct mc_master *m, const struct evict_cand *c, int allow_soft, uint64_t *bytes) {
   struct shard *sh = &m->shards[c->hash & (MC_NSHARDS - 1)];
   int done = 0;
   uint64_t now = mc_now_ns();
@@ -182,7 +181,7 @@ static int evict_one(struct mc_master *m, const struct cand *c, int allow_soft, 
 /* Evicts candidates from the cursor, oldest first, until *evicted reaches goal or they run out. */
 static void evict_pass(struct mc_master *m, struct cursor *cu, int soft, uint64_t goal, uint64_t *evicted,
                        uint64_t *bytes) {
-  const struct cand *c;
+  const struct evict_cand *c;
   while (*evicted < goal && (c = cursor_next(cu, (size_t)(goal - *evicted)))) *evicted += (uint64_t)evict_one(m, c, soft, bytes);
 }
 
@@ -207,11 +206,10 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
     if (!s.c[i].soft) cswap(&s.c[ns++], &s.c[i]);
   struct cursor plain = {s.c, ns, 0, 0}, soft = {s.c + ns, s.n - ns, 0, 0};
   uint64_t evicted = 0, bytes = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
+  /* pass 1 stops at goal1 or when the plain candidates run out; goal2 <= goal1 (lower <= target), so
+   * falling short of goal2 means none are left and pass 2 takes soft-pinned ones only */
   evict_pass(m, &plain, 0, goal1, &evicted, &bytes);
-  if (evicted < goal2) {
-    evict_pass(m, &plain, 0, goal2, &evicted, &bytes);
-    if (m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &soft, 1, goal2, &evicted, &bytes);
-  }
+  if (evicted < goal2 && m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &soft, 1, goal2, &evicted, &bytes);
   /* The run answered the failed put; a later failure sets the flag again. */
   atomic_store(&m->need_eviction, 0);
   mc_metrics_eviction_run(m->ms, evicted, bytes);
