@@ -7,6 +7,23 @@
 #   BG_PIDS  an array of the background processes the script started and has not waited for yet
 # Every function works under `set -e` and `set -u`.
 
+# need_bins BUILD FILE...: exits with a message unless every FILE (a path) is an executable, built in BUILD.
+need_bins() {
+  local build=$1 bin
+  shift
+  for bin in "$@"; do
+    [ -x "$bin" ] || { echo "missing $bin (build first: cmake --build $build)" >&2; exit 1; }
+  done
+}
+
+# need_cmds CMD...: exits with a message unless every CMD is on PATH.
+need_cmds() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
+  done
+}
+
 # free_port: prints a TCP port that nothing listens on and that this script run has not printed before. Two
 # bind(0) calls in a row can get the same ephemeral port back from the kernel (a master then got one port for
 # both its RPC and its HTTP listener and did not start), and free_port runs in $(...) subshells, so the ports

@@ -15,12 +15,8 @@ KEYS=${KEYS:-1000000}
 VALUE=${VALUE:-200}
 SCALE=$BUILD/tools/master_scale
 MASTER=$BUILD/tools/mooncake_master
-for bin in "$SCALE" "$MASTER"; do
-  [ -x "$bin" ] || { echo "missing $bin (build first: cmake --build $BUILD)" >&2; exit 1; }
-done
-for t in redis-server redis-cli python3; do
-  command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
-done
+need_bins "$BUILD" "$SCALE" "$MASTER"
+need_cmds redis-server redis-cli python3
 WORK=$(mktemp -d /tmp/master_scale.XXXXXX)
 BG_PIDS=()
 trap finish EXIT

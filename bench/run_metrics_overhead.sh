@@ -20,10 +20,8 @@ BURST=${BURST:-200}
 LOAD_CASE=${LOAD_CASE:-exist:1}
 BENCH=$BUILD/tools/store_bench
 MASTER=$BUILD/tools/mooncake_master
-for bin in "$BENCH" "$MASTER"; do
-  [ -x "$bin" ] || { echo "missing $bin (build first: cmake --build $BUILD)" >&2; exit 1; }
-done
-command -v curl >/dev/null || { echo "curl not found" >&2; exit 1; }
+need_bins "$BUILD" "$BENCH" "$MASTER"
+need_cmds curl
 
 WORK=$(mktemp -d /tmp/metrics_overhead.XXXXXX)
 BG_PIDS=()

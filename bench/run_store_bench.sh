@@ -21,12 +21,8 @@ RPC_DUR=${RPC_DUR:-1.5}
 BENCH=$BUILD/tools/store_bench
 MASTER=$BUILD/tools/mooncake_master
 MCREF=$BUILD/tools/memcached_ref
-for bin in "$BENCH" "$MASTER" "$MCREF"; do
-  [ -x "$bin" ] || { echo "missing $bin (build first: cmake --build $BUILD)" >&2; exit 1; }
-done
-for t in redis-server redis-benchmark redis-cli memcached python3; do
-  command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
-done
+need_bins "$BUILD" "$BENCH" "$MASTER" "$MCREF"
+need_cmds redis-server redis-benchmark redis-cli memcached python3
 
 WORK=$(mktemp -d /tmp/store_bench.XXXXXX)
 BG_PIDS=()

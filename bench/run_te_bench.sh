@@ -13,10 +13,8 @@ BUILD=${1:-./build}
 DUR=${DUR:-5}
 BENCH=$BUILD/tools/transfer_engine_bench
 MEMCPY=$BUILD/tools/memcpy_ref
-for bin in "$BENCH" "$MEMCPY"; do
-  [ -x "$bin" ] || { echo "missing $bin (build first: cmake --build $BUILD)" >&2; exit 1; }
-done
-command -v iperf3 >/dev/null || { echo "iperf3 not found" >&2; exit 1; }
+need_bins "$BUILD" "$BENCH" "$MEMCPY"
+need_cmds iperf3
 
 WORK=$(mktemp -d /tmp/te_bench.XXXXXX)
 BG_PIDS=()

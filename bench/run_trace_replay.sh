@@ -22,11 +22,9 @@ BLOCK=${BLOCK:-16KiB}
 NODES=${NODES:-2}
 MAX_REQ=${MAX_REQ:-0}
 LEASE_MS=${LEASE_MS:-20}
-for b in mooncake_master mooncake_store_node trace_replay; do
-  [ -x "$BUILD/tools/$b" ] || { echo "missing $BUILD/tools/$b (build first: cmake --build $BUILD)" >&2; exit 1; }
-done
+need_bins "$BUILD" "$BUILD/tools/mooncake_master" "$BUILD/tools/mooncake_store_node" "$BUILD/tools/trace_replay"
 [ -r "$TRACE" ] || { echo "trace $TRACE not readable (set TRACE=...)" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 1; }
+need_cmds python3
 
 WORK=$(mktemp -d /tmp/trace_replay.XXXXXX)
 BG_PIDS=()

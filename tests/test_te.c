@@ -213,6 +213,22 @@ static int run_batch(transfer_engine_t e, struct transfer_request *r, size_t n, 
   return done;
 }
 
+/* Runs n requests in one batch, waits for all of them (30 s at most) and writes each task's status to
+ * status[]. 0, or -1 when the batch could not be submitted or a status not read. */
+static int batch_statuses(transfer_engine_t e, struct transfer_request *r, size_t n, int *status) {
+  batch_id_t b = allocateBatchID(e, n);
+  if (b == INVALID_BATCH || submitTransfer(e, b, r, n)) return -1;
+  mc_te_wait_batch(e, b, 30000);
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct transfer_status st = {0};
+    rc |= getTransferStatus(e, b, i, &st) ? -1 : 0;
+    status[i] = st.status;
+  }
+  CHECK_EQ(freeBatchID(e, b), 0);
+  return rc;
+}
+
 static int xfer(transfer_engine_t e, int op, void *local, segment_id_t seg, uint64_t remote, uint64_t len) {
   struct transfer_request r = {op, local, seg, remote, len};
   int failed;
@@ -510,20 +526,16 @@ static void test_pipelined_reads_tcp(void) {
     r[60].target_offset = p.addr + 768 * 1024;
     fill(buf + 60 * 64 * 1024, len[60], 768 * 1024, 8);
     memset(buf, 0, 10 * 64 * 1024);
-    batch_id_t b = allocateBatchID(e, n);
-    REQUIRE(submitTransfer(e, b, r, n) == 0);
-    mc_te_wait_batch(e, b, 30000);
+    int st[96];
+    REQUIRE(batch_statuses(e, r, n, st) == 0);
     for (size_t i = 0; i < n; i++) {
-      struct transfer_status st;
-      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
       int bad = i == 10 || i == 41;
-      CHECK_EQ(st.status, bad ? STATUS_FAILED : STATUS_COMPLETED);
+      CHECK_EQ(st[i], bad ? STATUS_FAILED : STATUS_COMPLETED);
       if (!bad && r[i].opcode == OPCODE_READ && !verify(buf + i * 64 * 1024, len[i], off[i], 7)) {
         CHECK(!"read returned the wrong bytes");
         break;
       }
     }
-    CHECK_EQ(freeBatchID(e, b), 0);
     CHECK(peer_ok(&p, "CHECK %llu %llu %u", 768 * 1024, len[60], 8));
     CHECK(peer_ok(&p, "FILL %u", 7, 0, 0)); /* the write's range back to the pattern for the next round */
   }
@@ -565,34 +577,24 @@ static void pipelined_writes(int shared) {
     }
     r[7].target_offset = p.addr + span - 10; /* runs past the end: rejected, its payload drained */
     r[31].target_offset = UINT64_MAX - 100;  /* wraps: rejected */
-    batch_id_t b = allocateBatchID(e, N);
-    REQUIRE(submitTransfer(e, b, r, N) == 0);
-    mc_te_wait_batch(e, b, 30000);
-    int bad = 0;
+    int st[N], bad = 0;
+    REQUIRE(batch_statuses(e, r, N, st) == 0);
     for (size_t i = 0; i < N; i++) {
-      struct transfer_status st;
-      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
       int rejected = i == 7 || i == 31;
-      CHECK_EQ(st.status, rejected ? STATUS_FAILED : STATUS_COMPLETED);
+      CHECK_EQ(st[i], rejected ? STATUS_FAILED : STATUS_COMPLETED);
       if (!rejected && !peer_ok(&p, "CHECK %llu %llu %u", off[i], len[i], 50 + round)) bad++;
     }
     CHECK_EQ(bad, 0);
-    CHECK_EQ(freeBatchID(e, b), 0);
     /* the same regions back in one batch */
     memset(buf, 0, at);
     for (size_t i = 0; i < N; i++) r[i] = (struct transfer_request){OPCODE_READ, buf + off[i], seg, p.addr + off[i], len[i]};
     r[7].length = 0, r[31].length = 0; /* nothing was written there */
-    b = allocateBatchID(e, N);
-    REQUIRE(submitTransfer(e, b, r, N) == 0);
-    mc_te_wait_batch(e, b, 30000);
+    REQUIRE(batch_statuses(e, r, N, st) == 0);
     for (size_t i = 0; i < N; i++) {
-      struct transfer_status st;
-      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
-      CHECK_EQ(st.status, STATUS_COMPLETED);
+      CHECK_EQ(st[i], STATUS_COMPLETED);
       if (i != 7 && i != 31 && !verify(buf + off[i], len[i], off[i], 50 + round)) bad++;
     }
     CHECK_EQ(bad, 0);
-    CHECK_EQ(freeBatchID(e, b), 0);
   }
   CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
   destroyTransferEngine(e);
@@ -638,20 +640,15 @@ static void test_pipelined_mixed_tcp(void) {
       if (bad[i]) r[i].target_offset = p.addr + 2 * MiB - len[i] / 2 - 1; /* runs past the end */
       if (!writing) memset(buf + i * slot, 0, len[i]);
     }
-    batch_id_t b = allocateBatchID(e, N);
-    REQUIRE(submitTransfer(e, b, r, N) == 0);
-    mc_te_wait_batch(e, b, 30000);
-    int wrong = 0;
+    int st[N], wrong = 0;
+    REQUIRE(batch_statuses(e, r, N, st) == 0);
     for (size_t i = 0; i < N; i++) {
-      struct transfer_status st;
-      REQUIRE(getTransferStatus(e, b, i, &st) == 0);
-      CHECK_EQ(st.status, bad[i] ? STATUS_FAILED : STATUS_COMPLETED);
+      CHECK_EQ(st[i], bad[i] ? STATUS_FAILED : STATUS_COMPLETED);
       if (bad[i]) continue;
       if (r[i].opcode == OPCODE_READ) wrong += !verify(buf + i * slot, len[i], off[i], 11);
       else wrong += !peer_ok(&p, "CHECK %llu %llu %u", half + off[i], len[i], 60 + round);
     }
     CHECK_EQ(wrong, 0);
-    CHECK_EQ(freeBatchID(e, b), 0);
   }
   CHECK(peer_ok(&p, "GUARD", 0, 0, 0));
   destroyTransferEngine(e);
