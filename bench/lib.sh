@@ -105,4 +105,7 @@ finish() {
 }
 
 # ratio A B: A / B with two decimals, "n/a" when B is not positive.
+# shmem_thp: the kernel's setting for 2 MiB pages on shared memory (the selected word), for report headers.
+shmem_thp() { sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || echo unknown; }
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

@@ -17,7 +17,7 @@ MP=$(free_port); HP=$(free_port); XP=$(free_port)
 BG_PIDS+=($!)
 wait_for "Master service started" "$WORK/master.log" 100 0.05 || true
 ADDR=(--master_server_addr="127.0.0.1:$MP" --metadata_server="http://127.0.0.1:$HP/metadata")
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); WAIT=${WAIT:-0}; MC_SEGMENT_PREFAULT=${MC_SEGMENT_PREFAULT:-default}"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); WAIT=${WAIT:-0}; MC_SEGMENT_PREFAULT=${MC_SEGMENT_PREFAULT:-default}; shmem_enabled=$(shmem_thp)"
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
   MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \

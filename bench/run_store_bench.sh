@@ -107,7 +107,7 @@ echo "- host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2
   "MemAvailable $(awk '/MemAvailable/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
 echo "- $(redis-server --version | cut -d' ' -f1-3), memcached $(memcached -V | cut -d' ' -f2); DUR=${DUR}s per data case," \
   "RPC_DUR=${RPC_DUR}s per RPC case; one client thread unless said; GB/s = 1e9 B/s"
-echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "- load average at start: $(cut -d' ' -f1-3 /proc/loadavg); shmem huge pages (shmem_enabled): $(shmem_thp)"
 echo
 
 # ---------------------------------------------------------------- (1) setup time, 16 MiB vs 16 GiB

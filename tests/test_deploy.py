@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks deploy/: Prometheus rules (promtool check + unit tests of the guide's thresholds), the scrape
 config, the Grafana dashboard (valid JSON, every metric it or the rules name is exported by a real
-master), the master and storage-node example configs (accepted by the real binaries), and the systemd
-units (systemd-analyze verify, skipped with the reason when it is not installed).
+master), the master and storage-node example configs (accepted by the real binaries), the systemd
+units (systemd-analyze verify) and the tmpfiles.d file (parsed by systemd-tmpfiles without applying it);
+the systemd checks are skipped with the reason when the tool is not installed.
 
 Usage: test_deploy.py <repo root> <dir with mooncake_master and mooncake_store_node>"""
 import json
@@ -202,6 +203,17 @@ try:
             open(os.path.join(units, name), "w").write(text)
         rc, out = run([sda, "verify"] + sorted(os.path.join(units, n) for n in os.listdir(units)))
         check(rc == 0 and "Unknown" not in out, "systemd-analyze verify deploy/systemd/*.service\n" + out)
+
+    # ------------------------------------------------------------ tmpfiles.d (huge pages for shared memory)
+    stf = shutil.which("systemd-tmpfiles")
+    conf = os.path.join(DEPLOY, "tmpfiles", "mooncake-hugepages.conf")
+    if not stf:
+        print("SKIP systemd-tmpfiles: systemd-tmpfiles is not installed on this machine")
+    else:
+        # --prefix matches no line, so the file is parsed (syntax errors fail) and nothing is written.
+        rc, out = run([stf, "--create", "--prefix=/nonexistent-mooncake-check", conf])
+        check(rc == 0 and not out.strip(), "systemd-tmpfiles parses deploy/tmpfiles/mooncake-hugepages.conf\n" + out)
+    check("shmem_enabled - - - - advise" in open(conf).read(), "the tmpfiles.d line sets shmem huge pages to advise")
 finally:
     for p in procs:
         if p.poll() is None:

@@ -2,6 +2,7 @@
  * "--serve"), through the TCP path (MC_FORCE_TCP) and the same-host path, with P2PHANDSHAKE and the
  * embedded HTTP metadata server. The peer guards its registered buffer to prove nothing lands outside. */
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -1093,6 +1094,106 @@ static void test_prefault(void) {
   destroyTransferEngine(e); /* frees p */
 }
 
+/* kB of 2 MiB-mapped shared memory (ShmemPmdMapped) in pid's mappings of our memfd segments. */
+static long segment_pmd_kb(pid_t pid) {
+  char path[64], line[512];
+  snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  long kb = 0, v;
+  int ours = 0;
+  while (fgets(line, sizeof(line), f)) {
+    if (strchr(line, '-') && strchr(line, ':') && line[0] != ' ' && !strchr(line, '\t') && isxdigit((unsigned char)line[0]))
+      ours = strstr(line, "memfd:mooncake-segment") != NULL; /* a mapping's header line */
+    else if (ours && sscanf(line, "ShmemPmdMapped: %ld kB", &v) == 1) kb += v;
+  }
+  fclose(f);
+  return kb;
+}
+
+#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+/* Reads the selected mode of SHMEM_THP into out; 0, or -1 when the file cannot be read. */
+static int thp_mode(char *out, size_t n) {
+  char buf[128] = {0};
+  FILE *f = fopen(SHMEM_THP, "re");
+  if (!f) return -1;
+  char *ok = fgets(buf, sizeof(buf), f);
+  fclose(f);
+  char *a = ok ? strchr(buf, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
+  if (!b) return -1;
+  snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+  return 0;
+}
+static int thp_set(const char *mode) {
+  FILE *f = fopen(SHMEM_THP, "we");
+  if (!f) return -1;
+  int rc = fputs(mode, f) < 0;
+  return fclose(f) || rc ? -1 : 0;
+}
+
+static char thp_saved[32];
+static void thp_restore(void) { (void)thp_set(thp_saved); } /* also when a REQUIRE ends the test early */
+
+/* 2 MiB pages on shared memory. Where the kernel allows them for shmem ('advise'; the test switches the
+ * system setting to it when it may, and puts the old one back), a holder's segment and a same-host peer's
+ * mapping of it are mapped with 2 MiB pages once warm, bytes round-trip over both paths, and
+ * MC_SEGMENT_HUGEPAGE=0 keeps 4 KiB pages. */
+static void test_huge_pages(void) {
+  char old[32];
+  if (thp_mode(old, sizeof(old))) {
+    fprintf(stderr, "test_huge_pages: skipped: " SHMEM_THP " is missing (kernel without transparent huge pages)\n");
+    return;
+  }
+  if (strcmp(old, "advise") && thp_set("advise")) {
+    fprintf(stderr, "test_huge_pages: skipped: shmem huge pages are '%s' and this user cannot set 'advise' (%s)\n", old,
+            strerror(errno));
+    return;
+  }
+  if (strcmp(old, "advise")) {
+    snprintf(thp_saved, sizeof(thp_saved), "%s", old);
+    atexit(thp_restore);
+  }
+  struct peer p;
+  REQUIRE(peer_start(&p, "P2PHANDSHAKE", 16 * MiB, 1) == 0);
+  transfer_engine_t e = local_engine("P2PHANDSHAKE", 0);
+  REQUIRE(e);
+  uint8_t *src = malloc(16 * MiB), *dst = malloc(16 * MiB);
+  REQUIRE(registerLocalMemory(e, src, 16 * MiB, "cpu:0", 1) == 0);
+  REQUIRE(registerLocalMemory(e, dst, 16 * MiB, "cpu:0", 1) == 0);
+  segment_id_t seg = openSegment(e, p.name);
+  REQUIRE(seg > 0);
+  CHECK_STR(mc_te_segment_path(e, seg), "shm");
+  fill(src, 16 * MiB, 0, 41);
+  CHECK_EQ(xfer(e, OPCODE_WRITE, src, seg, p.addr, 16 * MiB), 0);
+  CHECK(peer_ok(&p, "CHECK %llu %llu %u", 0, 16 * MiB, 41));
+  CHECK(wait_prefault(e, 20000)); /* our mapping of the peer's segment is warm */
+  memset(dst, 0, 16 * MiB);
+  CHECK_EQ(xfer(e, OPCODE_READ, dst, seg, p.addr, 16 * MiB), 0);
+  CHECK(verify(dst, 16 * MiB, 0, 41));
+  long mine = segment_pmd_kb(getpid()), theirs = segment_pmd_kb(p.pid);
+  fprintf(stderr, "test_huge_pages: 2 MiB-mapped kB: peer's own mapping %ld, ours of it %ld\n", theirs, mine);
+  CHECK(theirs >= 14 * 1024); /* 16 MiB, less at most one huge page at each end if the kernel could not align */
+  CHECK(mine >= 14 * 1024);
+  destroyTransferEngine(e);
+  peer_stop(&p);
+  free(src);
+  free(dst);
+
+  roundtrip_sizes(1, 1, "tcp"); /* every size, cold and warm chunks, on 2 MiB pages */
+  roundtrip_sizes(0, 1, "shm");
+
+  setenv("MC_SEGMENT_HUGEPAGE", "0", 1);
+  e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 1);
+  REQUIRE(e);
+  uint8_t *q = mc_te_alloc_shared(e, 16 * MiB, "cpu:0");
+  REQUIRE(q);
+  CHECK(wait_prefault(e, 20000));
+  CHECK_EQ(segment_pmd_kb(getpid()), 0);
+  destroyTransferEngine(e);
+  unsetenv("MC_SEGMENT_HUGEPAGE");
+  if (strcmp(old, "advise")) CHECK_EQ(thp_set(old), 0); /* and again at exit: harmless */
+}
+
 static void test_http_metadata_discovery(void) {
   struct mc_meta_server *ms = mc_meta_server_start("127.0.0.1", 0, NULL);
   REQUIRE(ms);
@@ -1213,7 +1314,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc == 5 && !strcmp(argv[1], "--serve")) return serve(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
   static const struct mc_test_case cases[] = {
-      TEST_CASE(test_registration_rules),  TEST_CASE(test_prefault), TEST_CASE(test_roundtrip_tcp),
+      TEST_CASE(test_registration_rules),  TEST_CASE(test_prefault), TEST_CASE(test_huge_pages), TEST_CASE(test_roundtrip_tcp),
       TEST_CASE(test_roundtrip_cold_pages), TEST_CASE(test_roundtrip_warming_pages),
       TEST_CASE(test_roundtrip_prefault_off),
       TEST_CASE(test_roundtrip_shm_memfd), TEST_CASE(test_roundtrip_shm_vm),

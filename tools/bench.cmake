@@ -2,3 +2,5 @@
 mc_tool(transfer_engine_bench ${CMAKE_CURRENT_SOURCE_DIR}/transfer_engine_bench.c)
 add_executable(memcpy_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/memcpy_ref.c)
 target_link_libraries(memcpy_ref PRIVATE mooncake_common)
+# shm_pages: the cost of a shared-memory page with 4 KiB and 2 MiB pages (bench/RESULTS.md, eighth session).
+add_executable(shm_pages ${CMAKE_CURRENT_SOURCE_DIR}/../bench/shm_pages.c)

@@ -476,6 +476,7 @@ void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *lo
     close(fd);
     return NULL;
   }
+  mc_shm_advise_huge(p, length);
   pthread_mutex_lock(&e->reg_mu);
   int rc = register_locked(e, p, length, location, 1, fd);
   if (!rc) {

@@ -188,6 +188,10 @@ int mc_buf_warm(const struct mc_buf *b, uint64_t addr, uint64_t len);
 /* process_vm_writev (op WRITE) / readv to pid, looping over partial copies: 0 or -errno. With our own
  * pid it reaches this process's pages through the kernel, without a user page fault. */
 int mc_vm_copy_raw(int pid, int op, void *local, uint64_t remote, uint64_t len);
+/* Asks for 2 MiB pages on a mapping of one of our memfds (MADV_HUGEPAGE) unless MC_SEGMENT_HUGEPAGE=0. The
+ * kernel uses them only where /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise, within_size,
+ * always); otherwise a no-op. The first call logs which page size applies. */
+void mc_shm_advise_huge(void *p, uint64_t len);
 
 /* Marks a slice finished (ok = 1) and updates its task and batch; drops the slice. Thread-safe. */
 void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);

@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -82,6 +83,34 @@ static void touch_pages(char *p, uint64_t len, int kernel_too) {
       syscall(SYS_futex, (uint32_t *)(p + o), FUTEX_WAKE_OP | FUTEX_PRIVATE_FLAG, 0, 0, (uint32_t *)(p + o),
               FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0));
   }
+}
+
+#define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+/* The selected word of SHMEM_THP ("never" where the file cannot be read). */
+static void shmem_thp_mode(char *out, size_t n) {
+  char buf[128] = {0};
+  snprintf(out, n, "never");
+  FILE *f = fopen(SHMEM_THP, "re");
+  if (!f) return;
+  if (fgets(buf, sizeof(buf), f)) {
+    char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a && b) snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+  }
+  fclose(f);
+}
+
+void mc_shm_advise_huge(void *p, uint64_t len) {
+  static atomic_int told;
+  if (len < (2ull << 20) || !mc_env_bool("MC_SEGMENT_HUGEPAGE", 1)) return;
+  (void)madvise(p, len, MADV_HUGEPAGE); /* EINVAL on kernels without THP: nothing to do */
+  if (atomic_exchange(&told, 1)) return;
+  char mode[32];
+  shmem_thp_mode(mode, sizeof(mode));
+  if (!strcmp(mode, "never") || !strcmp(mode, "deny"))
+    LOG_INFO("shared memory uses 4 KiB pages (" SHMEM_THP " is '%s'); 'advise' gives segments 2 MiB pages "
+             "and a much shorter warm-up (docs/operations.md, \"Huge pages\")", mode);
+  else LOG_INFO("shared memory asks for 2 MiB pages (" SHMEM_THP " is '%s')", mode);
 }
 
 static void set_bit(atomic_uint_least64_t *bits, uint64_t i) { atomic_fetch_or(&bits[i / 64], 1ull << (i % 64)); }

@@ -95,7 +95,9 @@ static void *map_peer_buf(const struct mc_desc *d, const struct mc_rbuf *b) {
   if (fd < 0) return NULL;
   void *p = mmap(NULL, b->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  return p == MAP_FAILED ? NULL : p;
+  if (p == MAP_FAILED) return NULL;
+  mc_shm_advise_huge(p, b->len);
+  return p;
 }
 
 /* The local address of a peer's memfd buffer, mapped on first use; NULL if it cannot be mapped.
