@@ -108,4 +108,23 @@ finish() {
 # shmem_thp: the kernel's setting for 2 MiB pages on shared memory (the selected word), for report headers.
 shmem_thp() { sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || echo unknown; }
 
+# start_master BUILD [FLAG...]: starts BUILD's mooncake_master with its embedded metadata server on free
+# ports (log: $WORK/master.log; added to BG_PIDS), waits until it serves, and sets the array ADDR to the
+# client flags that reach it. Exits with a message if it has not started within 5 s.
+start_master() {
+  local build=$1 mp hp xp
+  shift
+  mp=$(free_port); hp=$(free_port); xp=$(free_port)
+  "$build/tools/mooncake_master" --rpc_port="$mp" --enable_http_metadata_server --http_metadata_server_port="$hp" \
+    --metrics_port="$xp" "$@" >"$WORK/master.log" 2>&1 &
+  BG_PIDS+=($!)
+  wait_for "Master service started" "$WORK/master.log" 100 0.05 ||
+    { echo "mooncake_master did not start (see $WORK/master.log)" >&2; exit 1; }
+  # shellcheck disable=SC2034 # for the caller
+  ADDR=(--master_server_addr="127.0.0.1:$mp" --metadata_server="http://127.0.0.1:$hp/metadata")
+}
+
+# field LINE NAME: the value of NAME=value in a RESULT/RPC/... line of the bench tools.
+field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
+
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }

@@ -11,19 +11,14 @@ B=${1:-build}
 WORK=$(mktemp -d /tmp/first_pass.XXXXXX)
 BG_PIDS=()
 trap finish EXIT
-MP=$(free_port); HP=$(free_port); XP=$(free_port)
-"$B/tools/mooncake_master" --rpc_port="$MP" --enable_http_metadata_server --http_metadata_server_port="$HP" \
-  --metrics_port="$XP" >"$WORK/master.log" 2>&1 &
-BG_PIDS+=($!)
-wait_for "Master service started" "$WORK/master.log" 100 0.05 || true
-ADDR=(--master_server_addr="127.0.0.1:$MP" --metadata_server="http://127.0.0.1:$HP/metadata")
+start_master "$B"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); WAIT=${WAIT:-0}; MC_SEGMENT_PREFAULT=${MC_SEGMENT_PREFAULT:-default}; shmem_enabled=$(shmem_thp)"
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
   MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
     >"$WORK/h_$path.out" 2>"$WORK/h_$path.err" &
   H=$!
-  BG_PIDS+=($H)
+  BG_PIDS+=("$H")
   wait_for "^HOLDER ready" "$WORK/h_$path.out" 200 0.025 || true
   name=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/h_$path.out")
   sleep "${WAIT:-0}"

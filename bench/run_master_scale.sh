@@ -21,7 +21,6 @@ WORK=$(mktemp -d /tmp/master_scale.XXXXXX)
 BG_PIDS=()
 trap finish EXIT
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-ERROR} # the overfill's -200 answers would flood the log
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
 per_s() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%.0f", n / s }'; }

@@ -6,7 +6,8 @@
 #     does) vs redis-server driven by redis-benchmark with as many connections (EXISTS, EXISTS of 1000 keys, SET);
 #   put/get of 16 KiB, 64 KiB, 1 MiB and 16 MiB objects, unbatched and batched, over TCP (MC_FORCE_TCP=1) and same
 #     host (shared memory), one client thread, vs redis-benchmark (-P 1 -c 4) and memcached (4 connections);
-#   setup time with a 16 MiB and a 16 GiB segment; first pass of 1 MiB puts over a fresh segment vs a warm one.
+#   setup time with a 16 MiB and a 16 GiB segment; first pass of 1 MiB puts over a fresh segment vs a warm one,
+#     and vs the rate at which this machine hands out fresh shared memory right after (shm_pages).
 # Every reference figure is the mean of a run right before and a run right after ours (machine load drifts).
 # Builds nothing: usage  bench/run_store_bench.sh [BUILD_DIR=./build]   (DUR = seconds per data case, default 2;
 # RPC_DUR = seconds per RPC case, default 1.5). Takes ~4-5 minutes.
@@ -21,7 +22,8 @@ RPC_DUR=${RPC_DUR:-1.5}
 BENCH=$BUILD/tools/store_bench
 MASTER=$BUILD/tools/mooncake_master
 MCREF=$BUILD/tools/memcached_ref
-need_bins "$BUILD" "$BENCH" "$MASTER" "$MCREF"
+SHMPAGES=$BUILD/tools/shm_pages
+need_bins "$BUILD" "$BENCH" "$MASTER" "$MCREF" "$SHMPAGES"
 need_cmds redis-server redis-benchmark redis-cli memcached python3
 
 WORK=$(mktemp -d /tmp/store_bench.XXXXXX)
@@ -35,8 +37,6 @@ meets() { awk -v r="$1" -v t="$2" 'BEGIN { print (r + 0 >= t) ? "met" : "**misse
 mean() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (a + b) / 2 }'; }
 fmt() { awk -v a="$1" -v d="${2:-2}" 'BEGIN { printf "%.*f", d, a }'; }
 kfmt() { awk -v a="$1" 'BEGIN { if (a >= 1e6) printf "%.2f M", a / 1e6; else if (a >= 1e4) printf "%.0f k", a / 1e3; else if (a >= 1e3) printf "%.1f k", a / 1e3; else printf "%.0f", a }'; }
-# field LINE KEY: the value of KEY=... in a result line.
-field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 
 # ---------------------------------------------------------------- services
 
@@ -245,7 +245,11 @@ for path in tcp shm; do
   first=$(sed -n 1p <<<"$out"); second=$(sed -n 2p <<<"$out")
   f=$(field "$first" gbps); w=$(field "$second" gbps)
   FRESH_ROWS+=("| $path | $(fmt "$f") | $(field "$first" p50_us) / $(field "$first" p99_us) | $(fmt "$w") | $(field "$second" p50_us) / $(field "$second" p99_us) | $(ratio "$f" "$w") |")
-  eval "FRESH_$path=$f WARM_$path=$w"
+  # The machine's limit for that pass, measured right after in the same conditions: how fast one thread
+  # gets 896 MiB of fresh shared memory populated (page size as our segments ask for).
+  m=$("$SHMPAGES" 896 populate | grep '^FRESH') || fail "shm_pages failed"
+  FRESH_ROWS+=("| this machine's fresh shared memory right after (one thread populating 896 MiB; the limit of a first pass) | $(fmt "$(field "$m" gbps)") | | | | |")
+  eval "FRESH_$path=$f WARM_$path=$w FRESHMEM_$path=$(field "$m" gbps)"
 done
 # Fresh segments again, but first given the time the holder's background warm-up takes; then one pass
 # of the same puts.
@@ -435,6 +439,9 @@ for path in tcp shm; do
   # the same pass against memcached's own first pass in a fresh process, here (same host memory conditions)
   q=$(ratio "${!f}" "$(field "$MC_FRESH" gbps)")
   target "first pass, $path, right after setup, vs memcached's first pass here (>= 1.0x)" "$(fmt "${!f}") vs $(fmt "$(field "$MC_FRESH" gbps)") GB/s = ${q}x" "$(meets "$q" 1.0)"
+  m=FRESHMEM_$path
+  q=$(ratio "${!f}" "${!m}")
+  target "first pass, $path, right after setup, vs this machine's fresh-memory rate right after (reference)" "$(fmt "${!f}") vs $(fmt "${!m}") GB/s = ${q}x" "reference"
   q=$(ratio "${!a}" "${!w}")
   target "no slow first pass, $path, after the $(fmt "${!ws}" 1) s background warm-up (>= 0.5x warm)" "$(fmt "${!a}") vs $(fmt "${!w}") GB/s = ${q}x" "$(meets "$q" 0.5)"
 done

@@ -21,12 +21,7 @@ WORK=$(mktemp -d /tmp/thp_ab.XXXXXX)
 BG_PIDS=()
 restore() { echo "$OLD" >"$THP"; finish; }
 trap restore EXIT
-MP=$(free_port); HP=$(free_port); XP=$(free_port)
-"$B/tools/mooncake_master" --rpc_port="$MP" --enable_http_metadata_server --http_metadata_server_port="$HP" \
-  --metrics_port="$XP" >"$WORK/master.log" 2>&1 &
-BG_PIDS+=($!)
-wait_for "Master service started" "$WORK/master.log" 100 0.05 || { echo "master did not start" >&2; exit 1; }
-ADDR=(--master_server_addr="127.0.0.1:$MP" --metadata_server="http://127.0.0.1:$HP/metadata")
+start_master "$B"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); cases $CASES, ${DUR}s each"
 echo
 hdr="| round | shmem_enabled | path | holder warm-up (s) | client's first 512 MiB (GB/s) |"

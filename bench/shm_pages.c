@@ -4,7 +4,10 @@
  * 16 MiB steps, as the engine's warm-up does), touching every 4 KiB from user mode and then from kernel mode
  * (FUTEX_WAKE_OP, as touch_pages in src/te/prefault.c), and touching it through a second mapping (what a
  * same-host peer pays). Prints one line per page size and the kB mapped with 2 MiB pages.
- * Usage: shm_pages [SIZE_MIB] */
+ * With "populate" it only populates a fresh memfd the way a segment's warm-up does (2 MiB pages asked for
+ * unless MC_SEGMENT_HUGEPAGE=0) and prints "FRESH gbps=X": how fast this machine hands out fresh shared
+ * memory at that moment, the limit of a first pass over a fresh segment (bench/run_store_bench.sh).
+ * Usage: shm_pages [SIZE_MIB [populate]] */
 #include <linux/futex.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,8 +70,27 @@ static int run(size_t len, int huge) {
   return 0;
 }
 
+/* Populates a fresh memfd of len bytes as a segment's warm-up does and prints the rate. */
+static int fresh(size_t len) {
+  const char *h = getenv("MC_SEGMENT_HUGEPAGE");
+  int fd = memfd_create("shm_pages", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)len)) return perror("memfd"), -1;
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return perror("mmap"), -1;
+  if (!(h && !strcmp(h, "0"))) (void)madvise(p, len, MADV_HUGEPAGE);
+  double t0 = now();
+  for (size_t o = 0; o < len; o += 16u << 20)
+    if (madvise(p + o, len - o < (16u << 20) ? len - o : 16u << 20, MADV_POPULATE_WRITE)) return perror("populate"), -1;
+  double t1 = now();
+  printf("FRESH gbps=%.3f secs=%.3f pmd_mapped_kb=%ld\n", (double)len / (t1 - t0) / 1e9, t1 - t0, pmd_kb());
+  munmap(p, len);
+  close(fd);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   size_t len = (size_t)(argc > 1 ? strtoull(argv[1], NULL, 10) : 1024) << 20;
+  if (argc > 2 && !strcmp(argv[2], "populate")) return len && !fresh(len) ? 0 : 1;
   char mode[128] = "unreadable";
   FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
   if (f && fgets(mode, sizeof(mode), f)) mode[strcspn(mode, "\n")] = 0;

@@ -241,6 +241,32 @@ static void test_reserve_commit_basics(void) {
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "inflight", 16384, 100), MC_OBJECT_ALREADY_EXISTS);
   CHECK_EQ(mt_put_end(c, mt_id(1), "inflight"), 0);
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "inflight", 20480, 100), MC_OBJECT_ALREADY_EXISTS);
+  /* a batch commit: each entry as its own COMMIT_PUT would be, in order */
+  {
+    const char *bk[5] = {"b1", "a", "b2", "b3", "b1"};
+    uint64_t bo[5] = {32768, 36864, 4, 40960, 45056}, bl[5] = {100, 100, 100, 200, 100};
+    int st[5] = {1, 1, 1, 1, 1};
+    uint64_t used = seg_used(c, "ext:1");
+    CHECK_EQ(x_batch_commit(c, mt_id(1), g.id, bk, bo, bl, 5, st), 0);
+    CHECK_EQ(st[0], 0);
+    CHECK_EQ(st[1], MC_OBJECT_ALREADY_EXISTS); /* "a" kept; its range goes back to the pool */
+    CHECK_EQ(st[2], MC_INVALID_PARAMS);        /* unaligned */
+    CHECK_EQ(st[3], 0);
+    CHECK_EQ(st[4], MC_OBJECT_ALREADY_EXISTS); /* b1, committed by the first entry */
+    CHECK_EQ(mt_exist(c, "b1"), 1);
+    CHECK_EQ(mt_exist(c, "b3"), 1);
+    CHECK_EQ(mt_exist(c, "b2"), 0);
+    CHECK_EQ(addr_of(c, "b1", &sz), g.addr + 32768);
+    CHECK_EQ(sz, 100);
+    CHECK_EQ(addr_of(c, "a", &sz), g.addr);
+    CHECK_EQ(seg_used(c, "ext:1"), used - 2 * 104); /* the ranges of the two -705 entries */
+    const char *other[1] = {"b4"};
+    CHECK_EQ(x_batch_commit(c, mt_id(2), g.id, other, bo, bl, 1, st), 0);
+    CHECK_EQ(st[0], MC_ILLEGAL_CLIENT);
+    CHECK_EQ(mt_exist(c, "b4"), 0);
+    CHECK_EQ(x_batch_commit(c, mt_id(1), g.id, bk, bo, bl, 0, st), 0); /* an empty batch */
+    CHECK_EQ(seg_used(c, "ext:1"), used - 2 * 104);
+  }
   /* malformed commits change nothing */
   uint64_t before = seg_used(c, "ext:1");
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "b", 0, 100), MC_INVALID_PARAMS);        /* already committed range */
@@ -262,10 +288,12 @@ static void test_reserve_commit_basics(void) {
   /* release: the reserved rest goes back; only the objects stay */
   CHECK_EQ(x_release(c, mt_id(1), g.id), 0);
   CHECK_EQ(x_release(c, mt_id(1), g.id), 0); /* unknown id: OK */
-  CHECK_EQ(seg_used(c, "ext:1"), 5000 + 104);
+  CHECK_EQ(seg_used(c, "ext:1"), 5000 + 104 + 104 + 200); /* a, inflight, b1, b3 */
   CHECK_EQ(x_commit(c, mt_id(1), g.id, "c", 131072, 64), MC_LEASE_EXPIRED);
   CHECK_EQ(mt_remove(c, "a", 1), 0);
   CHECK_EQ(mt_remove(c, "inflight", 1), 0);
+  CHECK_EQ(mt_remove(c, "b1", 1), 0);
+  CHECK_EQ(mt_remove(c, "b3", 1), 0);
   mc_tp_sleep_ms(LEASE_WAIT_MS);
   CHECK_EQ(seg_used(c, "ext:1"), 0);
   mc_mrpc_client_free(c);
@@ -597,7 +625,8 @@ static void test_evict_committed_objects(void) {
   CHECK_EQ(mt_master_stop(&mm), 0);
 }
 
-/* The new opcodes' decoders are total: every truncation is INVALID_PARAMS with no reply body. */
+/* The extent opcodes' decoders are total: every truncation is INVALID_PARAMS with no reply body (a
+ * truncated BATCH_COMMIT_PUT commits none of its entries). */
 static void test_dispatch_truncated(void) {
   struct mc_master_cfg cfg;
   char err[256];
@@ -608,13 +637,17 @@ static void test_dispatch_truncated(void) {
   struct mc_segment_rec s = mt_seg(1, "fz:1", SEG_BASE, SEG_SIZE);
   CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
   struct mc_put_config pc = mt_cfg(1);
-  struct mc_wbuf bodies[3] = {{0}, {0}, {0}};
-  uint16_t ops[3] = {MC_OP_RESERVE_EXTENT, MC_OP_COMMIT_PUT, MC_OP_RELEASE_EXTENT};
+  struct mc_wbuf bodies[4] = {{0}, {0}, {0}, {0}};
+  uint16_t ops[4] = {MC_OP_RESERVE_EXTENT, MC_OP_COMMIT_PUT, MC_OP_RELEASE_EXTENT, MC_OP_BATCH_COMMIT_PUT};
   mc_put_uuid(&bodies[0], mt_id(1)), mc_w_u64(&bodies[0], 64), mc_w_u64(&bodies[0], 4096), mc_put_config(&bodies[0], &pc);
   mc_put_uuid(&bodies[1], mt_id(1)), mc_w_u64(&bodies[1], 1), mc_w_str(&bodies[1], "k"), mc_w_u64(&bodies[1], 0);
   mc_w_u64(&bodies[1], 64), mc_w_u8(&bodies[1], 0), mc_w_i64(&bodies[1], -1), mc_w_u8(&bodies[1], 0);
   mc_put_uuid(&bodies[2], mt_id(1)), mc_w_u64(&bodies[2], 1);
-  for (int i = 0; i < 3; i++) {
+  mc_put_uuid(&bodies[3], mt_id(1)), mc_w_u64(&bodies[3], 1), mc_w_u8(&bodies[3], 0), mc_w_i64(&bodies[3], -1);
+  mc_w_u8(&bodies[3], 0), mc_w_u32(&bodies[3], 2);
+  mc_w_str(&bodies[3], "k1"), mc_w_u64(&bodies[3], 0), mc_w_u64(&bodies[3], 64);
+  mc_w_str(&bodies[3], "k2"), mc_w_u64(&bodies[3], 64), mc_w_u64(&bodies[3], 64);
+  for (int i = 0; i < 4; i++) {
     struct mc_wbuf rep = {0};
     for (size_t cut = 0; cut < bodies[i].len; cut++) {
       rep.len = 0;

@@ -118,6 +118,10 @@ void mc_fastput_flush(struct mc_store *s);
 /* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
  * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
+/* The eligible keys of a batch put through write extents (fastput.c, "Batches"); done[i] = 1 for each key
+ * it finished (its result is 0); the others take the PutStart/PutEnd path. Keys must be distinct. */
+void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens, size_t n,
+                      const struct mc_put_config *cfg, uint8_t *done);
 /* The rule for starting a write into an extent at `now` (fastput.c, "Safety"; all in ns): deadline_ns is
  * the time the reserve or last commit was sent + lease_ns; ttl_ns 0 for a lease-only extent; ping_ok_ns
  * the time the last OK ping was sent (0: none). Pure: exported for the unit tests. */

@@ -34,6 +34,14 @@
  * commit or a release. Extents are reference counted: the current one holds a reference, each put
  * that carved from it another; the last one out of a retired extent releases it at the master.
  *
+ * Batches (mc_fastput_batch): the eligible keys of a batch put are carved in order under one lock, written
+ * in one transfer batch and committed with one BATCH_COMMIT_PUT per extent (usually one), each key with
+ * exactly the single put's rules and results; keys it does not finish take the batch PutStart/PutEnd path.
+ * Only batches whose eligible values total at most FP_BATCH_BYTES go this way: the last write of such a
+ * batch starts soon after the carving checked the extent's deadline, as a single put's does, and an
+ * extent serves several batches. Larger batches gain little from saving one round trip beside their
+ * transfers, and lost 5-12 % to the extra reserves and releases (1 MiB x 16, bench/RESULTS.md).
+ *
  * Releases: a put that drops the last reference leaves the RELEASE_EXTENT to the heartbeat thread
  * (woken at once), so a put never waits on it: against a master that stopped answering, that wait
  * was up to FP_RPC_MS on top of the put's own PutStart. Teardown sends what is left. */
@@ -52,6 +60,7 @@
 #define FP_ALIGN 8ull
 #define FP_RETRY_NS (1000ull * 1000 * 1000) /* after a refused reserve */
 #define FP_RPC_MS 3000
+#define FP_BATCH_BYTES (4ull << 20) /* eligible bytes of a batch that goes through extents, at most */
 
 struct fp_ext {
   struct fp_ext *next; /* on fp->released */
@@ -170,6 +179,34 @@ static int rpc_commit(struct mc_store *s, const struct fp_ext *e, const char *ke
   mc_w_free(&req);
   mc_w_free(&rep);
   return rc;
+}
+
+/* One BATCH_COMMIT_PUT of n keys carved from e: st[i] per key (the call's error for all on failure). */
+static void rpc_batch_commit(struct mc_store *s, const struct fp_ext *e, const char *const *keys, const uint64_t *offs,
+                             const uint64_t *lens, size_t n, const struct mc_put_config *cfg, int *st) {
+  struct mc_wbuf req = {0}, rep = {0};
+  mc_put_uuid(&req, s->client_id);
+  mc_w_u64(&req, e->id);
+  mc_w_u8(&req, cfg->soft_pin_action);
+  mc_w_i64(&req, cfg->soft_pin_ttl_ms);
+  mc_w_u8(&req, cfg->with_hard_pin);
+  mc_w_u32(&req, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    mcli_put_key(&req, s->master, keys[i]);
+    mc_w_u64(&req, offs[i]);
+    mc_w_u64(&req, lens[i]);
+  }
+  int rc = mc_mrpc_call(s->master, MC_OP_BATCH_COMMIT_PUT, &req, &rep);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    if (mc_r_u32(&r) != n) rc = MC_RPC_FAIL;
+    for (size_t i = 0; i < n && !rc; i++) st[i] = mc_r_i32(&r);
+    if (r.err) rc = MC_RPC_FAIL;
+  }
+  for (size_t i = 0; i < n && rc; i++) st[i] = rc;
+  mc_w_free(&req);
+  mc_w_free(&rep);
 }
 
 static void rpc_release(struct mc_store *s, uint64_t id) {
@@ -327,9 +364,28 @@ static struct fp_ext *carve_locked(struct mc_store *s, struct mc_fastput *fp, ui
 
 /* ------------------------------------------------------------------ put */
 
+/* After one put's write (and commit, sent at `sent`) into e ended with rc: renews the extent's deadline
+ * on success, marks it dead when the master no longer has it, retires it on other errors, and drops the
+ * put's reference. */
+static void settle(struct mc_store *s, struct fp_ext *e, int rc, uint64_t sent) {
+  struct mc_fastput *fp = s->fastput;
+  struct fp_ext *last = NULL;
+  pthread_mutex_lock(&fp->mu);
+  if (!rc && sent + e->lease_ns > e->deadline_ns) e->deadline_ns = sent + e->lease_ns; /* renewed */
+  if (rc == MC_LEASE_EXPIRED || rc == MC_ILLEGAL_CLIENT) e->dead = 1; /* the master no longer has it */
+  if (rc && rc != MC_OBJECT_ALREADY_EXISTS && rc != MC_INVALID_PARAMS && fp->cur == e) last = retire_locked(fp, 0);
+  struct fp_ext *mine = unref_locked(e);
+  pthread_mutex_unlock(&fp->mu);
+  finish_later(s, last);
+  finish_later(s, mine);
+}
+
+/* A value the extent path may take (besides the config and extent checks). */
+static int eligible(const char *key, uint64_t len) { return len && len <= FP_MAX_VALUE && *key; }
+
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg) {
   struct mc_fastput *fp = s->fastput;
-  if (!fp || cfg->replica_num != 1 || !len || len > FP_MAX_VALUE || !*key) return 1;
+  if (!fp || cfg->replica_num != 1 || !eligible(key, len)) return 1;
   uint64_t off = 0;
   struct fp_ext *last = NULL;
   pthread_mutex_lock(&fp->mu);
@@ -348,16 +404,88 @@ int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_
     LOG_WARN("put key=%s: writing into write extent %llu failed (%s); retiring it", key, (unsigned long long)e->id,
              mooncake_store_err_name(rc));
   }
-  last = NULL;
-  pthread_mutex_lock(&fp->mu);
-  if (!rc && sent + e->lease_ns > e->deadline_ns) e->deadline_ns = sent + e->lease_ns; /* renewed */
-  if (rc == MC_LEASE_EXPIRED || rc == MC_ILLEGAL_CLIENT) e->dead = 1; /* the master no longer has it */
-  if (rc && rc != MC_OBJECT_ALREADY_EXISTS && rc != MC_INVALID_PARAMS && fp->cur == e) last = retire_locked(fp, 0);
-  struct fp_ext *mine = unref_locked(e);
-  pthread_mutex_unlock(&fp->mu);
-  finish_later(s, last);
-  finish_later(s, mine);
+  settle(s, e, rc, sent);
   if (!done && rc) LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", key,
                              mooncake_store_err_name(rc));
   return done ? 0 : 1;
+}
+
+/* ------------------------------------------------------------------ batch put */
+
+void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens, size_t n,
+                      const struct mc_put_config *cfg, uint8_t *done) {
+  struct mc_fastput *fp = s->fastput;
+  if (!fp || cfg->replica_num != 1 || !n) return;
+  uint64_t total = 0;
+  for (size_t i = 0; i < n && total <= FP_BATCH_BYTES; i++)
+    if (eligible(keys[i], lens[i])) total += align_up(lens[i]);
+  if (total > FP_BATCH_BYTES) return;
+  struct fp_ext **ext = mc_calloc(n, sizeof(*ext)), **lasts = mc_calloc(n, sizeof(*lasts));
+  uint64_t *off = mc_calloc(n, sizeof(*off));
+  size_t *idx = mc_calloc(n, sizeof(*idx)), k = 0, nl = 0;
+  pthread_mutex_lock(&fp->mu);
+  for (size_t i = 0; i < n; i++) {
+    if (!eligible(keys[i], lens[i])) continue;
+    struct fp_ext *last = NULL;
+    ext[i] = carve_locked(s, fp, lens[i], cfg, &off[i], &last);
+    if (last) lasts[nl++] = last;
+    if (ext[i]) idx[k++] = i;
+  }
+  pthread_mutex_unlock(&fp->mu);
+  for (size_t j = 0; j < nl; j++) finish_later(s, lasts[j]);
+  if (!k) goto out;
+  /* every carved key's bytes in one transfer batch (cached descriptors, no refresh-and-retry: see above) */
+  struct mc_xfer *x = mc_calloc(k, sizeof(*x));
+  for (size_t j = 0; j < k; j++) {
+    size_t i = idx[j];
+    x[j] = (struct mc_xfer){OPCODE_WRITE, bufs[i], ext[i]->endpoint, ext[i]->addr + off[i], lens[i]};
+  }
+  mc_xfer_run(s, x, k, 0);
+  /* one BATCH_COMMIT_PUT per extent, over the keys whose bytes landed */
+  const char **ck = mc_calloc(k, sizeof(*ck));
+  uint64_t *co = mc_calloc(k, sizeof(*co)), *cl = mc_calloc(k, sizeof(*cl));
+  size_t *cj = mc_calloc(k, sizeof(*cj));
+  int *st = mc_calloc(k, sizeof(*st));
+  uint8_t *handled = mc_calloc(k, 1);
+  for (size_t j = 0; j < k; j++) {
+    if (handled[j]) continue;
+    struct fp_ext *e = ext[idx[j]];
+    size_t c = 0, failed = 0, first = 0;
+    for (size_t q = j; q < k; q++) {
+      size_t i = idx[q];
+      if (handled[q] || ext[i] != e) continue;
+      handled[q] = 1;
+      if (x[q].rc) { /* as a single put: the extent is retired, the key takes the slow path */
+        if (!failed++) first = q;
+        settle(s, e, x[q].rc, 0);
+        continue;
+      }
+      ck[c] = keys[i], co[c] = off[i], cl[c] = lens[i], cj[c++] = i;
+    }
+    if (failed)
+      LOG_WARN("batch put: writing %zu keys into write extent %llu failed (key=%s: %s); retiring it", failed,
+               (unsigned long long)e->id, keys[idx[first]], mooncake_store_err_name(x[first].rc));
+    if (!c) continue;
+    uint64_t sent = mc_now_ns();
+    rpc_batch_commit(s, e, ck, co, cl, c, cfg, st);
+    for (size_t q = 0; q < c; q++) {
+      done[cj[q]] = !st[q] || st[q] == MC_OBJECT_ALREADY_EXISTS; /* D4: an existing key keeps its value */
+      if (st[q] && !done[cj[q]])
+        LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", ck[q],
+                  mooncake_store_err_name(st[q]));
+      settle(s, e, st[q], sent);
+    }
+  }
+  mc_free(handled);
+  mc_free(st);
+  mc_free(cj);
+  mc_free(cl);
+  mc_free(co);
+  mc_free(ck);
+  mc_free(x);
+out:
+  mc_free(idx);
+  mc_free(off);
+  mc_free(lasts);
+  mc_free(ext);
 }

@@ -1,7 +1,8 @@
 /* The put contract (master.md §2.3), shared by upsert (§2.4) through struct mc_write_ops: PutStart (OBJECT_ALREADY_EXISTS is success and the stored value
  * is kept) -> write every allocated replica -> PutEnd if all writes landed, else PutRevoke and the
  * first error. Batches make one master call per phase and one transfer batch for all replicas; a key
- * repeated in a batch is written once (its first occurrence, decisions D4). */
+ * repeated in a batch is written once (its first occurrence, decisions D4). Puts (not upserts) go
+ * through write extents first where they can (fastput.c: one round trip, for batches too). */
 #include <string.h>
 
 #include "client/client.h"
@@ -214,6 +215,20 @@ void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char
       continue;
     }
     k[m] = keys[i], b[m] = bufs[i], l[m] = sizes[i], pos[m++] = i;
+  }
+  if (ops == &mc_put_ops && s->fastput && m) { /* write extents first (fastput.c); the rest below */
+    uint8_t *done = mc_calloc(m, 1);
+    mc_fastput_batch(s, k, b, l, m, cfg, done);
+    size_t w = 0;
+    for (size_t i = 0; i < m; i++) {
+      if (done[i]) {
+        results[pos[i]] = 0;
+        continue;
+      }
+      k[w] = k[i], b[w] = b[i], l[w] = l[i], pos[w++] = pos[i];
+    }
+    m = w;
+    mc_free(done);
   }
   for (size_t off = 0; off < m; off += PUT_CHUNK)
     put_chunk(s, ops, k + off, b + off, l + off, MC_MIN(PUT_CHUNK, m - off), cfg, r + off);

@@ -359,6 +359,40 @@ int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *
   return rc;
 }
 
+int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t ext_id = mc_r_u64(r);
+  struct mc_put_config pc = {.replica_num = 1};
+  pc.soft_pin_action = mc_r_u8(r);
+  pc.soft_pin_ttl_ms = mc_r_i64(r);
+  pc.with_hard_pin = mc_r_u8(r);
+  uint32_t n = mc_r_count(r, 20); /* key length (4) + offset + length */
+  if (r->err) return MC_INVALID_PARAMS;
+  /* The whole request is checked before any entry is committed: a malformed one changes nothing. */
+  size_t body = r->off;
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    uint32_t klen;
+    (void)mc_r_blob(r, &klen);
+    (void)mc_r_u64(r);
+    (void)mc_r_u64(r);
+  }
+  if (r->err) return MC_INVALID_PARAMS;
+  r->off = body;
+  uint32_t failed = 0;
+  mc_w_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t klen;
+    const uint8_t *key = mc_r_blob(r, &klen);
+    uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
+    int st = mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
+    if (!st) mc_metrics_put_started(m->ms, len, 1, 1);
+    mc_w_i32(w, st);
+    failed += st != 0;
+  }
+  mc_metrics_batch(m->ms, MC_OP_BATCH_COMMIT_PUT, n, failed);
+  return 0;
+}
+
 int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid client = mc_get_uuid(r);
   uint64_t ext_id = mc_r_u64(r);

@@ -34,6 +34,7 @@ int mc_master_release_extent(struct mc_master *m, struct mc_uuid client, uint64_
 /* RPC handlers (rpc.c's table) */
 int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
 int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
+int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
 int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
 
 /* Lifecycle hooks */

@@ -230,6 +230,7 @@ static const struct op_name op_names[] = {
     {MC_OP_BATCH_EXIST_KEY, "exist_key", 1},
     {MC_OP_BATCH_REMOVE, "remove", 1},
     {MC_OP_BATCH_REPLICA_CLEAR, "replica_clear", 1},
+    {MC_OP_BATCH_COMMIT_PUT, "commit_put", 1},
 };
 
 static void op_counter(struct mc_wbuf *w, const struct op_name *o, const char *what, const char *help, uint64_t v) {

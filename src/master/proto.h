@@ -36,6 +36,9 @@
  *                      u64 length, u8 soft_pin_action, i64 soft_pin_ttl_ms, u8 with_hard_pin -> -
  *                      (OBJECT_ALREADY_EXISTS: key exists, value kept; LEASE_EXPIRED: extent reclaimed)
  *   RELEASE_EXTENT     client id, u64 extent id -> -
+ *   BATCH_COMMIT_PUT   client id, u64 extent id, u8 soft_pin_action, i64 soft_pin_ttl_ms, u8 with_hard_pin,
+ *                      list<{str key, u64 offset, u64 length}> -> list<i32 status> (each as COMMIT_PUT's
+ *                      answer, in request order)
  * Segment records carry zone and host_id (decisions D6) and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (D4). */
 #ifndef MC_MASTER_PROTO_H
@@ -79,6 +82,7 @@ enum mc_master_op {
   MC_OP_RESERVE_EXTENT = 60,
   MC_OP_COMMIT_PUT = 61,
   MC_OP_RELEASE_EXTENT = 62,
+  MC_OP_BATCH_COMMIT_PUT = 63,
 };
 
 /* A writer starts a write into an extent only within this long of its last successful contact with

@@ -448,6 +448,7 @@ static const op_fn ops[] = {
     [MC_OP_QUERY_SEGMENTS] = op_query_segments,
     [MC_OP_RESERVE_EXTENT] = mc_op_reserve_extent,
     [MC_OP_COMMIT_PUT] = mc_op_commit_put,
+    [MC_OP_BATCH_COMMIT_PUT] = mc_op_batch_commit_put,
     [MC_OP_RELEASE_EXTENT] = mc_op_release_extent,
     [MC_OP_REPORT_CLIENT_STATS] = op_report_stats,
     [MC_OP_BATCH_REPLICA_CLEAR] = op_batch_replica_clear,

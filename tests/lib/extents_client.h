@@ -1,5 +1,5 @@
 /* Test-side calls of the write-extent RPCs (master/extents.h): RESERVE_EXTENT, COMMIT_PUT,
- * RELEASE_EXTENT over a raw master connection. Used by tests/test_master_extents.c and bench/store_bench.c. */
+ * BATCH_COMMIT_PUT, RELEASE_EXTENT over a raw master connection. Used by tests/test_master_extents.c and bench/store_bench.c. */
 #ifndef MC_TEST_EXTENTS_CLIENT_H
 #define MC_TEST_EXTENTS_CLIENT_H
 #include "lib/master_client.h"
@@ -50,6 +50,33 @@ static inline int x_commit(struct mc_mrpc_client *c, struct mc_uuid client, uint
   mc_w_i64(&w, -1);
   mc_w_u8(&w, 0);
   return mt_simple(c, MC_OP_COMMIT_PUT, &w);
+}
+
+/* BATCH_COMMIT_PUT of n entries: the call's status; st[i] per entry when it is 0. */
+static inline int x_batch_commit(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t ext, const char *const *keys,
+                                 const uint64_t *offs, const uint64_t *lens, uint32_t n, int *st) {
+  struct mc_wbuf w = {0}, rep;
+  mc_put_uuid(&w, client);
+  mc_w_u64(&w, ext);
+  mc_w_u8(&w, MC_SOFT_PIN_PRESERVE);
+  mc_w_i64(&w, -1);
+  mc_w_u8(&w, 0);
+  mc_w_u32(&w, n);
+  for (uint32_t i = 0; i < n; i++) {
+    mc_w_str(&w, keys[i]);
+    mc_w_u64(&w, offs[i]);
+    mc_w_u64(&w, lens[i]);
+  }
+  int rc = mt_call(c, MC_OP_BATCH_COMMIT_PUT, &w, &rep);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    if (mc_r_u32(&r) != n) rc = -9999;
+    for (uint32_t i = 0; i < n && !rc; i++) st[i] = mc_r_i32(&r);
+    if (r.err || r.len != r.off) rc = -9999;
+  }
+  mc_w_free(&rep);
+  return rc;
 }
 
 static inline int x_release(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t ext) {
