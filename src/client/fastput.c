@@ -450,6 +450,7 @@ void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *
   for (size_t j = 0; j < k; j++) {
     if (handled[j]) continue;
     struct fp_ext *e = ext[idx[j]];
+    uint64_t eid = e->id; /* e may be gone once the group's last reference is settled */
     size_t c = 0, failed = 0, first = 0;
     for (size_t q = j; q < k; q++) {
       size_t i = idx[q];
@@ -464,7 +465,7 @@ void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *
     }
     if (failed)
       LOG_WARN("batch put: writing %zu keys into write extent %llu failed (key=%s: %s); retiring it", failed,
-               (unsigned long long)e->id, keys[idx[first]], mooncake_store_err_name(x[first].rc));
+               (unsigned long long)eid, keys[idx[first]], mooncake_store_err_name(x[first].rc));
     if (!c) continue;
     uint64_t sent = mc_now_ns();
     rpc_batch_commit(s, e, ck, co, cl, c, cfg, st);
