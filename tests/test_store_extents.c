@@ -301,6 +301,62 @@ static void test_concurrent_same_keys(void) {
   master_stop(&m);
 }
 
+struct batcher {
+  mooncake_store_t s;
+  unsigned base;
+  pthread_barrier_t *bar;
+  int bad;
+};
+
+static void *batch_main(void *arg) {
+  struct batcher *b = arg;
+  size_t sz[32];
+  int res[32];
+  for (int i = 0; i < 32; i++) sz[i] = 16 * KiB;
+  pthread_barrier_wait(b->bar);
+  for (int round = 0; round < 10; round++) {
+    char tag[16];
+    snprintf(tag, sizeof(tag), "cb%d", round);
+    b->bad += batch_put(b->s, tag, 32, sz, b->base + 100 * (unsigned)round, res) != 0;
+    for (int i = 0; i < 32; i++) b->bad += res[i] != 0;
+  }
+  return NULL;
+}
+
+/* Two threads of one client batch-put the same keys at once through the client's one extent: every
+ * key holds one thread's value, intact. */
+static void test_concurrent_batches(void) {
+  struct master m;
+  REQUIRE(start(&m, NULL) == 0);
+  mooncake_store_t a = client_new(&m, 256 * MiB, 4 * MiB);
+  REQUIRE(a);
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 2);
+  struct batcher x = {a, 1000, &bar, 0}, y = {a, 5000, &bar, 0};
+  pthread_t tx, ty;
+  pthread_create(&tx, NULL, batch_main, &x);
+  pthread_create(&ty, NULL, batch_main, &y);
+  pthread_join(tx, NULL);
+  pthread_join(ty, NULL);
+  pthread_barrier_destroy(&bar);
+  CHECK_EQ(x.bad + y.bad, 0);
+  uint8_t *v = malloc(16 * KiB);
+  int bad = 0;
+  for (int round = 0; round < 10; round++)
+    for (int i = 0; i < 32; i++) {
+      char key[64];
+      snprintf(key, sizeof(key), "cb%d-%d", round, i);
+      unsigned off = 100 * (unsigned)round + (unsigned)i;
+      bad += mooncake_store_get_into(a, key, v, 16 * KiB) != (long long)(16 * KiB);
+      bad += verify(v, 16 * KiB, 1000 + off) == verify(v, 16 * KiB, 5000 + off); /* exactly one of the two */
+    }
+  free(v);
+  CHECK_EQ(bad, 0);
+  CHECK(metric(&m, "master_batch_commit_put_items_total") >= 320);
+  mooncake_store_destroy(a);
+  master_stop(&m);
+}
+
 /* A's extent lies on holder H's segment (preferred); H goes away (its segment is unmounted and the
  * extent with it). A's next puts preferring H fall back and succeed elsewhere; nothing A stored before
  * is damaged. */
@@ -461,7 +517,7 @@ int main(int argc, char **argv) {
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_fast_path_used),         TEST_CASE(test_batch_fast_path), TEST_CASE(test_pure_client_extents), TEST_CASE(test_env_disables),
       TEST_CASE(test_first_ping_releases_extent),
-      TEST_CASE(test_concurrent_same_keys),   TEST_CASE(test_holder_gone_falls_back),
+      TEST_CASE(test_concurrent_same_keys), TEST_CASE(test_concurrent_batches),   TEST_CASE(test_holder_gone_falls_back),
       TEST_CASE(test_master_restart_falls_back), TEST_CASE(test_batch_holder_killed),
   };
   return run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
