@@ -6,13 +6,14 @@
  * per page* (12-17 us measured here) even when the page already exists: a first pass of 1 MiB puts
  * ran at 0.2-0.3 GB/s against 2-6 GB/s warm. What we do about it:
  *
- *  1. Populate. One background thread per engine (SCHED_IDLE; setup never waits for it) allocates the
- *     pages of every shared buffer with MADV_POPULATE_WRITE, 16 MiB at a time, round robin over the
- *     buffers and from low offsets up (the master's allocator hands out low offsets first). Cheap:
- *     ~0.1-0.4 s per GiB here.
- *  2. Touch. The same thread then touches every page of those buffers through this process's own
+ *  1. Populate. Background threads per engine (SCHED_IDLE; one per CPU, at most PF_MAX_THREADS,
+ *     MC_PREFAULT_THREADS; setup never waits for them) allocate the pages of every shared buffer with
+ *     MADV_POPULATE_WRITE, 16 MiB at a time, round robin over the buffers and from low offsets up (the
+ *     master's allocator hands out low offsets first). Cheap: ~0.1-0.4 s per GiB here when the host has
+ *     the memory at hand; several threads help when it does not (its faults are served in parallel).
+ *  2. Touch. The same threads then touch every page of those buffers through this process's own
  *     mapping, from user and from kernel mode (an atomic add of 0 each: no byte changes, even against
- *     concurrent writers; see touch_pages) and marks each MC_WARM_CHUNK warm. Slow in a VM (~25 us a
+ *     concurrent writers; see touch_pages) and mark each MC_WARM_CHUNK warm. Slow in a VM (~25 us a
  *     page here, ~6 s per GiB), but off the data path; well under a second per GiB on bare metal.
  *  3. Avoid cold mappings on the data path. Until a chunk is warm, the engine copies into and out
  *     of it through the kernel (process_vm_writev/readv), which reaches populated pages without a
@@ -45,6 +46,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 #define POPULATE_CHUNK (16ull << 20)
+#define PF_MAX_THREADS 4
 #define PAGE 4096ull
 
 struct pf_range {
@@ -68,7 +70,8 @@ struct mc_prefault {
   uint64_t busy_since_ns, bytes; /* the current run of own-buffer work, for the log line */
   atomic_uint_least64_t pending; /* bytes of populate + touch work queued and not done (peer chunks too) */
   int stop, started, no_populate, populate_only;
-  pthread_t th;
+  int nthreads, busy; /* workers, and how many of them hold a unit of work now (mu) */
+  pthread_t th[PF_MAX_THREADS];
 };
 
 /* Touches each page for writing from user mode (an atomic add of 0) and from kernel mode (the same add
@@ -151,6 +154,7 @@ static int own_work(struct mc_prefault *p) {
   if (populate) r->populated += len;
   else r->touched += len;
   int no_populate = p->no_populate;
+  p->busy++;
   pthread_mutex_unlock(&p->mu);
   struct mc_buf *b = mc_engine_pin_range(p->eng, addr, len); /* a buffer already freed is skipped */
   if (b) {
@@ -164,6 +168,7 @@ static int own_work(struct mc_prefault *p) {
   }
   atomic_fetch_sub(&p->pending, len);
   pthread_mutex_lock(&p->mu);
+  p->busy--;
   p->no_populate |= no_populate;
   return 1;
 }
@@ -172,6 +177,7 @@ static void peer_work(struct mc_prefault *p) {
   struct pf_peer *j = p->peers;
   p->peers = j->next;
   if (!p->peers) p->peers_tail = NULL;
+  p->busy++;
   pthread_mutex_unlock(&p->mu);
   struct mc_desc *d = j->desc;
   pthread_mutex_lock(&d->shm_mu);
@@ -187,6 +193,7 @@ static void peer_work(struct mc_prefault *p) {
   mc_free(j);
   atomic_fetch_sub(&p->pending, MC_WARM_CHUNK);
   pthread_mutex_lock(&p->mu);
+  p->busy--;
 }
 
 static void *prefault_main(void *arg) {
@@ -199,11 +206,12 @@ static void *prefault_main(void *arg) {
   while (!p->stop) {
     if (p->peers) peer_work(p); /* a data path is waiting on these */
     else if (!own_work(p)) {
-      if (p->n)
+      if (p->n && !p->busy) { /* the last worker out: everything is done, forget the ranges */
         LOG_INFO("prefault: %llu MiB of shared memory %s in %.2f s", (unsigned long long)(p->bytes >> 20),
                  p->populate_only ? "populated" : "populated and warm", (double)(mc_now_ns() - p->busy_since_ns) / 1e9);
-      p->n = 0; /* everything done: forget the ranges */
-      p->bytes = 0;
+        p->n = 0;
+        p->bytes = 0;
+      }
       pthread_cond_wait(&p->cv, &p->mu);
     }
   }
@@ -217,21 +225,23 @@ struct mc_prefault *mc_prefault_create(struct mc_engine *e) {
   if (!populate_only && !mc_env_bool("MC_SEGMENT_PREFAULT", 1)) return NULL;
   struct mc_prefault *p = mc_calloc(1, sizeof(*p));
   p->populate_only = populate_only;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  p->nthreads = (int)mc_env_long("MC_PREFAULT_THREADS", cpus < 1 ? 1 : MC_MIN(cpus, PF_MAX_THREADS), 1, PF_MAX_THREADS);
   p->eng = e;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   return p;
 }
 
-/* Starts the thread on first use. mu held. 0 or -1. */
+/* Starts the workers on first use (as many as can be created, at least one). mu held. 0 or -1. */
 static int ensure_started(struct mc_prefault *p) {
   if (p->stop) return -1;
   if (p->started) return 0;
-  if (pthread_create(&p->th, NULL, prefault_main, p)) {
-    LOG_WARN("prefault: cannot start the background thread; pages fault in on first use");
+  while (p->started < p->nthreads && !pthread_create(&p->th[p->started], NULL, prefault_main, p)) p->started++;
+  if (!p->started) {
+    LOG_WARN("prefault: cannot start a background thread; pages fault in on first use");
     return -1;
   }
-  p->started = 1;
   return 0;
 }
 
@@ -254,7 +264,7 @@ void mc_prefault_add(struct mc_prefault *p, uint64_t addr, uint64_t len) {
   p->bytes += len;
   p->r[p->n++] = (struct pf_range){addr, len, 0, 0};
   atomic_fetch_add(&p->pending, p->populate_only ? len : 2 * len);
-  pthread_cond_signal(&p->cv);
+  pthread_cond_broadcast(&p->cv); /* every worker: populating goes faster in parallel */
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -290,10 +300,10 @@ void mc_prefault_destroy(struct mc_prefault *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   p->stop = 1;
-  pthread_cond_signal(&p->cv);
+  pthread_cond_broadcast(&p->cv);
   int started = p->started;
   pthread_mutex_unlock(&p->mu);
-  if (started) pthread_join(p->th, NULL);
+  for (int i = 0; i < started; i++) pthread_join(p->th[i], NULL);
   while (p->peers) {
     struct pf_peer *j = p->peers;
     p->peers = j->next;
