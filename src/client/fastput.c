@@ -76,7 +76,8 @@ struct mc_fastput {
   pthread_mutex_t mu;
   struct fp_ext *cur;
   uint64_t retry_after_ns;
-  int unsupported; /* the master does not know the opcodes */
+  int unsupported;       /* the master does not know the opcodes */
+  atomic_int batch_unsupported; /* the master knows them but not BATCH_COMMIT_PUT: batches skip extents */
   struct fp_ext *released; /* retired extents whose RELEASE_EXTENT the heartbeat thread sends; mu */
 };
 
@@ -415,7 +416,7 @@ int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_
 void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens, size_t n,
                       const struct mc_put_config *cfg, uint8_t *done) {
   struct mc_fastput *fp = s->fastput;
-  if (!fp || cfg->replica_num != 1 || !n) return;
+  if (!fp || cfg->replica_num != 1 || !n || atomic_load(&fp->batch_unsupported)) return;
   uint64_t total = 0;
   for (size_t i = 0; i < n && total <= FP_BATCH_BYTES; i++)
     if (eligible(keys[i], lens[i])) total += align_up(lens[i]);
@@ -469,6 +470,7 @@ void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *
     if (!c) continue;
     uint64_t sent = mc_now_ns();
     rpc_batch_commit(s, e, ck, co, cl, c, cfg, st);
+    if (st[0] == MC_NOT_SUPPORTED) atomic_store(&fp->batch_unsupported, 1); /* these keys take the slow path */
     for (size_t q = 0; q < c; q++) {
       done[cj[q]] = !st[q] || st[q] == MC_OBJECT_ALREADY_EXISTS; /* D4: an existing key keeps its value */
       if (st[q] && !done[cj[q]])

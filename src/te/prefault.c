@@ -112,7 +112,7 @@ void mc_shm_advise_huge(void *p, uint64_t len) {
   shmem_thp_mode(mode, sizeof(mode));
   if (!strcmp(mode, "never") || !strcmp(mode, "deny"))
     LOG_INFO("shared memory uses 4 KiB pages (" SHMEM_THP " is '%s'); 'advise' gives segments 2 MiB pages "
-             "and a much shorter warm-up (docs/operations.md, \"Huge pages\")", mode);
+             "and a much shorter warm-up (docs/operations.md, \"Huge pages for segments\")", mode);
   else LOG_INFO("shared memory asks for 2 MiB pages (" SHMEM_THP " is '%s')", mode);
 }
 
