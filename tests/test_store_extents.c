@@ -36,16 +36,29 @@ static int put_keys(mooncake_store_t s, const char *tag, int n, uint64_t size, u
   return bad;
 }
 
-static int check_keys(mooncake_store_t s, const char *tag, int n, uint64_t size, unsigned base) {
-  uint8_t *v = malloc(size);
+/* How many of the keys "<tag>-<i>" (i < n) do not read back as sizes[i] bytes of seed base + i; a key of
+ * size 0 must be absent. */
+static int check_sized(mooncake_store_t s, const char *tag, int n, const size_t *sizes, unsigned base) {
+  size_t max = 1;
+  for (int i = 0; i < n; i++) max = sizes[i] > max ? sizes[i] : max;
+  uint8_t *v = malloc(max);
   int bad = 0;
   for (int i = 0; i < n; i++) {
     char key[64];
     snprintf(key, sizeof(key), "%s-%d", tag, i);
-    memset(v, 0, size);
-    bad += mooncake_store_get_into(s, key, v, size) != (long long)size || !verify(v, size, base + (unsigned)i);
+    memset(v, 0, max);
+    long long got = mooncake_store_get_into(s, key, v, max);
+    bad += sizes[i] ? got != (long long)sizes[i] || !verify(v, sizes[i], base + (unsigned)i) : got != MC_OBJECT_NOT_FOUND;
   }
   free(v);
+  return bad;
+}
+
+static int check_keys(mooncake_store_t s, const char *tag, int n, uint64_t size, unsigned base) {
+  size_t *sizes = malloc((size_t)n * sizeof(*sizes) + 1);
+  for (int i = 0; i < n; i++) sizes[i] = size;
+  int bad = check_sized(s, tag, n, sizes, base);
+  free(sizes);
   return bad;
 }
 
@@ -125,24 +138,13 @@ static void test_batch_fast_path(void) {
   CHECK_EQ(metric(&m, "master_batch_commit_put_requests_total"), 1);
   CHECK_EQ(metric(&m, "master_batch_commit_put_items_total"), 64);
   CHECK_EQ(metric(&m, "master_batch_put_start_requests_total"), 0);
-  uint8_t *v = malloc(2 * MiB);
-  for (int i = 0; i < 64; i++) {
-    char key[64];
-    snprintf(key, sizeof(key), "bat-%d", i);
-    bad += mooncake_store_get_into(r, key, v, 2 * MiB) != (long long)sz[i] || !verify(v, sz[i], 300 + (unsigned)i);
-  }
-  CHECK_EQ(bad, 0);
+  CHECK_EQ(check_sized(r, "bat", 64, sz, 300), 0);
 
   /* again with new values: every key exists, so each keeps its first value (D4) and answers 0 */
   CHECK_EQ(batch_put(s, "bat", 64, sz, 900, res), 0);
   for (int i = 0; i < 64; i++) bad += res[i] != 0;
   CHECK_EQ(bad, 0);
-  for (int i = 0; i < 64; i++) {
-    char key[64];
-    snprintf(key, sizeof(key), "bat-%d", i);
-    bad += mooncake_store_get_into(r, key, v, 2 * MiB) != (long long)sz[i] || !verify(v, sz[i], 300 + (unsigned)i);
-  }
-  CHECK_EQ(bad, 0);
+  CHECK_EQ(check_sized(r, "bat", 64, sz, 300), 0);
 
   /* a mixed batch: 0 bytes (-600) and values over 1 MiB (PutStart/PutEnd) beside 2 MiB of small ones
    * (through the extent) */
@@ -157,13 +159,7 @@ static void test_batch_fast_path(void) {
   CHECK_EQ(bad, 0);
   CHECK_EQ(metric(&m, "master_batch_put_start_items_total") - starts, 2);
   CHECK_EQ(metric(&m, "master_batch_commit_put_items_total") - commits, 11);
-  for (int i = 1; i < 14; i++) {
-    char key[64];
-    snprintf(key, sizeof(key), "mix-%d", i);
-    bad += mooncake_store_get_into(r, key, v, 2 * MiB) != (long long)mix[i] || !verify(v, mix[i], 500 + (unsigned)i);
-  }
-  CHECK_EQ(bad, 0);
-  CHECK_EQ(mooncake_store_is_exist(r, "mix-0"), 0);
+  CHECK_EQ(check_sized(r, "mix", 14, mix, 500), 0); /* mix-0 (0 bytes) absent */
   CHECK_EQ(log_count(&m, "action=reserve_extent"), 1); /* 2.3 MiB of one 4 MiB extent so far */
 
   /* a batch of more than 4 MiB of eligible values takes PutStart/PutEnd as a whole */
@@ -177,7 +173,6 @@ static void test_batch_fast_path(void) {
   CHECK_EQ(metric(&m, "master_batch_put_start_items_total") - starts, 20);
   CHECK_EQ(metric(&m, "master_batch_commit_put_items_total") - commits, 0);
   CHECK_EQ(check_keys(r, "big", 20, 256 * KiB, 700), 0);
-  free(v);
   mooncake_store_destroy(r);
   mooncake_store_destroy(s);
   master_stop(&m);
