@@ -39,15 +39,29 @@ static long pmd_kb(void) {
   return kb;
 }
 
-static int run(size_t len, int huge) {
-  int fd = memfd_create("shm_pages", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)len)) return perror("memfd"), -1;
-  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return perror("mmap"), -1;
+/* A fresh memfd of len bytes mapped shared (2 MiB pages asked for when huge); NULL after a message. */
+static char *fresh_mapping(size_t len, int huge, int *fd) {
+  *fd = memfd_create("shm_pages", MFD_CLOEXEC);
+  if (*fd < 0 || ftruncate(*fd, (off_t)len)) return perror("memfd"), NULL;
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (p == MAP_FAILED) return perror("mmap"), NULL;
   if (huge && madvise(p, len, MADV_HUGEPAGE)) perror("madvise(MADV_HUGEPAGE)");
-  double t0 = now();
+  return p;
+}
+
+/* MADV_POPULATE_WRITE over [p, p+len) in 16 MiB steps, as the engine's warm-up does: 0 or -1. */
+static int populate(char *p, size_t len) {
   for (size_t o = 0; o < len; o += 16u << 20)
     if (madvise(p + o, len - o < (16u << 20) ? len - o : 16u << 20, MADV_POPULATE_WRITE)) return perror("populate"), -1;
+  return 0;
+}
+
+static int run(size_t len, int huge) {
+  int fd;
+  char *p = fresh_mapping(len, huge, &fd);
+  if (!p) return -1;
+  double t0 = now();
+  if (populate(p, len)) return -1;
   double t1 = now();
   for (size_t o = 0; o < len; o += 4096) __atomic_fetch_add(p + o, 0, __ATOMIC_RELAXED);
   double t2 = now();
@@ -73,14 +87,11 @@ static int run(size_t len, int huge) {
 /* Populates a fresh memfd of len bytes as a segment's warm-up does and prints the rate. */
 static int fresh(size_t len) {
   const char *h = getenv("MC_SEGMENT_HUGEPAGE");
-  int fd = memfd_create("shm_pages", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)len)) return perror("memfd"), -1;
-  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return perror("mmap"), -1;
-  if (!(h && !strcmp(h, "0"))) (void)madvise(p, len, MADV_HUGEPAGE);
+  int fd;
+  char *p = fresh_mapping(len, !(h && !strcmp(h, "0")), &fd);
+  if (!p) return -1;
   double t0 = now();
-  for (size_t o = 0; o < len; o += 16u << 20)
-    if (madvise(p + o, len - o < (16u << 20) ? len - o : 16u << 20, MADV_POPULATE_WRITE)) return perror("populate"), -1;
+  if (populate(p, len)) return -1;
   double t1 = now();
   printf("FRESH gbps=%.3f secs=%.3f pmd_mapped_kb=%ld\n", (double)len / (t1 - t0) / 1e9, t1 - t0, pmd_kb());
   munmap(p, len);
