@@ -124,6 +124,40 @@ start_master() {
   ADDR=(--master_server_addr="127.0.0.1:$mp" --metadata_server="http://127.0.0.1:$hp/metadata")
 }
 
+# bench_fail MESSAGE: prints it and the tail of every $WORK/*.err and *.log, then exits 1.
+bench_fail() {
+  local f
+  echo "error: $*" >&2
+  for f in "$WORK"/*.err "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -5 "$f" >&2; }; done
+  exit 1
+}
+
+# start_holder BUILD FORCE_TCP SIZE TAG: starts BUILD's store_bench --mode=holder with a SIZE segment
+# (MC_FORCE_TCP=FORCE_TCP) against the master in ADDR, output in $WORK/holder_TAG.out and .err, added to
+# BG_PIDS; waits until it is ready (10 s) and sets HOLDER_PID, HOLDER_NAME and HOLDER_SETUP_MS. Exits
+# with a message if it is not.
+start_holder() {
+  local out=$WORK/holder_$4.out
+  : >"$out"
+  MC_FORCE_TCP=$2 "$1/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size="$3" \
+    --local_buffer_size=1MiB >"$out" 2>"$WORK/holder_$4.err" &
+  HOLDER_PID=$!
+  BG_PIDS+=("$HOLDER_PID")
+  wait_for "^HOLDER ready" "$out" 400 0.025 "$HOLDER_PID" || { [ $? = 2 ] && bench_fail "holder $4 exited"; }
+  HOLDER_NAME=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$out")
+  # shellcheck disable=SC2034 # for the caller
+  HOLDER_SETUP_MS=$(sed -n 's/^HOLDER ready.* setup_ms=\([^ ]*\).*/\1/p' "$out")
+  [ -n "$HOLDER_NAME" ] || bench_fail "holder $4 did not become ready"
+}
+
+# wait_warm TAG: waits (up to 120 s) until holder TAG (start_holder) reports its background warm-up done
+# ("HOLDER warm after_s=X") and sets WARMUP_S to X. Exits with a message if it does not.
+wait_warm() {
+  wait_for '^HOLDER warm' "$WORK/holder_$1.out" 1200 0.1
+  WARMUP_S=$(sed -n 's/^HOLDER warm after_s=\([^ ]*\).*/\1/p' "$WORK/holder_$1.out")
+  [ -n "$WARMUP_S" ] || bench_fail "holder $1 did not finish warming up within 120 s"
+}
+
 # field LINE NAME: the value of NAME=value in a RESULT/RPC/... line of the bench tools.
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 

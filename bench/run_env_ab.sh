@@ -31,13 +31,9 @@ echo "| path | round | setting | case | GB/s | keys/s | p50 / p99 per call (us) 
 echo "|---|---|---|---|---|---|---|"
 for path in $PATHS; do
   ft=0; [ "$path" = tcp ] && ft=1
-  MC_FORCE_TCP=$ft "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
-    >"$WORK/h.out" 2>"$WORK/h.err" &
-  H=$!
-  BG_PIDS+=("$H")
-  wait_for "^HOLDER ready" "$WORK/h.out" 200 0.025 || { echo "holder did not start" >&2; exit 1; }
-  wait_for "^HOLDER warm" "$WORK/h.out" 1200 0.1 || true
-  name=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/h.out")
+  start_holder "$B_DIR" "$ft" 1GiB "$path"
+  wait_warm "$path"
+  name=$HOLDER_NAME
   for r in $(seq "$ROUNDS"); do
     for which in A B; do
       # shellcheck disable=SC2086 # the setting is a list of assignments
@@ -49,5 +45,5 @@ for path in $PATHS; do
         done
     done
   done
-  stop_bg "$H"
+  stop_bg "$HOLDER_PID"
 done

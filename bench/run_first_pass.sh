@@ -15,12 +15,8 @@ start_master "$B"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); WAIT=${WAIT:-0}; MC_SEGMENT_PREFAULT=${MC_SEGMENT_PREFAULT:-default}; shmem_enabled=$(shmem_thp)"
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
-  MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
-    >"$WORK/h_$path.out" 2>"$WORK/h_$path.err" &
-  H=$!
-  BG_PIDS+=("$H")
-  wait_for "^HOLDER ready" "$WORK/h_$path.out" 200 0.025 || true
-  name=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/h_$path.out")
+  start_holder "$B" "$ft" 1GiB "$path"
+  name=$HOLDER_NAME
   sleep "${WAIT:-0}"
   MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=client "${ADDR[@]}" --global_segment_size=0 --preferred="$name" \
     --cases=put:1MiB:1,put:1MiB:1 --max_bytes=896MiB --cap_bytes=896MiB 2>/dev/null | grep '^RESULT' |
@@ -28,5 +24,5 @@ for path in tcp shm; do
       match(f, /gbps=[0-9.]+/); fg = substr(f, RSTART + 5, RLENGTH - 5)
       match(w, /gbps=[0-9.]+/); wg = substr(w, RSTART + 5, RLENGTH - 5)
       printf "%s: fresh %.2f GB/s, warm %.2f GB/s, fresh/warm %.2f\n", p, fg, wg, fg / wg }'
-  stop_bg "$H"
+  stop_bg "$HOLDER_PID"
 done

@@ -12,19 +12,10 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 DUR=${DUR:-2}
 BENCH=$BUILD/tools/store_bench
-MASTER=$BUILD/tools/mooncake_master
 WORK=$(mktemp -d /tmp/put_bench.XXXXXX)
 BG_PIDS=()
 trap finish EXIT
-# wait_ready PATTERN FILE: wait_for, 10 s, or exit with a message.
-wait_ready() { wait_for "$1" "$2" 100 0.1 || { echo "timeout waiting for $1 in $2" >&2; exit 1; }; }
-
-MPORT=$(free_port); HPORT=$(free_port); XPORT=$(free_port)
-"$MASTER" --rpc_port="$MPORT" --enable_http_metadata_server --http_metadata_server_port="$HPORT" \
-  --metrics_port="$XPORT" >"$WORK/master.log" 2>&1 &
-BG_PIDS+=($!)
-wait_ready "Master service started" "$WORK/master.log"
-ADDR=(--master_server_addr="127.0.0.1:$MPORT" --metadata_server="http://127.0.0.1:$HPORT/metadata")
+start_master "$BUILD"
 
 echo "## raw master, 1 connection"
 for op in put xput; do
@@ -32,13 +23,9 @@ for op in put xput; do
 done
 
 for ft in 0 1; do
-  MC_FORCE_TCP=$ft "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB --local_buffer_size=1MiB \
-    >"$WORK/holder$ft.log" 2>&1 &
-  HPID=$!
-  BG_PIDS+=($HPID)
-  wait_ready "HOLDER ready" "$WORK/holder$ft.log"
-  wait_for "HOLDER warm" "$WORK/holder$ft.log" 1200 0.1 || true # steady state
-  H=$(sed -n 's/.*HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/holder$ft.log")
+  start_holder "$BUILD" "$ft" 1GiB "$ft"
+  wait_warm "$ft" # steady state
+  H=$HOLDER_NAME
   path=same-host; [ "$ft" = 1 ] && path=tcp
   for ext in 0 1; do
     echo "## store API put_from, $path, MC_STORE_PUT_EXTENTS=$ext"
@@ -46,5 +33,5 @@ for ft in 0 1; do
       --local_buffer_size=16MiB --preferred="$H" --duration="$DUR" --cap_bytes=64MiB \
       --cases=put:4KiB:1,put:16KiB:1,put:64KiB:1 2>/dev/null | grep '^RESULT' || true
   done
-  stop_bg "$HPID"
+  stop_bg "$HOLDER_PID"
 done

@@ -32,7 +32,6 @@ trap finish EXIT
 trap 'exit 130' INT TERM
 
 export MC_LOG_LEVEL=${MC_LOG_LEVEL:-WARN}
-fail() { echo "error: $*" >&2; for f in "$WORK"/*.err "$WORK"/*.log; do [ -f "$f" ] && { echo "== $f" >&2; tail -5 "$f" >&2; }; done; exit 1; }
 meets() { awk -v r="$1" -v t="$2" 'BEGIN { print (r + 0 >= t) ? "met" : "**missed**" }'; }
 mean() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (a + b) / 2 }'; }
 fmt() { awk -v a="$1" -v d="${2:-2}" 'BEGIN { printf "%.*f", d, a }'; }
@@ -45,14 +44,14 @@ MPORT=$(free_port); HPORT=$(free_port); XPORT=$(free_port)
   --metrics_port="$XPORT" >"$WORK/master.log" 2>&1 &
 MASTER_PID=$!
 BG_PIDS+=("$MASTER_PID")
-wait_port "$MPORT" "$MASTER_PID" && wait_port "$HPORT" "$MASTER_PID" || fail "master did not start"
+wait_port "$MPORT" "$MASTER_PID" && wait_port "$HPORT" "$MASTER_PID" || bench_fail "master did not start"
 ADDR=(--master_server_addr="127.0.0.1:$MPORT" --metadata_server="http://127.0.0.1:$HPORT/metadata")
 
 RPORT=$(free_port)
 redis-server --port "$RPORT" --save "" --appendonly no >"$WORK/redis.log" 2>&1 &
 REDIS_PID=$!
 BG_PIDS+=("$REDIS_PID")
-wait_port "$RPORT" "$REDIS_PID" || fail "redis-server did not start"
+wait_port "$RPORT" "$REDIS_PID" || bench_fail "redis-server did not start"
 
 MCUSER=()
 [ "$(id -u)" = 0 ] && MCUSER=(-u root)
@@ -61,29 +60,7 @@ start_memcached() {
   memcached "${MCUSER[@]}" -p "$MCPORT" -m 4096 -I 32m -U 0 >"$WORK/memcached.log" 2>&1 &
   MC_PID=$!
   BG_PIDS+=("$MC_PID")
-  wait_port "$MCPORT" "$MC_PID" || fail "memcached did not start"
-}
-
-# start_holder FORCE_TCP SIZE TAG: sets HOLDER_PID, HOLDER_NAME, HOLDER_SETUP_MS.
-start_holder() {
-  local out=$WORK/holder_$3.out
-  : >"$out"
-  MC_FORCE_TCP=$1 "$BENCH" --mode=holder "${ADDR[@]}" --global_segment_size="$2" --local_buffer_size=1MiB \
-    >"$out" 2>"$WORK/holder_$3.err" &
-  HOLDER_PID=$!
-  BG_PIDS+=("$HOLDER_PID")
-  wait_for "^HOLDER ready" "$out" 400 0.025 "$HOLDER_PID" || { [ $? = 2 ] && fail "holder $3 exited"; }
-  HOLDER_NAME=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$out")
-  HOLDER_SETUP_MS=$(sed -n 's/^HOLDER ready.* setup_ms=\([^ ]*\).*/\1/p' "$out")
-  [ -n "$HOLDER_NAME" ] || fail "holder $3 did not become ready"
-}
-
-# wait_warm TAG: waits (up to 120 s) until holder TAG reports its background warm-up done ("HOLDER warm
-# after_s=X"); sets WARMUP_S to X.
-wait_warm() {
-  wait_for '^HOLDER warm' "$WORK/holder_$1.out" 1200 0.1
-  WARMUP_S=$(sed -n 's/^HOLDER warm after_s=\([^ ]*\).*/\1/p' "$WORK/holder_$1.out")
-  [ -n "$WARMUP_S" ] || fail "holder $1 did not finish warming up within 120 s"
+  wait_port "$MCPORT" "$MC_PID" || bench_fail "memcached did not start"
 }
 
 # client FORCE_TCP TAG ARGS...: runs store_bench --mode=client (pure client), prints its WARM/RESULT lines.
@@ -91,13 +68,13 @@ client() {
   local ft=$1 tag=$2
   shift 2
   MC_FORCE_TCP=$ft "$BENCH" --mode=client "${ADDR[@]}" --global_segment_size=0 --duration="$DUR" "$@" \
-    >"$WORK/client_$tag.out" 2>"$WORK/client_$tag.err" || fail "client $tag failed"
+    >"$WORK/client_$tag.out" 2>"$WORK/client_$tag.err" || bench_fail "client $tag failed"
   cat "$WORK/client_$tag.out"
 }
 
 # redis_csv ARGS...: runs redis-benchmark --csv against our redis; prints "TEST rps p50_ms p99_ms" per test.
 redis_csv() {
-  redis-benchmark -p "$RPORT" --csv "$@" 2>/dev/null >"$WORK/redis.csv" || fail "redis-benchmark $* failed"
+  redis-benchmark -p "$RPORT" --csv "$@" 2>/dev/null >"$WORK/redis.csv" || bench_fail "redis-benchmark $* failed"
   awk -F'","' 'NR > 1 { gsub(/"/, "", $1); split($1, t, " "); print t[1], $2, $5, $7 }' "$WORK/redis.csv"
 }
 
@@ -122,11 +99,11 @@ if [ "$avail_kb" -lt "$need_kb" ]; then
   BIG_WHY="MemAvailable $((avail_kb >> 20)) GiB < 17 GiB (16 GiB segment + 1 GiB headroom): the setup memory check would refuse it"
 fi
 for i in 1 2 3; do
-  start_holder 0 16MiB setup_s
+  start_holder "$BUILD" 0 16MiB setup_s
   SMALL+=("$HOLDER_SETUP_MS")
   stop_bg "$HOLDER_PID"
   if [ "$BIG_OK" = 1 ]; then
-    start_holder 0 16GiB setup_b
+    start_holder "$BUILD" 0 16GiB setup_b
     BIG+=("$HOLDER_SETUP_MS")
     stop_bg "$HOLDER_PID"
   fi
@@ -150,7 +127,7 @@ import sys
 w = sys.stdout.write
 for i in range(100000):
     w("*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nxxxxxxxxxxxxxxxx\r\n" % i)' | redis-cli -p "$RPORT" --pipe >/dev/null ||
-  fail "redis prefill failed"
+  bench_fail "redis prefill failed"
 BE_ARGS=(EXISTS)
 for _ in $(seq 1000); do BE_ARGS+=("key:__rand_int__"); done
 
@@ -164,7 +141,7 @@ redis_rpc() {
       redis_csv -c "$2" -n "$n" -r 100000 "${BE_ARGS[@]}" >"$WORK/rr.txt" ;;
   esac
   set -- $(cat "$WORK/rr.txt")
-  [ $# = 4 ] || fail "unexpected redis-benchmark output: $*"
+  [ $# = 4 ] || bench_fail "unexpected redis-benchmark output: $*"
   RR_RATE=$(awk -v r="$2" -v m="$mul" 'BEGIN { printf "%.0f", r * m }')
   RR_P50=$(awk -v a="$3" 'BEGIN { printf "%.0f", a * 1000 }')
   RR_P99=$(awk -v a="$4" 'BEGIN { printf "%.0f", a * 1000 }')
@@ -173,14 +150,14 @@ redis_rpc() {
 RPC_ROWS=()
 API_ROWS=()
 # a small holder for the store-API exist cases (their keys need a segment); stopped before the fresh-segment runs
-start_holder 0 64MiB api
+start_holder "$BUILD" 0 64MiB api
 API_PID=$HOLDER_PID; API_HOLDER=$HOLDER_NAME
 wait_warm api # steady state
 for op in exist batch_exist put; do
   for c in 1 4 16; do
     redis_rpc "$op" "$c"; rb=$RR_RATE; rb50=$RR_P50; rb99=$RR_P99
     MC_FORCE_TCP=1 "$BENCH" --mode=rpc "${ADDR[@]}" --cases="$op:$c" --duration="$RPC_DUR" \
-      >"$WORK/rpc.out" 2>"$WORK/rpc.err" || fail "rpc $op:$c failed"
+      >"$WORK/rpc.out" 2>"$WORK/rpc.err" || bench_fail "rpc $op:$c failed"
     line=$(grep '^RPC' "$WORK/rpc.out")
     api=""
     if [ "$c" = 1 ] && [ "$op" != put ]; then # the same calls through the store API
@@ -196,7 +173,7 @@ for op in exist batch_exist put; do
     eval "RPC_${op}_$c=$v"
     if [ "$c" != 1 ]; then # the same connections driven by one client thread, as redis-benchmark drives its own
       MC_FORCE_TCP=1 "$BENCH" --mode=rpc "${ADDR[@]}" --cases="$op:$c:conns" --duration="$RPC_DUR" \
-        >"$WORK/rpc.out" 2>"$WORK/rpc.err" || fail "rpc $op:$c:conns failed"
+        >"$WORK/rpc.out" 2>"$WORK/rpc.err" || bench_fail "rpc $op:$c:conns failed"
       line=$(grep '^RPC' "$WORK/rpc.out")
       if [ "$op" = batch_exist ]; then v=$(field "$line" keys_s); else v=$(field "$line" calls_s); fi
       RPC_ROWS+=("| $op | $c, one client thread | $(kfmt "$v") $unit | $(field "$line" p50_us) / $(field "$line" p99_us) | $(kfmt "$ref") ($(kfmt "$rb") / $(kfmt "$ra")) | $rb50 / $rb99 | $(ratio "$v" "$ref") |")
@@ -209,7 +186,7 @@ for op in exist batch_exist put; do
   done
 done
 MC_FORCE_TCP=1 "$BENCH" --mode=rpc "${ADDR[@]}" --cases="batch_lookup:1" --duration="$RPC_DUR" \
-  >"$WORK/rpc.out" 2>"$WORK/rpc.err" || fail "rpc batch_lookup failed"
+  >"$WORK/rpc.out" 2>"$WORK/rpc.err" || bench_fail "rpc batch_lookup failed"
 line=$(grep '^RPC' "$WORK/rpc.out")
 RPC_LOOKUP=$(field "$line" keys_s)
 RPC_ROWS+=("| batch_lookup (BatchGetReplicaList, 1000 keys) | 1 | $(kfmt "$RPC_LOOKUP") keys/s | $(field "$line" p50_us) / $(field "$line" p99_us) | upstream on this machine: 157 k | | $(ratio "$RPC_LOOKUP" 157000) |")
@@ -221,10 +198,10 @@ stop_bg "$API_PID"
 # A fresh memcached, first pass of 1 MiB sets (the same first-touch cost on the reference side).
 start_memcached
 "$MCREF" --port="$MCPORT" --op=set --one_pass --value_size=1MiB --keys=896 --conns=4 >"$WORK/mc_fresh.out" \
-  2>"$WORK/mc_fresh.err" || fail "memcached fresh pass failed"
+  2>"$WORK/mc_fresh.err" || bench_fail "memcached fresh pass failed"
 MC_FRESH=$(grep '^MEMCACHED' "$WORK/mc_fresh.out")
 "$MCREF" --port="$MCPORT" --op=set --one_pass --value_size=1MiB --keys=896 --conns=4 >"$WORK/mc_fresh.out" \
-  2>"$WORK/mc_fresh.err" || fail "memcached second pass failed"
+  2>"$WORK/mc_fresh.err" || bench_fail "memcached second pass failed"
 MC_WARM=$(grep '^MEMCACHED' "$WORK/mc_fresh.out")
 
 FRESH_ROWS=()
@@ -232,10 +209,10 @@ FRESH_ROWS=()
 # holder at a time, as a storage node comes up), then (keys removed) the same again: warm.
 for path in tcp shm; do
   if [ $path = tcp ]; then
-    start_holder 1 1GiB tcp
+    start_holder "$BUILD" 1 1GiB tcp
     TCP_PID=$HOLDER_PID; TCP_HOLDER=$HOLDER_NAME
   else
-    start_holder 0 1GiB shm
+    start_holder "$BUILD" 0 1GiB shm
     SHM_PID=$HOLDER_PID; SHM_HOLDER=$HOLDER_NAME
   fi
   ft=1; h=$TCP_HOLDER
@@ -247,7 +224,7 @@ for path in tcp shm; do
   FRESH_ROWS+=("| $path | $(fmt "$f") | $(field "$first" p50_us) / $(field "$first" p99_us) | $(fmt "$w") | $(field "$second" p50_us) / $(field "$second" p99_us) | $(ratio "$f" "$w") |")
   # The machine's limit for that pass, measured right after in the same conditions: how fast one thread
   # gets 896 MiB of fresh shared memory populated (page size as our segments ask for).
-  m=$("$SHMPAGES" 896 populate | grep '^FRESH') || fail "shm_pages failed"
+  m=$("$SHMPAGES" 896 populate | grep '^FRESH') || bench_fail "shm_pages failed"
   FRESH_ROWS+=("| this machine's fresh shared memory right after (one thread populating 896 MiB; the limit of a first pass) | $(fmt "$(field "$m" gbps)") | | | | |")
   eval "FRESH_$path=$f WARM_$path=$w FRESHMEM_$path=$(field "$m" gbps)"
 done
@@ -258,7 +235,7 @@ wait_warm tcp
 wait_warm shm
 for path in tcp shm; do
   ft=1; [ $path = shm ] && ft=0
-  start_holder "$ft" 1GiB "warmup_$path"
+  start_holder "$BUILD" "$ft" 1GiB "warmup_$path"
   wait_warm "warmup_$path"
   secs=$WARMUP_S
   first=$(client "$ft" "afterwarm_$path" --preferred="$HOLDER_NAME" --cases=put:1MiB:1 --max_bytes=896MiB \
@@ -273,8 +250,8 @@ FRESH_ROWS+=("| memcached, fresh process, 4 conns (reference) | $(fmt "$(field "
 # The engine took the intended path (the client logs each remote read at INFO).
 check_path() { # FORCE_TCP HOLDER WANT
   MC_LOG_LEVEL=INFO MC_FORCE_TCP=$1 "$BENCH" --mode=client "${ADDR[@]}" --preferred="$2" --cases=get:64KiB:1 \
-    --duration=0.05 --ws_bytes=1MiB >/dev/null 2>"$WORK/path.err" || fail "path probe failed"
-  grep -q "peer=$2 protocol=$3 " "$WORK/path.err" || fail "expected the $3 path: $(grep -m1 TransferRequest "$WORK/path.err")"
+    --duration=0.05 --ws_bytes=1MiB >/dev/null 2>"$WORK/path.err" || bench_fail "path probe failed"
+  grep -q "peer=$2 protocol=$3 " "$WORK/path.err" || bench_fail "expected the $3 path: $(grep -m1 TransferRequest "$WORK/path.err")"
 }
 check_path 1 "$TCP_HOLDER" tcp
 check_path 0 "$SHM_HOLDER" shm
@@ -293,12 +270,12 @@ for spec in "16384 128 16KiB" "65536 64 64KiB" "1048576 16 1MiB" "16777216 4 16M
   # untimed warm-up of both references for this size (their memory faults in like ours did above)
   redis-benchmark -p "$RPORT" -P 1 -c 4 -d "$size" -t set -n $((keys * 2)) -r "$keys" -q >/dev/null 2>&1
   "$MCREF" --port="$MCPORT" --op=set --value_size="$size" --keys="$keys" --duration=0.2 >/dev/null 2>&1 ||
-    fail "memcached warm-up failed"
+    bench_fail "memcached warm-up failed"
   declare -A RB=()
   redis_csv -P 1 -c 4 -d "$size" -t set,get -n "$rn" -r "$keys" >"$WORK/rb.txt"
   while read -r t rps p50 p99; do RB[$t]="$rps $p50 $p99"; done <"$WORK/rb.txt"
   "$MCREF" --port="$MCPORT" --value_size="$size" --keys="$keys" --conns=4 --duration="$DUR" >"$WORK/mc.out" \
-    2>"$WORK/mc.err" || fail "memcached_ref $label failed"
+    2>"$WORK/mc.err" || bench_fail "memcached_ref $label failed"
   MCS=$(grep 'op=set' "$WORK/mc.out"); MCG=$(grep 'op=get' "$WORK/mc.out")
   cases="put:$size:1,put:$size:$batch,get:$size:1,get:$size:$batch"
   TCPR=$(client 1 "tcp_$label" --preferred="$TCP_HOLDER" --cases="$cases" | grep '^RESULT') || exit 1

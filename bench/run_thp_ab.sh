@@ -34,20 +34,15 @@ for r in $(seq "$ROUNDS"); do
     echo "$mode" >"$THP"
     for path in shm tcp; do
       ft=0; [ $path = tcp ] && ft=1
-      MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=holder "${ADDR[@]}" --global_segment_size=1GiB \
-        --local_buffer_size=1MiB >"$WORK/h.out" 2>"$WORK/h.err" &
-      H=$!
-      BG_PIDS+=("$H")
-      wait_for "^HOLDER ready" "$WORK/h.out" 200 0.025 || { echo "holder did not start" >&2; exit 1; }
-      wait_for "^HOLDER warm" "$WORK/h.out" 1200 0.1 || true
-      warm=$(sed -n 's/^HOLDER warm after_s=\([^ ]*\).*/\1/p' "$WORK/h.out")
-      name=$(sed -n 's/^HOLDER ready name=\([^ ]*\).*/\1/p' "$WORK/h.out")
+      start_holder "$B" "$ft" 1GiB "$path"
+      wait_warm "$path"
+      warm=$WARMUP_S name=$HOLDER_NAME
       out=$(MC_FORCE_TCP=$ft "$B/tools/store_bench" --mode=client "${ADDR[@]}" --global_segment_size=0 \
         --preferred="$name" --warm_bytes=512MiB --duration="$DUR" --cases="$CASES" 2>/dev/null)
       first=$(grep '^WARM' <<<"$out" | sed -n 's/.*gbps=\([0-9.]*\).*/\1/p')
       rates=$(grep '^RESULT' <<<"$out" | sed -n 's/.*gbps=\([0-9.]*\).*/\1/p' | paste -sd'|' | sed 's/|/ | /g')
-      echo "| $r | $mode | $path | ${warm:-n/a} | ${first:-n/a} | $rates |"
-      stop_bg "$H"
+      echo "| $r | $mode | $path | $warm | ${first:-n/a} | $rates |"
+      stop_bg "$HOLDER_PID"
     done
   done
 done
