@@ -25,11 +25,7 @@
  * when nothing else is left, and a read that succeeds there lifts the shun at once. */
 #define SHUN_NS (10ull * 1000 * 1000 * 1000)
 
-static uint64_t ep_hash(const char *ep) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *ep; ep++) h = (h ^ (uint8_t)*ep) * 1099511628211ull;
-  return h | 1; /* 0 marks a free slot */
-}
+static uint64_t ep_hash(const char *ep) { return mc_str_hash(ep) | 1; /* 0 marks a free slot */ }
 
 /* ok = 0: ep failed a read now; ok = 1: a read from ep succeeded (lifts a shun). */
 static void shun_note(struct mc_store *s, const char *ep, int ok) {

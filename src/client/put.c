@@ -126,12 +126,6 @@ int mc_put_from(struct mc_store *s, const struct mc_write_ops *ops, const char *
 
 /* ------------------------------------------------------------------ batches */
 
-static uint64_t hash_str(const char *k) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
-  return h;
-}
-
 /* first[i] = index of the first occurrence of keys[i] (i itself when it is the first). */
 static void first_occurrences(const char *const *keys, size_t n, size_t *first) {
   size_t cap = 16;
@@ -139,7 +133,7 @@ static void first_occurrences(const char *const *keys, size_t n, size_t *first) 
   size_t *tab = mc_malloc(cap * sizeof(size_t));
   memset(tab, 0xff, cap * sizeof(size_t));
   for (size_t i = 0; i < n; i++) {
-    size_t h = (size_t)hash_str(keys[i]) & (cap - 1);
+    size_t h = (size_t)mc_str_hash(keys[i]) & (cap - 1);
     while (tab[h] != SIZE_MAX && strcmp(keys[tab[h]], keys[i])) h = (h + 1) & (cap - 1);
     if (tab[h] == SIZE_MAX) tab[h] = i;
     first[i] = tab[h];

@@ -21,6 +21,12 @@ uint64_t mc_now_ns(void) {
 
 uint64_t mc_now_ms(void) { return mc_now_ns() / 1000000ull; }
 
+uint64_t mc_str_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
 void mc_timestamp(char *buf, size_t len) {
   struct timeval tv;
   struct tm tm;

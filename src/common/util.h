@@ -14,6 +14,9 @@ uint64_t mc_now_ms(void);
 /* Wall-clock "YYYY-MM-DD HH:MM:SS.uuuuuu" (local time) into buf (>= 27 bytes). */
 void mc_timestamp(char *buf, size_t len);
 
+/* FNV-1a of a NUL-terminated string: small in-process tables (not the master's key hash). */
+uint64_t mc_str_hash(const char *s);
+
 /* Parses "4096", "64KB", "64KiB", "1.5GB", "8 GiB" (K/M/G/T; KB and KiB both = 1024).
  * Returns 0 and *out, or -1 on junk, negative or overflowing values. */
 int mc_parse_size(const char *s, uint64_t *out);
