@@ -20,6 +20,7 @@
 
 #include "lib/test.h"
 #include "lib/proc.h"
+#include "te/engine_internal.h"
 #include "te/metadata.h"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
@@ -1112,18 +1113,6 @@ static long segment_pmd_kb(pid_t pid) {
 }
 
 #define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
-/* Reads the selected mode of SHMEM_THP into out; 0, or -1 when the file cannot be read. */
-static int thp_mode(char *out, size_t n) {
-  char buf[128] = {0};
-  FILE *f = fopen(SHMEM_THP, "re");
-  if (!f) return -1;
-  char *ok = fgets(buf, sizeof(buf), f);
-  fclose(f);
-  char *a = ok ? strchr(buf, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
-  if (!b) return -1;
-  snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
-  return 0;
-}
 static int thp_set(const char *mode) {
   FILE *f = fopen(SHMEM_THP, "we");
   if (!f) return -1;
@@ -1140,7 +1129,7 @@ static void thp_restore(void) { (void)thp_set(thp_saved); } /* also when a REQUI
  * MC_SEGMENT_HUGEPAGE=0 keeps 4 KiB pages. */
 static void test_huge_pages(void) {
   char old[32];
-  if (thp_mode(old, sizeof(old))) {
+  if (mc_shmem_thp_mode(old, sizeof(old))) {
     fprintf(stderr, "test_huge_pages: skipped: " SHMEM_THP " is missing (kernel without transparent huge pages)\n");
     return;
   }

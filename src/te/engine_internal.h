@@ -192,6 +192,9 @@ int mc_vm_copy_raw(int pid, int op, void *local, uint64_t remote, uint64_t len);
  * kernel uses them only where /sys/kernel/mm/transparent_hugepage/shmem_enabled allows (advise, within_size,
  * always); otherwise a no-op. The first call logs which page size applies. */
 void mc_shm_advise_huge(void *p, uint64_t len);
+/* The selected word of /sys/kernel/mm/transparent_hugepage/shmem_enabled into out: 0, or -1 when it cannot
+ * be read (a kernel without transparent huge pages). */
+int mc_shmem_thp_mode(char *out, size_t n);
 
 /* Marks a slice finished (ok = 1) and updates its task and batch; drops the slice. Thread-safe. */
 void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);

@@ -90,17 +90,16 @@ static void touch_pages(char *p, uint64_t len, int kernel_too) {
 
 #define SHMEM_THP "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
 
-/* The selected word of SHMEM_THP ("never" where the file cannot be read). */
-static void shmem_thp_mode(char *out, size_t n) {
+int mc_shmem_thp_mode(char *out, size_t n) {
   char buf[128] = {0};
-  snprintf(out, n, "never");
   FILE *f = fopen(SHMEM_THP, "re");
-  if (!f) return;
-  if (fgets(buf, sizeof(buf), f)) {
-    char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
-    if (a && b) snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
-  }
+  if (!f) return -1;
+  char *ok = fgets(buf, sizeof(buf), f);
   fclose(f);
+  char *a = ok ? strchr(buf, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
+  if (!b) return -1;
+  snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+  return 0;
 }
 
 void mc_shm_advise_huge(void *p, uint64_t len) {
@@ -108,8 +107,8 @@ void mc_shm_advise_huge(void *p, uint64_t len) {
   if (len < (2ull << 20) || !mc_env_bool("MC_SEGMENT_HUGEPAGE", 1)) return;
   (void)madvise(p, len, MADV_HUGEPAGE); /* EINVAL on kernels without THP: nothing to do */
   if (atomic_exchange(&told, 1)) return;
-  char mode[32];
-  shmem_thp_mode(mode, sizeof(mode));
+  char mode[32] = "never"; /* a kernel without the file has no THP */
+  (void)mc_shmem_thp_mode(mode, sizeof(mode));
   if (!strcmp(mode, "never") || !strcmp(mode, "deny"))
     LOG_INFO("shared memory uses 4 KiB pages (" SHMEM_THP " is '%s'); 'advise' gives segments 2 MiB pages "
              "and a much shorter warm-up (docs/operations.md, \"Huge pages for segments\")", mode);
