@@ -28,6 +28,37 @@ static void rpc_handler(void *ctx, int type, const char *req, size_t len, char *
 static void mem_changed(struct mc_engine *e);
 static void *notifier_main(void *arg);
 
+/* ------------------------------------------------------------------ the process's live engines */
+
+/* Leaf lock above every engine's reg_mu: guards the list and keeps a listed engine's registrations alive. */
+static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mc_engine *local_engines;
+
+static void local_add(struct mc_engine *e) {
+  pthread_mutex_lock(&local_mu);
+  e->local_next = local_engines;
+  local_engines = e;
+  pthread_mutex_unlock(&local_mu);
+}
+
+static void local_remove(struct mc_engine *e) {
+  pthread_mutex_lock(&local_mu);
+  for (struct mc_engine **p = &local_engines; *p; p = &(*p)->local_next)
+    if (*p == e) {
+      *p = e->local_next;
+      break;
+    }
+  pthread_mutex_unlock(&local_mu);
+}
+
+struct mc_buf *mc_local_pin_range(uint64_t addr, uint64_t len) {
+  struct mc_buf *b = NULL;
+  pthread_mutex_lock(&local_mu);
+  for (struct mc_engine *e = local_engines; e && !b; e = e->local_next) b = mc_engine_pin_range(e, addr, len);
+  pthread_mutex_unlock(&local_mu);
+  return b;
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
 /* 1 when the engine recorded in an rpc_meta value still answers a probe. */
@@ -155,10 +186,13 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   e->p2p = mc_meta_is_p2p(conn);
   e->force_tcp = mc_env_bool("MC_FORCE_TCP", 0);
   e->tcp_split = (uint64_t)mc_env_long("MC_TCP_SPLIT_SIZE", 1 << 20, 0, 1l << 40);
+  e->inbox_max = (int)mc_env_long("MC_NOTIFY_INBOX_MAX", 65536, 1, 1 << 24);
+  e->inbox_max_bytes = (size_t)mc_env_long("MC_NOTIFY_INBOX_MAX_BYTES", 64l << 20, 1, 1l << 40);
   if (mc_meta_open(conn, &e->meta) || init_rpc(e, local_server_name)) goto fail;
   new_seg(e, e->name, NULL, MC_PATH_NONE);
   if (pthread_create(&e->notifier, NULL, notifier_main, e)) goto fail_rpc;
   e->prefault = mc_prefault_create(e);
+  local_add(e);
   if (!e->p2p && publish_rpc_meta(e)) {
     destroyTransferEngine(e);
     return NULL;
@@ -188,6 +222,7 @@ void destroyTransferEngine(transfer_engine_t engine) {
   pthread_cond_signal(&e->out_cv);
   pthread_mutex_unlock(&e->out_mu);
   pthread_join(e->notifier, NULL);
+  local_remove(e); /* no new same-process copy can pin our buffers */
   mc_prefault_destroy(e->prefault);
   e->prefault = NULL;
   mc_rpc_server_stop(e->rpc);
@@ -207,6 +242,8 @@ void destroyTransferEngine(transfer_engine_t engine) {
     mc_free(n->msg);
     mc_free(n);
   }
+  for (size_t i = 0; i < e->nbufs; i++) /* copies of other engines of this process still running */
+    while (atomic_load(&e->bufs[i]->pins) > 0) usleep(100);
   engine_free(e);
 }
 
@@ -464,10 +501,9 @@ int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addrs, size_t n)
 void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location) {
   struct mc_engine *e = engine;
   if (!e || !length) return NULL;
-  int fd = memfd_create("mooncake-segment", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)length)) {
+  int fd = mc_shm_memfd("segment", length);
+  if (fd < 0) {
     LOG_ERROR("cannot create %zu bytes of shared memory: %s", length, strerror(errno));
-    if (fd >= 0) close(fd);
     return NULL;
   }
   void *p = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -1053,8 +1089,20 @@ int mc_te_wait_batch(transfer_engine_t engine, batch_id_t id, int timeout_ms) {
 
 /* ------------------------------------------------------------------ notifications */
 
-static void inbox_push(struct mc_engine *e, const char *name, const char *msg) {
+/* Queues a received notification: 0, or -1 when the inbox already holds MC_NOTIFY_INBOX_MAX messages or
+ * MC_NOTIFY_INBOX_MAX_BYTES bytes that the application has not read yet (the sender is told). */
+static int inbox_push(struct mc_engine *e, const char *name, const char *msg) {
+  size_t bytes = strlen(name) + strlen(msg) + 2;
   pthread_mutex_lock(&e->inbox_mu);
+  if (e->ninbox >= e->inbox_max || e->inbox_bytes + bytes > e->inbox_max_bytes) {
+    uint64_t dropped = ++e->inbox_dropped;
+    int n = e->ninbox;
+    pthread_mutex_unlock(&e->inbox_mu);
+    if ((dropped & (dropped - 1)) == 0) /* 1, 2, 4, 8, ...: a flood logs a few lines, not one per message */
+      LOG_WARN("notify inbox full (%d unread messages); %llu refused so far", n, (unsigned long long)dropped);
+    return -1;
+  }
+  e->inbox_bytes += bytes;
   if (e->ninbox == e->capinbox) {
     e->capinbox = e->capinbox ? e->capinbox * 2 : 16;
     e->inbox = mc_realloc(e->inbox, (size_t)e->capinbox * sizeof(*e->inbox));
@@ -1063,6 +1111,7 @@ static void inbox_push(struct mc_engine *e, const char *name, const char *msg) {
   e->inbox[e->ninbox].msg = mc_strdup(msg);
   e->ninbox++;
   pthread_mutex_unlock(&e->inbox_mu);
+  return 0;
 }
 
 notify_msg_t *getNotifsFromEngine(transfer_engine_t engine, int *size) {
@@ -1074,6 +1123,7 @@ notify_msg_t *getNotifsFromEngine(transfer_engine_t engine, int *size) {
   *size = e->ninbox;
   e->inbox = NULL;
   e->ninbox = e->capinbox = 0;
+  e->inbox_bytes = 0;
   pthread_mutex_unlock(&e->inbox_mu);
   return *size ? r : NULL;
 }
@@ -1127,9 +1177,10 @@ static int send_notify(struct mc_engine *e, int32_t target, const char *name, co
   json_decref(o);
   rc = mc_rpc_call(host, port, MC_RPC_NOTIFY, body, &reply, RPC_CALL_TIMEOUT_MS);
   free(body);
+  int full = !rc && reply && strstr(reply, "\"inbox full\"");
   mc_free(reply);
   if (rc) LOG_WARN("notify to %s:%u failed: %s", host, port, strerror(-rc));
-  return rc ? ERR_SOCKET : 0;
+  return rc ? ERR_SOCKET : full ? ERR_TOO_MANY_REQUESTS : 0;
 }
 
 static void *notifier_main(void *arg) {
@@ -1170,11 +1221,12 @@ static void rpc_handler(void *ctx, int type, const char *req, size_t len, char *
       o = json_loads(req, 0, NULL);
       const char *name = json_string_value(json_object_get(o, "name"));
       const char *msg = json_string_value(json_object_get(o, "notify_msg"));
-      if (name && msg) inbox_push(e, name, msg);
-      else LOG_WARN("control RPC: malformed notify ignored");
+      int rc = name && msg ? inbox_push(e, name, msg) : -2;
+      if (rc == -2) LOG_WARN("control RPC: malformed notify ignored");
       json_decref(o);
-      *reply = mc_strdup(name && msg ? "{\"name\":\"\",\"notify_msg\":\"success\"}"
-                                     : "{\"name\":\"\",\"notify_msg\":\"malformed\"}");
+      *reply = mc_strdup(rc == 0    ? "{\"name\":\"\",\"notify_msg\":\"success\"}"
+                         : rc == -1 ? "{\"name\":\"\",\"notify_msg\":\"inbox full\"}"
+                                    : "{\"name\":\"\",\"notify_msg\":\"malformed\"}");
       return;
     }
     case MC_RPC_PROBE:

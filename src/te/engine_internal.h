@@ -159,6 +159,9 @@ struct mc_engine {
   pthread_mutex_t inbox_mu;
   notify_msg_t *inbox;
   int ninbox, capinbox;
+  int inbox_max;          /* MC_NOTIFY_INBOX_MAX: unread messages kept at most */
+  size_t inbox_bytes, inbox_max_bytes; /* unread bytes (names + messages) and MC_NOTIFY_INBOX_MAX_BYTES */
+  uint64_t inbox_dropped; /* notifications refused because the inbox was full */
 
   /* notifications to send, drained by the notifier thread */
   pthread_mutex_t out_mu;
@@ -168,6 +171,7 @@ struct mc_engine {
   pthread_t notifier;
 
   struct mc_prefault *prefault; /* NULL when MC_SEGMENT_PREFAULT=0 */
+  struct mc_engine *local_next; /* the process's list of live engines (engine.c, guarded by its lock) */
 };
 
 /* ---- warming memory ahead of use (prefault.c) ---- */
@@ -195,6 +199,9 @@ void mc_shm_advise_huge(void *p, uint64_t len);
 /* The selected word of /sys/kernel/mm/transparent_hugepage/shmem_enabled into out: 0, or -1 when it cannot
  * be read (a kernel without transparent huge pages). */
 int mc_shmem_thp_mode(char *out, size_t n);
+/* A memfd of len bytes named "mooncake-<what>", sealed against shrinking and growing (so a peer that maps
+ * it can never meet a truncated page: no SIGBUS); -1 with errno set on failure. */
+int mc_shm_memfd(const char *what, uint64_t len);
 
 /* Marks a slice finished (ok = 1) and updates its task and batch; drops the slice. Thread-safe. */
 void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);
@@ -202,6 +209,9 @@ void mc_slice_done(struct mc_slice *s, int ok, uint64_t bytes);
  * accessible; NULL if none (bounds checked without overflow). Unpin when done. */
 struct mc_buf *mc_engine_pin_range(struct mc_engine *e, uint64_t addr, uint64_t len);
 void mc_engine_unpin(struct mc_buf *b);
+/* As mc_engine_pin_range, over every live engine of this process: the only way a same-process copy finds
+ * its target, so that a descriptor claiming our own pid can never aim a memcpy outside our registrations. */
+struct mc_buf *mc_local_pin_range(uint64_t addr, uint64_t len);
 /* The remote buffer of d wholly containing [addr, addr+len), or NULL. */
 const struct mc_rbuf *mc_desc_find(const struct mc_desc *d, uint64_t addr, uint64_t len);
 void mc_desc_ref(struct mc_desc *d);

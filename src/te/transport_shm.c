@@ -6,7 +6,13 @@
  * process_vm copy the initiator announces itself in the peer's registry and checks the range against
  * the live entries, and an unregistering peer waits for announced copies to finish: so a stale
  * descriptor can never make us write into memory the peer no longer registers. Mapped memfd buffers
- * need no such check (their pages stay valid for as long as we map them). */
+ * need no such check (their pages stay valid for as long as we map them).
+ *
+ * A descriptor is never trusted with memory (docs/transfer-engine.md, "Same-host path: what a descriptor
+ * can make us touch"): a copy into our own process is checked against this process's own registration
+ * table (mc_local_pin_range), never the descriptor's buffer list; a peer's /proc/<pid>/fd/<n> is used
+ * only when it is one of our memfds (its name), sealed against shrinking (so no page we mapped can
+ * vanish: no SIGBUS) and at least as long as the descriptor claims. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -62,12 +69,59 @@ static void shm_mem_quiesce(struct mc_transport *t) {
   while (atomic_load(&r->users) > 0 && mc_now_ns() < deadline) usleep(50);
 }
 
+int mc_shm_memfd(const char *what, uint64_t len) {
+  char name[64];
+  snprintf(name, sizeof(name), "mooncake-%s", what);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)len) || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+/* 1 when the fd behind /proc path is one of our memfds of that kind ("segment" or "registry"); its link
+ * text into link. */
+static int is_our_memfd(const char *path, const char *what, char *link, size_t cap) {
+  char want[64];
+  ssize_t n = readlink(path, link, cap - 1);
+  link[n > 0 ? n : 0] = 0;
+  snprintf(want, sizeof(want), "/memfd:mooncake-%s ", what);
+  return n > 0 && !strncmp(link, want, strlen(want));
+}
+
+/* Opens the peer's memfd number fd read-write when it is one of our memfds of that kind, sealed against
+ * shrinking, and holds at least len bytes; else -1 (logged). Nothing else the number may name is opened,
+ * and the checks are repeated on the file we opened, so the peer cannot swap it between check and use. */
+static int open_peer_memfd(int pid, int fd, const char *what, uint64_t len) {
+  char path[64], link[128];
+  if (pid <= 0 || fd < 0) return -1;
+  snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+  if (!is_our_memfd(path, what, link, sizeof(link))) {
+    if (*link) LOG_WARN("shm: fd %d of pid %d (%s): not one of our memfds; not mapped", fd, pid, link);
+    return -1; /* or not there (any more), or not ours to look at: not reachable */
+  }
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0) return -1;
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", f);
+  struct stat st;
+  const char *why = NULL;
+  if (!is_our_memfd(path, what, link, sizeof(link))) why = "not one of our memfds";
+  else if (fstat(f, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < len) why = "shorter than announced";
+  else if (!(fcntl(f, F_GET_SEALS) & F_SEAL_SHRINK)) why = "not sealed against shrinking";
+  if (!why) return f;
+  close(f);
+  LOG_WARN("shm: fd %d of pid %d (%s): %s; not mapped", fd, pid, link, why);
+  return -1;
+}
+
 /* ---- a peer's registry ---- */
 
 static struct shm_registry *map_registry(const struct mc_desc *d) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", d->pid, d->shm_registry_fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open_peer_memfd(d->pid, d->shm_registry_fd, "registry", sizeof(struct shm_registry));
   if (fd < 0) return NULL;
   void *p = mmap(NULL, sizeof(struct shm_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -89,9 +143,7 @@ static int registry_covers(struct shm_registry *r, uint64_t addr, uint64_t len) 
 }
 
 static void *map_peer_buf(const struct mc_desc *d, const struct mc_rbuf *b) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd/%d", d->pid, b->shm_fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
+  int fd = open_peer_memfd(d->pid, b->shm_fd, "segment", b->len);
   if (fd < 0) return NULL;
   void *p = mmap(NULL, b->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -151,14 +203,22 @@ static int copy_slice(struct mc_slice *s) {
   char *dst;
   atomic_uint_least64_t *warm;
   uint64_t off = s->remote - b->addr;
-  if (d->pid == getpid()) {
-    /* while anything is still warming (rare after start-up), a cold own buffer is copied by the kernel */
-    struct mc_buf *own = mc_prefault_pending(s->eng->prefault) ? mc_engine_pin_range(s->eng, s->remote, s->len) : NULL;
-    int cold = own && !mc_buf_warm(own, s->remote, s->len);
-    int rc = cold ? mc_vm_copy_raw(getpid(), s->opcode, s->local, s->remote, s->len) : 0;
-    if (own) mc_engine_unpin(own);
-    if (cold) return rc;
+  if (d->pid == getpid()) { /* our own memory: only what this process registered, whatever d claims */
+    struct mc_buf *own = mc_local_pin_range(s->remote, s->len);
+    if (!own) {
+      LOG_WARN("shm: %s of %llu bytes at 0x%llx (segment %s, our own pid): not registered in this process; refused",
+               s->opcode == OPCODE_WRITE ? "write" : "read", (unsigned long long)s->len, (unsigned long long)s->remote,
+               d->name);
+      return -EFAULT;
+    }
+    /* while a buffer is still warming (rare after start-up), its cold pages are copied by the kernel */
+    int rc = 0;
     dst = (char *)(uintptr_t)s->remote;
+    if (!mc_buf_warm(own, s->remote, s->len)) rc = mc_vm_copy_raw(getpid(), s->opcode, s->local, s->remote, s->len);
+    else if (s->opcode == OPCODE_WRITE) memcpy(dst, s->local, s->len);
+    else memcpy(s->local, dst, s->len);
+    mc_engine_unpin(own);
+    return rc;
   } else if (b->shm_fd < 0 || !(dst = peer_base(d, b, &warm))) return vm_copy(d, s->opcode, s->local, s->remote, s->len);
   else if (s->eng->prefault && !mc_chunks_warm(warm, off, s->len)) {
     /* our mapping of these pages is cold: copy through the kernel, warm the mapping meanwhile */
@@ -186,11 +246,9 @@ static int shm_reachable(struct mc_transport *t, const struct mc_desc *d) {
   for (size_t i = 0; i < d->nbuf; i++) {
     const struct mc_rbuf *b = &d->bufs[i];
     if (b->shm_fd >= 0) {
-      char path[64];
-      snprintf(path, sizeof(path), "/proc/%d/fd/%d", d->pid, b->shm_fd);
-      int fd = open(path, O_RDWR | O_CLOEXEC);
-      if (fd >= 0) close(fd);
+      int fd = open_peer_memfd(d->pid, b->shm_fd, "segment", b->len);
       if (fd < 0) return 0;
+      close(fd);
     } else {
       char byte;
       if (d->shm_registry_fd < 0 || mc_vm_copy_raw(d->pid, OPCODE_READ, &byte, b->addr, 1)) return 0;
@@ -200,10 +258,9 @@ static int shm_reachable(struct mc_transport *t, const struct mc_desc *d) {
 }
 
 static int shm_init(struct mc_engine *e, struct mc_transport **out) {
-  int fd = memfd_create("mooncake-registry", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, sizeof(struct shm_registry))) {
+  int fd = mc_shm_memfd("registry", sizeof(struct shm_registry));
+  if (fd < 0) {
     LOG_ERROR("shm: cannot create the registration registry: %s", strerror(errno));
-    if (fd >= 0) close(fd);
     return ERR_MEMORY;
   }
   void *reg = mmap(NULL, sizeof(struct shm_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
