@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "mooncake/transfer_engine.h"
 #include "te/metadata.h"
@@ -124,6 +125,9 @@ int mc_curl_request(const char *method, const char *url, const char *body, size_
   /* "Expect:" stops curl from waiting for 100-continue before large bodies. */
   struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
   hdrs = curl_slist_append(hdrs, "Expect:");
+  char auth[256]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
+  if (!mc_auth_http_header_for_url(method, url, body, body ? body_len : 0, auth, sizeof(auth)))
+    hdrs = curl_slist_append(hdrs, auth);
   set_common_opts(h, url, resp, errbuf);
   set_method(h, method, body, body_len);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);

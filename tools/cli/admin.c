@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/auth.h"
+
 struct sink {
   char *buf;
   size_t len, cap;
@@ -45,6 +47,10 @@ int mc_admin_request(const char *addr, const char *method, const char *path, lon
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "POST")) curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
+    char auth[256]; /* a mutating request is signed with the cluster secret (docs/security.md) */
+    struct curl_slist *hdrs = NULL;
+    if (!mc_auth_http_header_for_url(method, url, "", 0, auth, sizeof(auth))) hdrs = curl_slist_append(NULL, auth);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 3000 ? timeout_ms : 3000L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -54,6 +60,7 @@ int mc_admin_request(const char *addr, const char *method, const char *path, lon
     rc = curl_easy_perform(c);
     if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
   }
   free(url);
   if (rc != CURLE_OK) {

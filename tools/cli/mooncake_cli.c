@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli/admin.h"
+#include "common/auth.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
 
@@ -656,6 +657,27 @@ static int cmd_metrics(struct cli *c, int argc, char **argv) {
   return EX_OK;
 }
 
+/* mooncake secret generate [FILE]: a new cluster secret (docs/security.md), written with mode 0600 and
+ * never over an existing file; without FILE (or "-") it is printed. */
+static int cmd_secret(struct cli *c, int argc, char **argv) {
+  (void)c;
+  struct opt opts[] = {{NULL}};
+  const char *pos[2];
+  int npos;
+  PARSE("secret", opts, pos, 2, npos);
+  if (npos < 1 || strcmp(pos[0], "generate")) return bad_args("secret", "the only subcommand is 'generate [FILE]'");
+  const char *path = npos > 1 ? pos[1] : "-";
+  int rc = mc_auth_generate(path);
+  if (rc) {
+    fprintf(stderr, "mooncake secret: cannot write %s: %s\n", path, strerror(-rc));
+    return EX_FAIL;
+  }
+  if (strcmp(path, "-"))
+    fprintf(stderr, "wrote a new cluster secret to %s (mode 0600); give every process MC_CLUSTER_SECRET_FILE=%s\n", path,
+            path);
+  return EX_OK;
+}
+
 static int cmd_help(struct cli *c, int argc, char **argv) {
   (void)c;
   if (argc > 0) {
@@ -687,6 +709,10 @@ static const struct command command_table[] = {
      "The guide's five metrics plus the key count. --follow prints a line every --interval seconds (default 1),\n"
      "--count N times (default: until interrupted); with --json, --follow prints one JSON document per line.",
      cmd_metrics},
+    {"secret", "generate [FILE]",
+     "Writes a new random cluster secret to FILE (mode 0600, never over an existing file) or prints it;\n"
+     "processes started with MC_CLUSTER_SECRET_FILE=FILE only talk to peers that hold it (docs/security.md).",
+     cmd_secret},
     {"help", "[command]", "Describes the commands.", cmd_help},
     {NULL, NULL, NULL, NULL},
 };

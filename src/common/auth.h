@@ -1,0 +1,82 @@
+/* The cluster secret and the connection handshake that proves it (docs/security.md).
+ *
+ * A cluster may have one shared secret, read once per process from MC_CLUSTER_SECRET_FILE (the file's
+ * first line that is not empty or a '#' comment) or else from MC_CLUSTER_SECRET. With one, every
+ * connection to a listener of ours starts with a mutual HMAC-SHA256 challenge-response before any
+ * request is read, and an HTTP request that changes state carries a signed header; a peer that cannot
+ * prove the secret gets nothing but a refusal. Requests on an authenticated connection pay nothing.
+ * Without a secret everything works as in an open cluster and each process logs that once.
+ *
+ * The handshake (every message begins with a 4-byte tag; MACs are HMAC-SHA256 under the secret):
+ *   client -> server  "MCAH" u8 version(1) nonce_c[16]
+ *   server -> client  "MCAS" u8 status(0 = go on, 1 = this server has no secret) nonce_s[16] mac_s[32]
+ *                     mac_s = HMAC("MCAS" service nonce_c nonce_s)
+ *   client -> server  "MCAP" mac_c[32]            mac_c = HMAC("MCAP" service nonce_s nonce_c)
+ *   server -> client  "MCAR" u8 result(0 = accepted, 1 = refused)
+ * The client checks mac_s before it answers, so a server that does not hold the secret learns nothing
+ * and is not talked to; `service` names the protocol ("master", "te-ctrl", "te-data"), so a proof made
+ * for one listener is worth nothing at another. Nonces come from getrandom(2). */
+#ifndef MC_COMMON_AUTH_H
+#define MC_COMMON_AUTH_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_AUTH_HELLO_LEN 21
+#define MC_AUTH_CHALLENGE_LEN 53
+#define MC_AUTH_PROOF_LEN 36
+#define MC_AUTH_RESULT_LEN 5
+#define MC_AUTH_HTTP_HEADER "X-Mooncake-Auth"
+#define MC_AUTH_HTTP_WINDOW_S 300 /* a signed HTTP request is valid this long either side of its time */
+
+/* 1 when this process has a cluster secret. The first call reads it (and logs a bad secret file). */
+int mc_auth_enabled(void);
+/* Logs once per process, at the first call, that `component` accepts peers without a secret. No-op
+ * when a secret is configured. */
+void mc_auth_note_open(const char *component);
+/* For tests: forget the secret read before, so that the next call reads the environment again. */
+void mc_auth_reset(void);
+
+/* 1 when the n bytes at p (n >= 4) begin a client hello. */
+int mc_auth_is_hello(const void *p, size_t n);
+
+/* Client side, blocking, on a connected socket before any request: 0 when the server proved the secret
+ * and accepted ours; 0 at once when we have no secret; -EACCES when the server refused us, holds another
+ * secret or none; -errno on I/O (-ETIMEDOUT after timeout_ms without progress). */
+int mc_auth_client(int fd, const char *service, int timeout_ms);
+/* Server side, blocking, right after accept: 0 when the client proved the secret (or we have none);
+ * -EACCES or -errno otherwise (the caller closes the socket; the refusal was sent and logged,
+ * rate-limited, naming `service`). */
+int mc_auth_server(int fd, const char *service, int timeout_ms);
+/* Answers a client hello on a server that has no secret ("MCAS" status 1) so that the client can say
+ * why it stops. 0 or -errno. */
+int mc_auth_answer_open(int fd, int timeout_ms);
+
+/* Server side as a state machine, for event-driven servers. Zero-initialise, then feed input bytes:
+ * returns the bytes consumed (0: need more), and appends what to send to out (*out_len; room for
+ * MC_AUTH_CHALLENGE_LEN bytes). *done becomes 1 once the client is authenticated. -1 when the client
+ * failed (the refusal to send is in out; close after sending it). */
+struct mc_auth_srv {
+  int state; /* 0: waiting for the hello, 1: waiting for the proof, 2: done */
+  uint8_t nc[16], ns[16];
+};
+long mc_auth_srv_feed(struct mc_auth_srv *st, const char *service, const uint8_t *in, size_t n, uint8_t *out,
+                      size_t *out_len, int *done);
+
+/* HTTP requests that change state. mc_auth_http_sign writes the value of the MC_AUTH_HTTP_HEADER header
+ * for method, path (the request target as sent, query included) and body into out (>= 128 bytes); 0, or -1 without a secret.
+ * mc_auth_http_check: 1 when the header value is a valid signature of this request made within the
+ * window and not seen before (a replay is refused), else 0. */
+int mc_auth_http_sign(const char *method, const char *path, const void *body, size_t len, char *out, size_t cap);
+int mc_auth_http_check(const char *method, const char *path, const void *body, size_t len, const char *value);
+
+/* The whole header line ("X-Mooncake-Auth: v1 ...") for a request of method to url; what is signed as the
+ * path is the request target as sent (from the first '/' after "scheme://host", query included); 0, or
+ * -1 when GET/HEAD (nothing to sign) or no secret. */
+int mc_auth_http_header_for_url(const char *method, const char *url, const void *body, size_t len, char *out,
+                                size_t cap);
+
+/* Writes a new random secret (64 hex characters and a newline) to the file path, created with mode
+ * 0600 and never over an existing file; path "-" prints it. 0 or -errno. */
+int mc_auth_generate(const char *path);
+
+#endif
