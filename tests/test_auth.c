@@ -184,6 +184,25 @@ static void test_http_signatures(void) {
   CHECK_EQ(mc_auth_http_sign("PUT", "/metadata", "body", 4, h, sizeof(h)), -1);
 }
 
+static void test_canonical_target(void) {
+  char *c = mc_auth_http_canonical("/api/v1/remove?key=a%2Fb+c&force=1#frag");
+  CHECK_STR(c, "/api/v1/remove?key=a/b c&force=1");
+  free(c);
+  c = mc_auth_http_canonical("/metadata?key=mooncake%2Fram%2Fx&flag&&z=%zz");
+  CHECK_STR(c, "/metadata?key=mooncake/ram/x&flag&z=%zz");
+  free(c);
+  c = mc_auth_http_canonical("/p%20q");
+  CHECK_STR(c, "/p q");
+  free(c);
+  /* two escapings of one request sign alike */
+  use_secret(SECRET_A);
+  char h1[256], h2[256];
+  CHECK_EQ(mc_auth_http_header_for_url("DELETE", "http://h:1/metadata?key=a%2Fb", "", 0, h1, sizeof(h1)), 0);
+  CHECK(!strncmp(h1, "X-Mooncake-Auth: v1 ", 20));
+  CHECK_EQ(mc_auth_http_check("DELETE", "/metadata?key=a/b", "", 0, h1 + 17), 1);
+  CHECK_EQ(mc_auth_http_header_for_url("GET", "http://h:1/metadata?key=a", "", 0, h2, sizeof(h2)), -1);
+}
+
 static void test_secret_file_and_generate(void) {
   char dir[] = "/tmp/mc_auth_XXXXXX", path[300], link[300];
   REQUIRE(mkdtemp(dir));
@@ -233,4 +252,4 @@ static void test_secret_file_and_generate(void) {
 TEST_MAIN(TEST_CASE(test_same_secret), TEST_CASE(test_other_secret), TEST_CASE(test_proof_for_another_service),
           TEST_CASE(test_client_without_secret), TEST_CASE(test_silent_client_bounded),
           TEST_CASE(test_open_server_answers_hello), TEST_CASE(test_feed_in_pieces), TEST_CASE(test_garbage_refused),
-          TEST_CASE(test_http_signatures), TEST_CASE(test_secret_file_and_generate))
+          TEST_CASE(test_http_signatures), TEST_CASE(test_canonical_target), TEST_CASE(test_secret_file_and_generate))

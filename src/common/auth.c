@@ -254,16 +254,59 @@ int mc_auth_http_sign(const char *method, const char *path, const void *body, si
   return 0;
 }
 
+static int hexval(int c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Appends s[0, n) to out percent-decoded (and '+' as a space when plus): what an HTTP server decodes. */
+static size_t decode_into(char *out, const char *s, size_t n, int plus) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    int h, l;
+    if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 && (l = hexval(s[i + 2])) >= 0) {
+      out[o++] = (char)(h * 16 + l);
+      i += 2;
+    } else out[o++] = plus && s[i] == '+' ? ' ' : s[i];
+  }
+  return o;
+}
+
+char *mc_auth_http_canonical(const char *target) {
+  size_t n = strcspn(target, "#"), q = strcspn(target, "?#");
+  char *out = malloc(n + 2), *o = out;
+  if (!out) abort();
+  o += decode_into(o, target, q, 0);
+  if (q < n) { /* each argument decoded, in order, joined by '&'; '&' and '=' inside are decoded too */
+    *o++ = '?';
+    for (const char *a = target + q + 1, *end = target + n; a < end;) {
+      size_t al = strcspn(a, "&#");
+      if (a + al > end) al = (size_t)(end - a);
+      const char *eq = memchr(a, '=', al);
+      if (al) {
+        if (o[-1] != '?') *o++ = '&';
+        o += decode_into(o, a, eq ? (size_t)(eq - a) : al, 1);
+        if (eq) {
+          *o++ = '=';
+          o += decode_into(o, eq + 1, al - (size_t)(eq - a) - 1, 1);
+        }
+      }
+      a += al + 1;
+    }
+  }
+  *o = 0;
+  return out;
+}
+
 int mc_auth_http_header_for_url(const char *method, const char *url, const void *body, size_t len, char *out,
                                 size_t cap) {
   if (!strcmp(method, "GET") || !strcmp(method, "HEAD") || !mc_auth_enabled() || cap < 160) return -1;
   const char *p = strstr(url, "://");
   p = p ? strchr(p + 3, '/') : strchr(url, '/');
-  size_t n = p ? strcspn(p, "#") : 0;
-  char path[1024];
-  snprintf(path, sizeof(path), "%.*s", (int)(n ? n : 1), n ? p : "/");
+  char *target = mc_auth_http_canonical(p ? p : "/");
   int w = snprintf(out, cap, "%s: ", MC_AUTH_HTTP_HEADER);
-  return mc_auth_http_sign(method, path, body, len, out + w, cap - (size_t)w);
+  int rc = mc_auth_http_sign(method, target, body, len, out + w, cap - (size_t)w);
+  free(target);
+  return rc;
 }
 
 /* Signatures accepted within the window, so that none is accepted twice. */

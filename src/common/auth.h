@@ -63,15 +63,18 @@ long mc_auth_srv_feed(struct mc_auth_srv *st, const char *service, const uint8_t
                       size_t *out_len, int *done);
 
 /* HTTP requests that change state. mc_auth_http_sign writes the value of the MC_AUTH_HTTP_HEADER header
- * for method, path (the request target as sent, query included) and body into out (>= 128 bytes); 0, or -1 without a secret.
+ * for method, path (mc_auth_http_canonical of the request target) and body into out (>= 128 bytes); 0, or -1 without a secret.
  * mc_auth_http_check: 1 when the header value is a valid signature of this request made within the
  * window and not seen before (a replay is refused), else 0. */
 int mc_auth_http_sign(const char *method, const char *path, const void *body, size_t len, char *out, size_t cap);
 int mc_auth_http_check(const char *method, const char *path, const void *body, size_t len, const char *value);
 
-/* The whole header line ("X-Mooncake-Auth: v1 ...") for a request of method to url; what is signed as the
- * path is the request target as sent (from the first '/' after "scheme://host", query included); 0, or
- * -1 when GET/HEAD (nothing to sign) or no secret. */
+/* The form of a request target that is signed: the path percent-decoded, then, when there is a query,
+ * '?' and its arguments in order, each name and value decoded ('+' as a space) and joined by '&' and '='
+ * — what a server sees after decoding, whatever escaping the client chose. Caller frees. */
+char *mc_auth_http_canonical(const char *target);
+/* The whole header line ("X-Mooncake-Auth: v1 ...") for a request of method to url (its target: from the
+ * first '/' after "scheme://host"); 0, or -1 when GET/HEAD (nothing to sign) or no secret. */
 int mc_auth_http_header_for_url(const char *method, const char *url, const void *body, size_t len, char *out,
                                 size_t cap);
 
