@@ -1,6 +1,9 @@
 /* Control RPC server and client. Each connection (one request) gets its own thread (net/conn_server.h)
  * so that one slow client cannot stall the others; at most RPC_MAX_WORKERS at once, each bounded by
- * read deadlines. */
+ * read deadlines: the 9-byte frame header within RPC_HEADER_MS of the accept (a client sends its request
+ * right after connecting, so an idle connection is closed after 1 s and a flood of idle connections
+ * cannot keep the workers, and with them the master's liveness probe, out for long), the JSON within
+ * RPC_SERVER_READ_MS more. */
 #include "net/ctrl_rpc.h"
 
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include "net/conn_server.h"
 #include "net/sock.h"
 
+#define RPC_HEADER_MS 1000
 #define RPC_SERVER_READ_MS 5000
 #define RPC_MAX_WORKERS 64
 
@@ -58,10 +62,11 @@ static int send_frame(int fd, int type, const char *json, int timeout_ms) {
   return rc ? rc : mc_sock_write_deadline(fd, json, jl, timeout_ms);
 }
 
-/* Reads one frame; returns 0 with a malloc'ed NUL-terminated JSON and its type. */
-static int recv_frame(int fd, int timeout_ms, int *type, char **json, size_t *jlen) {
+/* Reads one frame: the header within header_ms, then the JSON within timeout_ms; returns 0 with a
+ * malloc'ed NUL-terminated JSON and its type. */
+static int recv_frame(int fd, int header_ms, int timeout_ms, int *type, char **json, size_t *jlen) {
   uint8_t hdr[9];
-  int legacy, rc = mc_sock_read_deadline(fd, hdr, 9, timeout_ms);
+  int legacy, rc = mc_sock_read_deadline(fd, hdr, 9, header_ms);
   if (rc) return rc;
   uint64_t len;
   if (mc_rpc_decode_header(hdr, mc_rpc_max_length(), type, &len, &legacy)) return -EPROTO;
@@ -95,9 +100,9 @@ static void serve_conn(void *arg, int fd) {
   int type;
   char *req = NULL, *reply = NULL;
   size_t len;
-  int rc = recv_frame(fd, RPC_SERVER_READ_MS, &type, &req, &len);
-  if (rc) {
-    LOG_WARN("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
+  int rc = recv_frame(fd, RPC_HEADER_MS, RPC_SERVER_READ_MS, &type, &req, &len);
+  if (rc) { /* rate-limited: a peer can open idle or garbage connections at will */
+    LOG_WARN_LIMITED("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
   } else {
     s->handler(s->ctx, type, req, len, &reply);
     send_frame(fd, type, reply ? reply : "{}", RPC_SERVER_READ_MS);
@@ -145,7 +150,7 @@ int mc_rpc_call(const char *host, uint16_t port, int type, const char *json, cha
   if (fd < 0) return fd;
   int rtype = -1, rc = send_frame(fd, type, json, timeout_ms);
   size_t len;
-  if (!rc) rc = recv_frame(fd, timeout_ms, &rtype, reply, &len);
+  if (!rc) rc = recv_frame(fd, timeout_ms, timeout_ms, &rtype, reply, &len);
   if (!rc && rtype != type) {
     mc_free(*reply);
     *reply = NULL;
