@@ -101,8 +101,8 @@ static void serve_conn(void *arg, int fd) {
   char *req = NULL, *reply = NULL;
   size_t len;
   int rc = recv_frame(fd, RPC_HEADER_MS, RPC_SERVER_READ_MS, &type, &req, &len);
-  if (rc) { /* rate-limited: a peer can open idle or garbage connections at will */
-    LOG_WARN_LIMITED("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
+  if (rc) {
+    LOG_WARN("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
   } else {
     s->handler(s->ctx, type, req, len, &reply);
     send_frame(fd, type, reply ? reply : "{}", RPC_SERVER_READ_MS);
