@@ -28,6 +28,8 @@
 #define PING_FAILURES 3
 #define TEARDOWN_RPC_MS 3000
 #define DEFAULT_MASTER_PORT 50051
+#define MOUNT_RETRY_MS 8000 /* a name held by a hung predecessor: the master waits 3 s of silence, then probes ~2 s */
+#define MOUNT_RETRY_GAP_MS 250
 
 struct mc_store *mc_store_alloc(void) {
   struct mc_store *s = mc_try_calloc(1, sizeof(*s));
@@ -256,8 +258,18 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
       .host_id = mc_strdup(mc_host_id()),
       .probe_addr = mc_strdup(probe),
   };
-  uint64_t sent = mc_now_ns();
+  uint64_t sent = mc_now_ns(), retry_end = MC_MIN(deadline, mc_now_ms() + MOUNT_RETRY_MS);
   int rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
+  /* The name may still be held by our previous incarnation, hung rather than dead: the master hands it
+   * over only once that one has stopped pinging for a few seconds (docs/master.md, "Segment ownership"). */
+  if (rc == MC_SEGMENT_ALREADY_EXISTS && mc_now_ms() + MOUNT_RETRY_GAP_MS < retry_end)
+    LOG_WARN("setup: segment name %s is held by another client; retrying for up to %d ms", s->name,
+             remaining_ms(retry_end));
+  while (rc == MC_SEGMENT_ALREADY_EXISTS && mc_now_ms() + MOUNT_RETRY_GAP_MS < retry_end) {
+    usleep(MOUNT_RETRY_GAP_MS * 1000);
+    sent = mc_now_ns();
+    rc = mcli_mount(s->master, &s->seg_rec, s->client_id, remaining_ms(deadline));
+  }
   if (rc) LOG_ERROR("setup: mounting segment %s failed: %s", s->name, mooncake_store_err_name(rc));
   else s->mounted = 1, atomic_store(&s->ping_ok_ns, sent);
   return rc;

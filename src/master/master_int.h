@@ -200,8 +200,12 @@ void mc_segments_destroy(struct mc_master *m);
 /* Expires a client now: drops it from the OK set and the table, unmounts its segments, sweeps, deletes
  * its TE metadata keys (except keep_endpoint's). Takes seg_mu itself. Returns segments unmounted. */
 uint32_t mc_client_expire(struct mc_master *m, struct mc_uuid id, const char *why, const char *keep_endpoint);
-/* 1 when probe_addr ("host:port") answers a transfer-engine Probe within ~1 s. */
-int mc_probe_alive(const char *probe_addr);
+/* Probes the transfer engine at probe_addr ("host:port"), retrying for up to budget_ms while it goes
+ * unanswered: MC_PROBE_ALIVE (answered), MC_PROBE_GONE (connection refused three times: nothing listens
+ * there), MC_PROBE_SILENT (no address, timeout, reset: a hung engine and a flooded one look alike). */
+enum { MC_PROBE_GONE = -1, MC_PROBE_SILENT = 0, MC_PROBE_ALIVE = 1 };
+#define MC_PROBE_RETRY_MS 2000 /* budget of an unanswered probe: outlasts one idle-connection reap (1 s) */
+int mc_probe_alive(const char *probe_addr, int budget_ms);
 void *mc_housekeeping_main(void *arg);
 
 /* ---- eviction (evict.c) ---- */

@@ -7,6 +7,10 @@
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
+/* D4: a holder whose probe goes unanswered keeps its name until it has not pinged for this long (three
+ * ping intervals of the store client, docs/master.md "Segment ownership"), or client_ttl if shorter. */
+#define TAKEOVER_SILENCE_MS 3000
+
 /* ------------------------------------------------------------------ randomness */
 
 static uint64_t rnd(void) {
@@ -222,6 +226,13 @@ void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
   if (c) *c = m->clients[--m->nclients];
 }
 
+/* When the client last pinged or mounted (its deadline minus client_ttl), 0 when it is not in the table. */
+static uint64_t holder_seen_locked(struct mc_master *m, struct mc_uuid id) {
+  struct mclient *c = mc_client_find_locked(m, id);
+  uint64_t ttl = (uint64_t)m->cfg.client_ttl * MC_NS_PER_S;
+  return c && c->deadline_ns > ttl ? c->deadline_ns - ttl : 0;
+}
+
 int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) {
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
@@ -324,10 +335,17 @@ static void log_seg_action(struct mc_uuid client, const char *action, const char
   LOG_INFO("client_id=%s, action=%s, segment_name=%s", id, action, name);
 }
 
+/* Milliseconds since seen_ns (UINT64_MAX when unknown). */
+static uint64_t quiet_for_ms(uint64_t seen_ns) {
+  uint64_t now = mc_now_ns();
+  return !seen_ns ? UINT64_MAX : now > seen_ns ? (now - seen_ns) / MC_NS_PER_MS : 0;
+}
+
 /* Mount under seg_mu (write). Returns 0, an error, or 1 when the name is held by another client whose
- * probe address is copied into holder/probe (the caller probes it without the lock). */
+ * probe address is copied into holder/probe and whose last contact (ping or mount; 0 if unknown) goes
+ * into *seen_ns (the caller probes it without the lock). */
 static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
-                        struct mc_uuid *holder, char **probe) {
+                        struct mc_uuid *holder, char **probe, uint64_t *seen_ns) {
   struct mseg *s = seg_find_locked(m, r->id);
   if (s) { /* a re-mount keeps an admin drain (docs/admin.md) */
     int st = atomic_load(&s->state);
@@ -338,6 +356,7 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
     if (!strcmp(o->name, r->name) && !mc_uuid_eq(o->client, client)) {
       *holder = o->client;
       *probe = mc_strdup(o->probe_addr);
+      *seen_ns = holder_seen_locked(m, o->client);
       return 1;
     }
   }
@@ -346,24 +365,48 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
   return 0;
 }
 
+/* D4 (docs/master.md, "Segment ownership"): whether a new incarnation may take the name from holder. It
+ * may when nothing listens at the holder's probe address any more (a crashed holder), or when the probe
+ * goes unanswered and the holder has not pinged for TAKEOVER_SILENCE_MS (a hung one). A holder that
+ * still pings keeps its name even when its probe fails: flooding its control port must not hand its
+ * name, and the objects on its segments, to someone else. */
+static int may_take_over(struct mc_master *m, const char *name, struct mc_uuid holder, const char *probe,
+                         uint64_t seen_ns) {
+  uint64_t bound_ms = MC_MIN((uint64_t)TAKEOVER_SILENCE_MS, (uint64_t)m->cfg.client_ttl * 1000);
+  uint64_t quiet_ms = quiet_for_ms(seen_ns);
+  int p = mc_probe_alive(probe, quiet_ms >= bound_ms ? MC_PROBE_RETRY_MS : 0);
+  if (p == MC_PROBE_SILENT && quiet_ms >= bound_ms) { /* it may have pinged while we probed */
+    pthread_rwlock_rdlock(&m->seg_mu);
+    quiet_ms = quiet_for_ms(holder_seen_locked(m, holder));
+    pthread_rwlock_unlock(&m->seg_mu);
+  }
+  int take = p == MC_PROBE_GONE || (p == MC_PROBE_SILENT && quiet_ms >= bound_ms);
+  char old[37], last[32] = "none";
+  mc_uuid_str(holder, old);
+  if (quiet_ms != UINT64_MAX) snprintf(last, sizeof(last), "%llu ms ago", (unsigned long long)quiet_ms);
+  LOG_WARN("segment_name=%s is held by client_id=%s (probe %s, last contact %s): %s", name, old,
+           *probe ? probe : "none", last,
+           p == MC_PROBE_ALIVE ? "it answers, mount refused"
+           : p == MC_PROBE_GONE ? "nothing listens at its probe address, unmounting its segments"
+           : take ? "no answer and no ping, unmounting its segments"
+                  : "no answer but it still pings (stalled or flooded), mount refused");
+  return take;
+}
+
 static int mount_one(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client) {
   if (!r->base || !r->size || r->size < MC_TLSF_ALIGN || !r->name || !*r->name) return MC_INVALID_PARAMS;
   for (int attempt = 0; attempt < 3; attempt++) {
     struct mc_uuid holder;
     char *probe = NULL;
+    uint64_t seen = 0;
     pthread_rwlock_wrlock(&m->seg_mu);
     mc_client_touch_locked(m, client, mc_now_ns());
-    int rc = mount_locked(m, r, client, &holder, &probe);
+    int rc = mount_locked(m, r, client, &holder, &probe, &seen);
     pthread_rwlock_unlock(&m->seg_mu);
     if (rc != 1) return rc;
-    /* D4: the name is held by another incarnation; it keeps it only if it still answers. */
-    int alive = mc_probe_alive(probe);
-    char old[37];
-    mc_uuid_str(holder, old);
-    LOG_WARN("segment_name=%s is held by client_id=%s (probe %s): %s", r->name, old, *probe ? probe : "none",
-             alive ? "it answers, mount refused" : "no answer, unmounting its segments");
+    int take = may_take_over(m, r->name, holder, probe, seen);
     mc_free(probe);
-    if (alive) return MC_SEGMENT_ALREADY_EXISTS;
+    if (!take) return MC_SEGMENT_ALREADY_EXISTS;
     mc_client_expire(m, holder, "replaced_by_new_incarnation", r->te_endpoint && *r->te_endpoint ? r->te_endpoint : r->name);
   }
   return MC_SEGMENT_ALREADY_EXISTS;

@@ -272,6 +272,14 @@ int mc_meta_server_delete(struct mc_meta_server *s, const char *key) {
   return delete_key(s, key, strlen(key));
 }
 
+char *mc_meta_server_get(struct mc_meta_server *s, const char *key) {
+  pthread_mutex_lock(&s->mu);
+  json_t *v = json_object_get(s->map, key);
+  char *out = v ? mc_strndup(json_string_value(v), json_string_length(v)) : NULL;
+  pthread_mutex_unlock(&s->mu);
+  return out;
+}
+
 void mc_meta_server_stop(struct mc_meta_server *s) {
   if (!s) return;
   if (s->d) MHD_stop_daemon(s->d);

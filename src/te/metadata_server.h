@@ -14,6 +14,7 @@ struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, con
 uint16_t mc_meta_server_port(const struct mc_meta_server *s);
 /* In-process access for the embedding binary (e.g. the master deleting a dead client's keys). */
 int mc_meta_server_delete(struct mc_meta_server *s, const char *key); /* 0, or 1 when absent */
+char *mc_meta_server_get(struct mc_meta_server *s, const char *key);   /* malloc'ed value, NULL when absent */
 /* Stops serving and frees everything. NULL ignored. */
 void mc_meta_server_stop(struct mc_meta_server *s);
 
