@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/conn_server.h"
@@ -69,7 +70,8 @@ static int recv_frame(int fd, int header_ms, int timeout_ms, int *type, char **j
   int legacy, rc = mc_sock_read_deadline(fd, hdr, 9, header_ms);
   if (rc) return rc;
   uint64_t len;
-  if (mc_rpc_decode_header(hdr, mc_rpc_max_length(), type, &len, &legacy)) return -EPROTO;
+  if (mc_rpc_decode_header(hdr, mc_rpc_max_length(), type, &len, &legacy))
+    return mc_auth_is_hello(hdr, sizeof(hdr)) ? -EACCES : -EPROTO; /* a client with a secret, we have none */
   char *buf = mc_try_malloc(len + 1);
   if (!buf) return -ENOMEM;
   size_t off = 0;
@@ -100,8 +102,11 @@ static void serve_conn(void *arg, int fd) {
   int type;
   char *req = NULL, *reply = NULL;
   size_t len;
+  if (mc_auth_server(fd, "te-ctrl", RPC_HEADER_MS)) return; /* docs/security.md; refusals are logged there */
   int rc = recv_frame(fd, RPC_HEADER_MS, RPC_SERVER_READ_MS, &type, &req, &len);
-  if (rc) {
+  if (rc == -EACCES) {
+    mc_auth_answer_open(fd, RPC_HEADER_MS); /* so that it can say why it stops */
+  } else if (rc) {
     LOG_WARN("control RPC: rejected a request (%s)", rc == -EPROTO ? "invalid frame length" : strerror(-rc));
   } else {
     s->handler(s->ctx, type, req, len, &reply);
@@ -126,6 +131,7 @@ struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void 
     LOG_ERROR("control RPC: cannot listen (port %u): %s", port, strerror(-fd));
     return NULL;
   }
+  mc_auth_note_open("control RPC");
   struct mc_rpc_server *s = mc_calloc(1, sizeof(*s));
   s->handler = h;
   s->ctx = ctx;
@@ -148,7 +154,8 @@ int mc_rpc_call(const char *host, uint16_t port, int type, const char *json, cha
   int cto = (int)mc_env_long("MC_HANDSHAKE_CONNECT_TIMEOUT", 5, 1, 3600) * 1000;
   int fd = mc_sock_connect(host, port, MC_MIN(cto, timeout_ms));
   if (fd < 0) return fd;
-  int rtype = -1, rc = send_frame(fd, type, json, timeout_ms);
+  int rtype = -1, rc = mc_auth_client(fd, "te-ctrl", timeout_ms);
+  if (!rc) rc = send_frame(fd, type, json, timeout_ms);
   size_t len;
   if (!rc) rc = recv_frame(fd, timeout_ms, timeout_ms, &rtype, reply, &len);
   if (!rc && rtype != type) {
