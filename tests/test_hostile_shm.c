@@ -20,6 +20,7 @@
 #include "te/engine_internal.h"
 #include "te/metadata.h"
 #include "te/metadata_server.h"
+#include "net/sock.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * 1024)
@@ -277,6 +278,32 @@ static void test_notify_inbox_bounded(void) {
   destroyTransferEngine(rx);
 }
 
+/* ------------------------------------------------------------ exposure */
+
+/* With MC_TCP_BIND_ADDRESS=127.0.0.2 the control port listens on that address only (the setting is read
+ * once per process: the engine runs in a child). Exit 0 when 127.0.0.2 answers and 127.0.0.1 refuses. */
+static void test_bind_address(void) {
+  start_meta();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("MC_TCP_BIND_ADDRESS", "127.0.0.2", 1);
+    transfer_engine_t e = createTransferEngine(g_conn, "bound", NULL, 0, 1);
+    if (!e) _exit(2);
+    uint16_t port = ((struct mc_engine *)e)->rpc_port;
+    int there = mc_sock_connect("127.0.0.2", port, 1000), elsewhere = mc_sock_connect("127.0.0.1", port, 1000);
+    int rc = there >= 0 && elsewhere == -ECONNREFUSED ? 0 : 1;
+    if (rc) fprintf(stderr, "127.0.0.2: %d, 127.0.0.1: %d\n", there, elsewhere);
+    if (there >= 0) close(there);
+    if (elsewhere >= 0) close(elsewhere);
+    destroyTransferEngine(e);
+    _exit(rc);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 TEST_MAIN({"forged_own_pid", test_forged_own_pid}, {"memfd_shorter_than_claimed", test_memfd_shorter_than_claimed},
           {"memfd_truncated_under_us", test_memfd_truncated_under_us}, {"fd_not_a_memfd", test_fd_not_a_memfd},
-          {"own_memfd_sealed", test_own_memfd_sealed}, {"notify_inbox_bounded", test_notify_inbox_bounded})
+          {"own_memfd_sealed", test_own_memfd_sealed}, {"notify_inbox_bounded", test_notify_inbox_bounded},
+          {"bind_address", test_bind_address})

@@ -121,11 +121,11 @@ struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void 
   int backlog = (int)mc_env_long("MC_HANDSHAKE_LISTEN_BACKLOG", 128, 1, 65535);
   int fd;
   if (port) {
-    fd = mc_sock_listen(NULL, port, backlog);
+    fd = mc_sock_listen(mc_te_bind_ip(), port, backlog);
   } else {
     int lo, hi;
     mc_rpc_port_range(&lo, &hi);
-    fd = mc_sock_listen_range(NULL, lo, hi, 500, backlog, &port);
+    fd = mc_sock_listen_range(mc_te_bind_ip(), lo, hi, 500, backlog, &port);
   }
   if (fd < 0) {
     LOG_ERROR("control RPC: cannot listen (port %u): %s", port, strerror(-fd));

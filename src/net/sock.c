@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -296,6 +297,21 @@ int mc_sock_writev_deadline(int fd, struct iovec *iov, int iovcnt, int timeout_m
     iovcnt = mc_iov_advance(&iov, iovcnt, (size_t)w);
   }
   return 0;
+}
+
+static char bind_ip[INET_ADDRSTRLEN];
+static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
+
+static void read_bind_ip(void) {
+  const char *env = getenv("MC_TCP_BIND_ADDRESS");
+  struct in_addr a;
+  if (env && *env && inet_pton(AF_INET, env, &a) == 1) snprintf(bind_ip, sizeof(bind_ip), "%s", env);
+  else if (env && *env) LOG_WARN("MC_TCP_BIND_ADDRESS=%s is not an IPv4 address: listening on every address", env);
+}
+
+const char *mc_te_bind_ip(void) {
+  pthread_once(&bind_once, read_bind_ip);
+  return *bind_ip ? bind_ip : NULL;
 }
 
 void mc_local_ip(char *buf, size_t len) {

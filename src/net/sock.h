@@ -62,6 +62,9 @@ int mc_sock_read_deadline_spin(int fd, void *buf, size_t n, int timeout_ms, stru
 int mc_sock_read_atleast_spin(int fd, void *buf, size_t min, size_t max, size_t *got, int timeout_ms,
                               struct mc_spin *sp);
 
+/* The address the transfer engine's listeners (control RPC, TCP data port) bind: MC_TCP_BIND_ADDRESS when
+ * it is an IPv4 address, else NULL (every address; docs/security.md, "Exposure"). Read once. */
+const char *mc_te_bind_ip(void);
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */
 void mc_local_ip(char *buf, size_t len);
