@@ -7,6 +7,7 @@ PKGS=(
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libhiredis-dev libssl-dev
   etcd-server etcd-client redis-server redis-tools iperf3 memcached iproute2 procps
   prometheus python3-yaml
+  clang libclang-rt-14-dev
 )
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
