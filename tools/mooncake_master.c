@@ -165,29 +165,6 @@ static void apply_log_levels(const struct mc_master_cfg *cfg, int env_level_set)
   mc_log_set_level(lvl < MC_LOG_INFO ? lvl : floor);
 }
 
-/* --log_dir=D: everything goes to D/mooncake_master.INFO.<date>-<time>.<pid>, linked as D/mooncake_master.INFO. */
-static int open_log_dir(const char *dir) {
-  char name[128], path[4096], link[4096];
-  time_t t = time(NULL);
-  struct tm tm;
-  localtime_r(&t, &tm);
-  snprintf(name, sizeof(name), "mooncake_master.INFO.%04d%02d%02d-%02d%02d%02d.%d", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  snprintf(link, sizeof(link), "%s/mooncake_master.INFO", dir);
-  mkdir(dir, 0755);
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "ERROR: cannot open log file %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  unlink(link);
-  if (symlink(name, link)) fprintf(stderr, "WARNING: cannot create %s: %s\n", link, strerror(errno));
-  dup2(fd, STDERR_FILENO);
-  close(fd);
-  return 0;
-}
-
 static int serve(struct mc_master_cfg *cfg) {
   sigset_t set;
   sigemptyset(&set);
@@ -227,7 +204,7 @@ int main(int argc, char **argv) {
   if (rc == 0) {
     char err[512];
     apply_log_levels(&cfg, env_level_set);
-    if (cfg.log_dir && *cfg.log_dir && !cfg.logtostderr && open_log_dir(cfg.log_dir)) status = 1;
+    if (cfg.log_dir && *cfg.log_dir && !cfg.logtostderr && mc_log_to_dir(cfg.log_dir, "mooncake_master")) status = 1;
     else if (mc_master_cfg_finalize(&cfg, err, sizeof(err))) {
       fprintf(stderr, "ERROR: %s\n", err);
       status = 1;

@@ -29,4 +29,29 @@ void mc_log_write(int level, const char *file, int line, const char *fmt, ...)
 #define LOG_WARN(...) MC_LOG(MC_LOG_WARN, __VA_ARGS__)
 #define LOG_ERROR(...) MC_LOG(MC_LOG_ERROR, __VA_ARGS__)
 
+/* Rate limit for a log line a peer can trigger at will (a rejected request, a refused connection): per
+ * call site at most MC_LOG_BURST lines every MC_LOG_INTERVAL_S seconds; the first line allowed after some
+ * were dropped is preceded by one summary line with their count. */
+#define MC_LOG_BURST 10
+#define MC_LOG_INTERVAL_S 10
+struct mc_log_limit {
+  long long window_ns; /* start of the current interval (CLOCK_MONOTONIC), 0 = none yet */
+  unsigned shown, dropped;
+};
+/* 1 when the line may be written (after writing the summary of dropped ones, if any), else 0 (counted). */
+int mc_log_allow(struct mc_log_limit *l, int level, const char *file, int line);
+#define MC_LOG_LIMITED(lvl, ...)                                                                  \
+  do {                                                                                            \
+    static struct mc_log_limit rl_;                                                               \
+    if ((lvl) >= mc_log_level_cur && mc_log_allow(&rl_, (lvl), __FILE__, __LINE__))              \
+      mc_log_write((lvl), __FILE__, __LINE__, __VA_ARGS__);                                       \
+  } while (0)
+#define LOG_WARN_LIMITED(...) MC_LOG_LIMITED(MC_LOG_WARN, __VA_ARGS__)
+
+/* Sends everything written to stderr from now on to <dir>/<prog>.INFO.<date>-<time>.<pid>, linked as
+ * <dir>/<prog>.INFO (docs/operations.md, "Log files"). dir is created (0755) when missing and refused when
+ * others may write to it without the sticky bit; the file is opened without following a symbolic link and
+ * must be a regular file of ours with one link. 0, or -1 with the reason on stderr. */
+int mc_log_to_dir(const char *dir, const char *prog);
+
 #endif
