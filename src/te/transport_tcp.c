@@ -337,13 +337,14 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   uint64_t size = get_u64(h), addr = get_u64(h + 8);
   int op = h[16] & 0x7f, v2 = h[16] & OP_V2;
   if (!v2 || op > OPCODE_WRITE) {
-    LOG_WARN("tcp: dropping a connection that speaks an unsupported framing (opcode byte 0x%02x)", h[16]);
+    LOG_WARN_LIMITED("tcp: dropping a connection that speaks an unsupported framing (opcode byte 0x%02x)", h[16]);
     return -EPROTO;
   }
   pd->lo += HDR_LEN;
   struct mc_buf *b = mc_engine_pin_range(tp->base.eng, addr, size);
-  if (!b) LOG_WARN("tcp: rejected %s of %llu bytes at 0x%llx: outside memory registered for remote access",
-                   op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
+  if (!b)
+    LOG_WARN_LIMITED("tcp: rejected %s of %llu bytes at 0x%llx: outside memory registered for remote access",
+                     op == OPCODE_WRITE ? "write" : "read", (unsigned long long)size, (unsigned long long)addr);
   int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
     rc = recv_write(tp, fd, pd, b, cold, addr, size, progress);
@@ -780,7 +781,17 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
   tp->chunk = (size_t)mc_env_long("MC_TCP_SLICE_SIZE", 65536, 4096, 1l << 30) * 16;
   pthread_mutex_init(&tp->mu, NULL);
   tp->base.ops = mc_transport_lookup("tcp");
-  if (!(tp->srv = mc_conn_server_start(fd, conn_main, conn_accepted, tp, 0, "tcp"))) {
+  /* the data port's bounds (docs/transfer-engine.md, "TCP"): a cap on connections, and a first-byte
+   * timeout that also makes silent connections the first to go at the cap */
+  struct mc_conn_server_opts so = {
+      .serve = conn_main,
+      .on_accept = conn_accepted,
+      .ctx = tp,
+      .name = "tcp data port",
+      .max_conns = (int)mc_env_long("MC_TCP_SERVER_MAX_CONNECTIONS", 1024, 1, 65536),
+      .first_byte_timeout_ms = (int)mc_env_long("MC_TCP_FIRST_BYTE_TIMEOUT_MS", 5000, 100, 3600000),
+  };
+  if (!(tp->srv = mc_conn_server_start_opts(fd, &so))) {
     close(fd);
     pthread_mutex_destroy(&tp->mu);
     mc_free(tp);
