@@ -9,7 +9,8 @@
 
 #include "common/log.h"
 
-#define IDLE_TIMEOUT_S 30u
+#include "common/util.h"
+
 #define MAX_CONNECTIONS 1024u
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -17,7 +18,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   size_t n = strlen(buf);
   while (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
-  LOG_WARN("%s: %s", (const char *)cls, buf);
+  LOG_WARN_LIMITED("%s: %s", (const char *)cls, buf); /* e.g. one per refused connection */
 }
 
 static struct addrinfo *resolve(const struct mc_httpd_opts *o) {
@@ -40,7 +41,11 @@ static unsigned family_flags(const struct addrinfo *ai) {
 struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_out) {
   struct addrinfo *ai = resolve(o);
   if (!ai) return NULL;
-  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | family_flags(ai);
+  /* docs/operations.md, "Connection limits": one client address cannot take every connection */
+  unsigned per_ip = (unsigned)mc_env_long("MC_HTTP_MAX_CONNECTIONS_PER_IP", 64, 1, MAX_CONNECTIONS);
+  unsigned idle_s = (unsigned)mc_env_long("MC_HTTP_CONNECTION_TIMEOUT_S", 10, 1, 3600);
+  unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | family_flags(ai) |
+                   (o->suspend ? MHD_ALLOW_SUSPEND_RESUME : 0);
   /* MHD's default SO_REUSEADDR allows a quick restart; LISTENING_ADDRESS_REUSE would add SO_REUSEPORT
    * and let a second server share a port that is in use. */
   /* clang-format off */
@@ -48,8 +53,9 @@ struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_
                           MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, (void *)o->name, /* must come first */
                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                           MHD_OPTION_NOTIFY_COMPLETED, o->completed, o->cls,
-                          MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
+                          MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
                           MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                           MHD_OPTION_THREAD_POOL_SIZE, o->threads ? o->threads : 1u,
                           MHD_OPTION_END);
   /* clang-format on */

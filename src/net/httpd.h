@@ -22,9 +22,11 @@ struct mc_httpd_opts {
   MHD_RequestCompletedCallback completed; /* may be NULL */
   void *cls;        /* passed to both callbacks */
   unsigned threads; /* thread pool size (>= 1) */
+  int suspend;      /* handlers may MHD_suspend_connection (MHD_ALLOW_SUSPEND_RESUME) */
 };
 
-/* Starts a daemon with its own threads (idle connections time out after 30 s, at most 1024 connections).
+/* Starts a daemon with its own threads: at most 1024 connections, MC_HTTP_MAX_CONNECTIONS_PER_IP (64) from
+ * one client address, an idle connection closed after MC_HTTP_CONNECTION_TIMEOUT_S (10 s).
  * *port_out gets the bound port. NULL (logged) when the address cannot be resolved or bound. */
 struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_out);
 
