@@ -15,6 +15,7 @@
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
 #include "te/engine_internal.h"
+#include "te/metadata_server.h"
 
 #define RPC_CALL_TIMEOUT_MS 10000
 
@@ -61,18 +62,6 @@ struct mc_buf *mc_local_pin_range(uint64_t addr, uint64_t len) {
 
 /* ------------------------------------------------------------------ lifecycle */
 
-/* 1 when the engine recorded in an rpc_meta value still answers a probe. */
-static int rpc_owner_alive(const char *value) {
-  json_t *o = json_loads(value, 0, NULL);
-  const char *ip = json_string_value(json_object_get(o, "ip_or_host_name"));
-  int port = (int)json_integer_value(json_object_get(o, "rpc_port"));
-  char *probe = NULL;
-  int alive = ip && port > 0 && port < 65536 && mc_rpc_call(ip, (uint16_t)port, MC_RPC_PROBE, "{}", &probe, 2000) == 0;
-  mc_free(probe);
-  json_decref(o);
-  return alive;
-}
-
 /* Publishes rpc_meta/<name>. An entry left by a dead incarnation (which write-once servers would keep
  * forever) is replaced when its owner does not answer; one held by a live engine is a name collision. */
 static int publish_rpc_meta(struct mc_engine *e) {
@@ -83,7 +72,7 @@ static int publish_rpc_meta(struct mc_engine *e) {
   mc_meta_rpc_key(key, sizeof(key), e->name);
   int rc = 0;
   if (mc_meta_get(e->meta, key, &old) == 0 && strcmp(old, body)) {
-    if (rpc_owner_alive(old)) {
+    if (mc_meta_rpc_owner_alive(old, 2000)) {
       LOG_ERROR("%s is held by another live engine (%s): choose another server name", key, old);
       rc = ERR_METADATA;
     } else {

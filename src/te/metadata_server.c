@@ -1,6 +1,10 @@
 /* The HTTP metadata server (metadata.md §4, "embedded server" behaviour) on libmicrohttpd: a mutex-guarded
- * map key -> body, optionally persisted by an atomic rewrite (temp file + fsync + rename) on every change.
- * Every request is bounded (16 MiB body, MHD header limits, 30 s idle timeout); none may crash it. */
+ * map key -> body, optionally persisted by an atomic rewrite (temp file + fsync + rename) after every change.
+ * The rewrite runs outside the map's mutex, on a snapshot, in a persister thread: a burst of changes is
+ * written once or twice, a change is answered once it is on disk (its request suspended meanwhile), and no
+ * read waits for a disk, not even one served by the same MHD thread. Every request is bounded (16 MiB body, MHD header and
+ * connection limits, net/httpd.h), and so is the map (MC_METADATA_SERVER_MAX_KEYS / _MAX_BYTES, answered
+ * 507); none may crash it. docs/transfer-engine.md, "Metadata", has the limits. */
 #include "te/metadata_server.h"
 
 #include <errno.h>
@@ -15,6 +19,8 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
+#include "net/ctrl_rpc.h"
 #include "net/httpd.h"
 
 typedef mc_mhd_ret mhd_ret;
@@ -22,13 +28,26 @@ typedef mc_mhd_ret mhd_ret;
 #define BODY_MAX (16u << 20)
 #define BUFFERED_MAX (256u << 20) /* all uploads in flight together */
 #define POOL_THREADS 4u
+#define MAX_KEYS_DEFAULT 65536l
+#define MAX_BYTES_DEFAULT (256l << 20)
+#define PROBE_TIMEOUT_MS 2000
 
 struct mc_meta_server {
   struct MHD_Daemon *d;
   uint16_t port;
   char *persist_path; /* NULL = memory only; immutable */
   pthread_mutex_t mu;
-  json_t *map;            /* key -> JSON string holding the raw body; guarded by mu */
+  json_t *map;            /* key -> JSON string holding the raw body (never modified: replaced); mu */
+  size_t bytes;           /* key and body bytes in map; mu */
+  uint64_t gen;           /* bumped by every change; mu */
+  size_t max_keys, max_bytes;
+  pthread_mutex_t pmu;    /* one persist at a time; taken before mu, never inside it */
+  uint64_t persisted;     /* the gen last written to persist_path; pmu */
+  pthread_mutex_t qmu;    /* guards queue, stopping */
+  pthread_cond_t qcv;
+  struct req *queue;      /* suspended requests waiting for their change to be persisted */
+  int stopping, persister_started;
+  pthread_t persister;
   atomic_size_t buffered; /* bytes of request bodies held right now */
 };
 
@@ -38,6 +57,12 @@ struct req {
   size_t len, cap;
   int too_big; /* over BODY_MAX: 413 */
   int busy;    /* over BUFFERED_MAX: 503 */
+  /* a change waiting to be persisted (on s->queue, its connection suspended), answered when resumed */
+  struct req *next;
+  struct MHD_Connection *conn;
+  uint64_t gen;
+  unsigned status;
+  const char *answer; /* static text */
 };
 
 /* ---- persistence ---- */
@@ -53,12 +78,23 @@ static int fsync_dir_of(const char *path) {
   return rc;
 }
 
+/* Creates path.tmp afresh: never through a symbolic link or into an existing file (one planted there is
+ * removed, not followed, and the create retried once). fd or -1 (errno set). */
+static int create_temp(const char *tmp) {
+  for (int attempt = 0;; attempt++) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST || attempt) return fd;
+    LOG_WARN("removing %s left in the way of the metadata rewrite", tmp);
+    if (unlink(tmp) && errno != ENOENT) return -1;
+  }
+}
+
 /* Returns 0 or an errno value. */
 static int write_atomically(const char *path, const json_t *map) {
   size_t n = strlen(path) + 5;
   char *tmp = mc_malloc(n);
   snprintf(tmp, n, "%s.tmp", path);
-  int err = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = 0, fd = create_temp(tmp);
   if (fd < 0) err = errno;
   errno = 0;
   if (!err && json_dumpfd(map, fd, JSON_COMPACT | JSON_SORT_KEYS)) err = errno ? errno : EIO;
@@ -71,9 +107,24 @@ static int write_atomically(const char *path, const json_t *map) {
   return err;
 }
 
-static int persist_locked(struct mc_meta_server *s) {
-  int err = s->persist_path ? write_atomically(s->persist_path, s->map) : 0;
-  if (err) LOG_ERROR("cannot persist metadata to %s: %s", s->persist_path, strerror(err));
+/* Makes persist_path hold change `gen` (or a later one). The map is copied under mu (its values are
+ * shared, not copied) and written outside it; a caller whose change a concurrent rewrite already took
+ * along returns at once. 0 or an errno value (logged). */
+static int persist(struct mc_meta_server *s, uint64_t gen) {
+  if (!s->persist_path) return 0;
+  int err = 0;
+  pthread_mutex_lock(&s->pmu);
+  if (s->persisted < gen) {
+    pthread_mutex_lock(&s->mu);
+    json_t *snap = json_copy(s->map);
+    uint64_t g = s->gen;
+    pthread_mutex_unlock(&s->mu);
+    err = snap ? write_atomically(s->persist_path, snap) : ENOMEM;
+    json_decref(snap);
+    if (!err) s->persisted = g;
+    else LOG_ERROR("cannot persist metadata to %s: %s", s->persist_path, strerror(err));
+  }
+  pthread_mutex_unlock(&s->pmu);
   return err;
 }
 
@@ -115,53 +166,153 @@ static mhd_ret do_get(struct mc_meta_server *s, struct MHD_Connection *c, const 
   return rc;
 }
 
-/* Stores body under key with mu held; returns the status text, setting *status. */
+/* rpc_meta keys are write-once (metadata.md §4): no PUT replaces one, no DELETE removes one whose engine
+ * still answers. */
+static int write_once(const char *key) { return strstr(key, "rpc_meta") != NULL; }
+
+/* Stores body under key with mu held; returns the status text, setting *status (and *gen when the map
+ * changed). */
 static const char *put_locked(struct mc_meta_server *s, const char *key, size_t klen, json_t *body,
-                              unsigned *status) {
+                              unsigned *status, uint64_t *gen) {
   json_t *old = json_object_getn(s->map, key, klen);
   int same = old && json_equal(old, body);
   *status = MHD_HTTP_OK;
-  if (old && strstr(key, "rpc_meta")) { /* write-once (metadata.md §4) */
+  if (old && write_once(key)) {
     if (same) return "metadata unchanged";
     *status = MHD_HTTP_BAD_REQUEST;
     return "Duplicate rpc_meta key not allowed";
   }
   if (same) return "metadata updated";
+  size_t old_len = old ? klen + json_string_length(old) : 0, new_len = klen + json_string_length(body);
+  if (!old && json_object_size(s->map) >= s->max_keys) {
+    *status = 507; /* Insufficient Storage */
+    return "Metadata server full: too many keys (MC_METADATA_SERVER_MAX_KEYS)";
+  }
+  if (new_len > old_len && s->bytes - old_len + new_len > s->max_bytes) {
+    *status = 507;
+    return "Metadata server full: too many bytes (MC_METADATA_SERVER_MAX_BYTES)";
+  }
   if (json_object_setn(s->map, key, klen, body)) {
     *status = MHD_HTTP_BAD_REQUEST;
     return "Invalid key parameter (not UTF-8)";
   }
-  persist_locked(s);
+  s->bytes = s->bytes - old_len + new_len;
+  *gen = ++s->gen;
   return "metadata updated";
 }
 
+/* Answers a change (gen > 0) once it is persisted: the request is suspended and queued for the persister,
+ * which resumes it (on_request then sends the answer). 0 when the caller must persist and answer itself
+ * (no persistence, or the server is stopping). */
+static int defer(struct mc_meta_server *s, struct MHD_Connection *c, struct req *rq, uint64_t gen, unsigned status,
+                 const char *text) {
+  if (!gen || !s->persist_path) return 0;
+  pthread_mutex_lock(&s->qmu);
+  int ok = s->persister_started && !s->stopping;
+  if (ok) {
+    rq->conn = c, rq->gen = gen, rq->status = status, rq->answer = text;
+    MHD_suspend_connection(c);
+    rq->next = s->queue;
+    s->queue = rq;
+    pthread_cond_signal(&s->qcv);
+  }
+  pthread_mutex_unlock(&s->qmu);
+  return ok;
+}
+
+static void *persister_main(void *arg) {
+  struct mc_meta_server *s = arg;
+  pthread_mutex_lock(&s->qmu);
+  for (;;) {
+    while (!s->queue && !s->stopping) pthread_cond_wait(&s->qcv, &s->qmu);
+    struct req *list = s->queue;
+    s->queue = NULL;
+    if (!list) break; /* stopping, and nothing left */
+    pthread_mutex_unlock(&s->qmu);
+    uint64_t gen = 0;
+    for (struct req *r = list; r; r = r->next) gen = r->gen > gen ? r->gen : gen;
+    persist(s, gen); /* every change queued so far, in one rewrite */
+    while (list) {
+      struct req *r = list;
+      list = r->next;
+      MHD_resume_connection(r->conn);
+    }
+    pthread_mutex_lock(&s->qmu);
+  }
+  pthread_mutex_unlock(&s->qmu);
+  return NULL;
+}
+
 static mhd_ret do_put(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
-                      const struct req *rq) {
+                      struct req *rq) {
   json_t *body = json_stringn(rq->body ? rq->body : "", rq->len);
   if (!body) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid body (not UTF-8)");
   unsigned status;
+  uint64_t gen = 0;
   pthread_mutex_lock(&s->mu);
-  const char *text = put_locked(s, key, klen, body, &status);
+  const char *text = put_locked(s, key, klen, body, &status, &gen);
   pthread_mutex_unlock(&s->mu);
   json_decref(body);
+  if (defer(s, c, rq, gen, status, text)) return MHD_YES;
+  if (gen) persist(s, gen);
   return reply_text(c, status, text);
 }
 
-static int delete_key(struct mc_meta_server *s, const char *key, size_t klen) {
+/* Deletes key; with expect, only while its value is still expect. 0 (*gen: the change), or 1 when absent
+ * (or changed). */
+static int delete_key(struct mc_meta_server *s, const char *key, size_t klen, const char *expect, uint64_t *gen) {
   pthread_mutex_lock(&s->mu);
-  int absent = json_object_deln(s->map, key, klen) != 0;
-  if (!absent) persist_locked(s);
+  json_t *v = json_object_getn(s->map, key, klen);
+  int absent = !v || (expect && strcmp(json_string_value(v), expect));
+  size_t len = absent ? 0 : klen + json_string_length(v);
+  *gen = 0;
+  if (!absent && !json_object_deln(s->map, key, klen)) {
+    s->bytes -= len;
+    *gen = ++s->gen;
+  }
   pthread_mutex_unlock(&s->mu);
   return absent;
 }
 
-static mhd_ret do_delete(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen) {
-  if (delete_key(s, key, klen)) return reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
+/* A copy of key's value (malloc'ed), or NULL when absent. */
+static char *copy_value(struct mc_meta_server *s, const char *key, size_t klen) {
+  pthread_mutex_lock(&s->mu);
+  json_t *v = json_object_getn(s->map, key, klen);
+  char *r = v ? mc_strndup(json_string_value(v), json_string_length(v)) : NULL;
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+int mc_meta_rpc_owner_alive(const char *value, int timeout_ms) {
+  json_t *o = json_loads(value, 0, NULL);
+  const char *ip = json_string_value(json_object_get(o, "ip_or_host_name"));
+  int port = (int)json_integer_value(json_object_get(o, "rpc_port"));
+  char *probe = NULL;
+  int alive =
+      ip && port > 0 && port < 65536 && mc_rpc_call(ip, (uint16_t)port, MC_RPC_PROBE, "{}", &probe, timeout_ms) == 0;
+  mc_free(probe);
+  json_decref(o);
+  return alive;
+}
+
+static mhd_ret do_delete(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
+                         struct req *rq) {
+  char *old = write_once(key) ? copy_value(s, key, klen) : NULL;
+  if (old && mc_meta_rpc_owner_alive(old, PROBE_TIMEOUT_MS)) { /* probed without any lock held */
+    mc_free(old);
+    return reply_text(c, MHD_HTTP_CONFLICT, "rpc_meta key held by a live engine: not deleted");
+  }
+  uint64_t gen;
+  int absent = delete_key(s, key, klen, old, &gen);
+  mc_free(old);
+  if (absent) return reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
+  if (defer(s, c, rq, gen, MHD_HTTP_OK, "metadata deleted")) return MHD_YES;
+  persist(s, gen);
   return reply_text(c, MHD_HTTP_OK, "metadata deleted");
 }
 
 static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, const char *method,
-                           const struct req *rq) {
+                           struct req *rq) {
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), put = !strcmp(method, "PUT");
   int del = !strcmp(method, "DELETE");
   if (!get && !put && !del) return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "Method not allowed");
@@ -175,7 +326,7 @@ static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, c
   if (memchr(key, 0, klen)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid key parameter");
   if (get) return do_get(s, c, key, klen);
   if (put) return do_put(s, c, key, klen, rq);
-  return do_delete(s, c, key, klen);
+  return do_delete(s, c, key, klen, rq);
 }
 
 /* ---- MHD callbacks ---- */
@@ -213,6 +364,7 @@ static int declared_too_big(struct MHD_Connection *c) {
 static mhd_ret on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                           const char *version, const char *upload, size_t *upload_size, void **ctx) {
   struct req *rq = *ctx;
+  if (rq && rq->answer) return reply_text(c, rq->status, rq->answer); /* resumed: the change is persisted */
   if (!rq) {
     *ctx = rq = mc_calloc(1, sizeof(*rq));
     if (!declared_too_big(c)) return MHD_YES;
@@ -246,7 +398,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **ctx,
 /* Binds and starts the daemon; 0, or -1 (logged). */
 static int listen_on(struct mc_meta_server *s, const char *host, uint16_t port) {
   struct mc_httpd_opts o = {.name = "metadata server", .host = host, .port = port, .handler = on_request,
-                            .completed = on_completed, .cls = s, .threads = POOL_THREADS};
+                            .completed = on_completed, .cls = s, .threads = POOL_THREADS, .suspend = 1};
   s->d = mc_httpd_start(&o, &s->port);
   return s->d ? 0 : -1;
 }
@@ -254,10 +406,24 @@ static int listen_on(struct mc_meta_server *s, const char *host, uint16_t port) 
 struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, const char *persist_path) {
   struct mc_meta_server *s = mc_calloc(1, sizeof(*s));
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->pmu, NULL);
+  s->max_keys = (size_t)mc_env_long("MC_METADATA_SERVER_MAX_KEYS", MAX_KEYS_DEFAULT, 1, 1l << 30);
+  s->max_bytes = (size_t)mc_env_long("MC_METADATA_SERVER_MAX_BYTES", MAX_BYTES_DEFAULT, 1, 1l << 40);
   s->persist_path = persist_path ? mc_strdup(persist_path) : NULL;
   s->map = load_map(persist_path);
+  const char *k;
+  json_t *v;
+  json_object_foreach(s->map, k, v) s->bytes += strlen(k) + json_string_length(v);
+  s->gen = 1;
   /* Writing once now makes an unwritable path fail the start instead of every later change. */
-  if (!s->map || persist_locked(s) || listen_on(s, host, port)) {
+  if (!s->map || persist(s, s->gen)) {
+    mc_meta_server_stop(s);
+    return NULL;
+  }
+  pthread_mutex_init(&s->qmu, NULL);
+  pthread_cond_init(&s->qcv, NULL);
+  s->persister_started = !s->persist_path || !pthread_create(&s->persister, NULL, persister_main, s);
+  if (!s->persister_started || listen_on(s, host, port)) {
     mc_meta_server_stop(s);
     return NULL;
   }
@@ -269,7 +435,10 @@ struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, con
 uint16_t mc_meta_server_port(const struct mc_meta_server *s) { return s->port; }
 
 int mc_meta_server_delete(struct mc_meta_server *s, const char *key) {
-  return delete_key(s, key, strlen(key));
+  uint64_t gen;
+  int absent = delete_key(s, key, strlen(key), NULL, &gen);
+  if (!absent) persist(s, gen);
+  return absent;
 }
 
 char *mc_meta_server_get(struct mc_meta_server *s, const char *key) {
@@ -282,8 +451,20 @@ char *mc_meta_server_get(struct mc_meta_server *s, const char *key) {
 
 void mc_meta_server_stop(struct mc_meta_server *s) {
   if (!s) return;
+  if (s->persister_started && s->persist_path) { /* answers every suspended request first */
+    pthread_mutex_lock(&s->qmu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    pthread_join(s->persister, NULL);
+  }
   if (s->d) MHD_stop_daemon(s->d);
+  if (s->persister_started) {
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+  }
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->pmu);
   json_decref(s->map);
   mc_free(s->persist_path);
   mc_free(s);
