@@ -19,6 +19,7 @@
 #define BODY_MAX (64u << 10)
 #define BATCH_KEYS_MAX 10000u
 #define STREAM_BLOCK (64u << 10)
+#define DRAIN_JOBS_MAX 256u /* jobs kept (docs/admin.md): finished ones make room oldest first */
 
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
@@ -34,7 +35,7 @@ struct mc_admin {
   struct mc_master *m;
   struct MHD_Daemon *d;
   pthread_mutex_t mu; /* guards jobs; taken before (outside) the master's seg_mu, never inside it */
-  struct drain_job *jobs;
+  struct drain_job *jobs; /* oldest first */
   uint32_t njobs, capjobs;
 };
 
@@ -478,17 +479,40 @@ static json_t *job_json(struct mc_admin *a, const struct drain_job *j) {
                    (json_int_t)used);
 }
 
+/* Makes room for one more job: at DRAIN_JOBS_MAX the oldest finished (cancelled or drained) job goes.
+ * 0, or -1 when every job kept is still running. a->mu held. */
+static int make_room_locked(struct mc_admin *a) {
+  if (a->njobs < DRAIN_JOBS_MAX) return 0;
+  for (uint32_t i = 0; i < a->njobs; i++) {
+    uint64_t used;
+    if (!a->jobs[i].cancelled && strcmp(drain_status(a->m, a->jobs[i].segment, &used), "DRAINED")) continue;
+    mc_free(a->jobs[i].segment);
+    memmove(&a->jobs[i], &a->jobs[i + 1], sizeof(*a->jobs) * (a->njobs - i - 1));
+    a->njobs--;
+    return 0;
+  }
+  return -1;
+}
+
 static mc_mhd_ret post_drain(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
   char *name = drain_target(c, rq);
   if (!name) return reply_error(c, MC_INVALID_PARAMS, "missing segment (?segment= or {\"segment\": ...})");
+  pthread_mutex_lock(&a->mu);
+  if (make_room_locked(a)) {
+    pthread_mutex_unlock(&a->mu);
+    mc_free(name);
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%u drain jobs are running; finish or cancel one first", DRAIN_JOBS_MAX);
+    return reply_json(c, 429 /* Too Many Requests */, error_body(MC_TASK_PENDING_LIMIT_EXCEEDED, detail));
+  }
   int n = set_state(a->m, name, MC_SEG_OK, MC_SEG_DRAINING);
   if (n <= 0) {
+    pthread_mutex_unlock(&a->mu);
     mc_free(name);
     return reply_error(c, n ? MC_UNAVAILABLE_IN_CURRENT_STATUS : MC_SEGMENT_NOT_FOUND,
                        n ? "segment is being unmounted" : NULL);
   }
   LOG_INFO("segment_name=%s, action=drain, segments=%d", name, n);
-  pthread_mutex_lock(&a->mu);
   if (a->njobs == a->capjobs) {
     a->capjobs = a->capjobs ? 2 * a->capjobs : 8;
     a->jobs = mc_realloc(a->jobs, sizeof(*a->jobs) * a->capjobs);
