@@ -17,6 +17,17 @@
  *     new objects can be written to and read from each holder.
  * Failed calls are expected (a killed holder's objects are lost) and are counted by code, not checked.
  *
+ * Other fault plans (the case name is the first argument; without one, the run above): "client" kills
+ * pure clients (no segment) mid-operation every 0.15-0.5 s, and then checks that no key stays blocked by
+ * what they left (a read lease, a started put): each key is removable without force and writable again
+ * within LEASE_BOUND_MS. "metadata_persist" / "metadata_volatile" put the TE metadata on the standalone
+ * mooncake_http_metadata_server, with and without --persist_path, and SIGKILL it (restarted 0.2-2.5 s
+ * later on its port); a client set up while it is down must fail in bounded time. "etcd" puts it on a
+ * real 3-member etcd cluster and SIGKILLs one member at a time (it restarts from its data dir); at the
+ * end one member stays down and a new client must set up and the cluster serve on the other two. Each
+ * plan also kills holders and pure clients, so descriptors are published and looked up while the
+ * service is down. Every plan ends with the checks above.
+ *
  * MC_CHAOS_SECS sets the length of the chaos phase (default 20 s; ctest runs it with 20 in Release and
  * 8 under the sanitizers). The seed is printed; MC_CHAOS_SEED repeats a run's choices (the workload's
  * timing does not repeat). For narrowing a failure down: MC_CHAOS_CALM=1 keeps every process up (the
@@ -321,24 +332,136 @@ static int holder_start(struct child *h) {
   return 0;
 }
 
-static void test_chaos(void) {
+/* ------------------------------------------------------------ the metadata services under fault */
+
+/* Where the cluster keeps its TE metadata (descriptors, rpc_meta). The master's embedded HTTP server
+ * runs in every plan; with META_HTTP* and META_ETCD the clients use the standalone server or the etcd
+ * cluster instead (M.metadata is replaced by its URL), and the embedded one holds nothing. */
+enum meta_kind { META_MASTER, META_HTTP, META_HTTP_PERSIST, META_ETCD };
+
+/* The standalone mooncake_http_metadata_server, SIGKILLed and restarted on the same port. */
+static struct {
+  pid_t pid;
+  int port;
+  char *log, *persist;
+} MS = {-1, 0, NULL, NULL};
+
+static int meta_server_start(void) {
+  const char *bin_dir = getenv("MC_TEST_BIN_DIR");
+  char bin[512], port[32], persist[600];
+  snprintf(bin, sizeof(bin), "%s/mooncake_http_metadata_server", bin_dir ? bin_dir : ".");
+  snprintf(port, sizeof(port), "--port=%d", MS.port);
+  snprintf(persist, sizeof(persist), "--persist_path=%s", MS.persist ? MS.persist : "");
+  char *argv[] = {bin, port, "--host=127.0.0.1", MS.persist ? persist : NULL, NULL};
+  MS.pid = mc_tp_spawn(argv, NULL, MS.log);
+  if (MS.pid > 0 && !mc_tp_wait_port(MS.port, 15000, MS.pid)) return 0;
+  fprintf(stderr, "FAIL: %s did not listen on port %d\n", bin, MS.port);
+  mc_tp_dump_log(MS.log);
+  return -1;
+}
+
+/* 1 when a child service (metadata server, etcd member) died by itself; its log is printed. */
+static int service_crashed(pid_t pid, const char *log) {
+  if (pid <= 0 || !mc_tp_exited(pid)) return 0;
+  fprintf(stderr, "FAIL: %s (pid %d) exited by itself\n", log, (int)pid);
+  mc_tp_dump_log(log);
+  return 1;
+}
+
+static void service_kill(pid_t *pid) {
+  if (*pid <= 0) return;
+  kill(*pid, SIGKILL);
+  waitpid(*pid, NULL, 0);
+  *pid = -1;
+}
+
+/* A real 3-member etcd cluster on loopback; a member killed with SIGKILL restarts from its data dir on
+ * its ports and rejoins. */
+#define NETCD 3
+static struct mc_tp_service E[NETCD];
+static int etcd_peer[NETCD];
+
+static int etcd_member_start(int i) {
+  char name[8], data[600], client[64], peer[64], cluster[256] = "";
+  snprintf(name, sizeof(name), "m%d", i);
+  snprintf(data, sizeof(data), "%s/data", E[i].dir);
+  snprintf(client, sizeof(client), "http://127.0.0.1:%d", E[i].port);
+  snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", etcd_peer[i]);
+  for (int k = 0; k < NETCD; k++) {
+    size_t n = strlen(cluster);
+    snprintf(cluster + n, sizeof(cluster) - n, "%sm%d=http://127.0.0.1:%d", k ? "," : "", k, etcd_peer[k]);
+  }
+  char *argv[] = {"etcd", "--name", name, "--data-dir", data, "--listen-client-urls", client,
+                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls",
+                  peer, "--initial-cluster", cluster, "--initial-cluster-state", "new", "--initial-cluster-token",
+                  "mc-chaos", "--heartbeat-interval", "50", "--election-timeout", "500", "--log-level", "warn", NULL};
+  return mc_tp_service_spawn_(&E[i], argv, 15000);
+}
+
+static int etcd_cluster_start(char *url, size_t cap) {
+  for (int i = 0; i < NETCD; i++) {
+    if (mc_tp_service_init_(&E[i], "chaos_etcd")) return -1;
+    E[i].port = mc_tp_free_port();
+    etcd_peer[i] = mc_tp_free_port();
+  }
+  for (int i = 0; i < NETCD; i++) /* each waits for its client port only: a quorum forms once two run */
+    if (etcd_member_start(i)) return -1;
+  for (int i = 0; i < NETCD; i++)
+    if (mc_tp_etcd_healthy_(E[i].port, 30000)) {
+      fprintf(stderr, "FAIL: etcd member %d (port %d) never became healthy\n", i, E[i].port);
+      mc_tp_dump_log(E[i].log);
+      return -1;
+    }
+  int n = snprintf(url, cap, "etcd://");
+  for (int i = 0; i < NETCD; i++) n += snprintf(url + n, cap - (size_t)n, "%s127.0.0.1:%d", i ? "," : "", E[i].port);
+  return 0;
+}
+
+/* ------------------------------------------------------------ one chaos run */
+
+/* Which processes a run kills. Weights of the faults drawn at each tick (0 = never). */
+struct plan {
+  const char *name;
+  int w_holder_kill, w_holder_freeze, w_seg_victim, w_master, w_pure_victim, w_meta, w_etcd;
+  long tick_min_ms, tick_span_ms;
+  enum meta_kind meta;
+};
+
+/* Pure clients (no segment) killed mid-operation: the same workload as the workers, run flat out until
+ * the SIGKILL, so it lands inside a put (its PutStart without a PutEnd), a read (its lease) or a batch. */
+#define NPURE 2
+#define NVIC (NVICTIMS + NPURE)
+#define LEASE_BOUND_MS 10000L /* a key left by a killed client is writable again within this (lease 0.5 s,
+                                 abandoned puts reclaimed after 1-2 s) */
+
+static void run_chaos(const struct plan *pl) {
   const char *env_secs = getenv("MC_CHAOS_SECS"), *env_seed = getenv("MC_CHAOS_SEED");
   double secs = env_secs ? atof(env_secs) : 20;
   uint64_t seed = env_seed ? strtoull(env_seed, NULL, 10) : (uint64_t)time(NULL);
-  fprintf(stderr, "chaos: %.0f s, MC_CHAOS_SEED=%llu\n", secs, (unsigned long long)seed);
+  fprintf(stderr, "chaos %s: %.0f s, MC_CHAOS_SEED=%llu\n", pl->name, secs, (unsigned long long)seed);
   uint64_t r = seed * 2 + 1;
   /* short liveness and leases, so dead holders leave quickly and removals are rarely held up; abandoned
    * puts are reclaimed after 2 s */
   const char *flags[] = {"--client_ttl=2", "--default_kv_lease_ttl=500", "--put_start_discard_timeout_sec=1",
                          "--put_start_release_timeout_sec=2", NULL};
   REQUIRE(master_start(&M, flags) == 0);
+  logdir = mc_tp_mkdtemp("chaos");
+  REQUIRE(logdir);
+  if (pl->meta == META_HTTP || pl->meta == META_HTTP_PERSIST) {
+    MS.port = mc_tp_free_port();
+    MS.log = mc_tp_path(logdir, "metadata_server.log");
+    MS.persist = pl->meta == META_HTTP_PERSIST ? mc_tp_path(logdir, "metadata.json") : NULL;
+    REQUIRE(meta_server_start() == 0);
+    snprintf(M.metadata, sizeof(M.metadata), "http://127.0.0.1:%d/metadata", MS.port);
+  } else if (pl->meta == META_ETCD) {
+    REQUIRE(etcd_cluster_start(M.metadata, sizeof(M.metadata)) == 0);
+  }
+  fprintf(stderr, "chaos %s: metadata %s\n", pl->name, M.metadata);
   const char *hm = getenv("MC_CHAOS_HOLDER_MIB"); /* smaller holders: more eviction */
   snprintf(gss_holder, sizeof(gss_holder), "%llu", (hm ? strtoull(hm, NULL, 10) : 64) * MiB);
   snprintf(gss_seg, sizeof(gss_seg), "%llu", 16 * MiB);
 
-  struct child h[NHOLDERS], w[NWORKERS], vic[NVICTIMS];
-  logdir = mc_tp_mkdtemp("chaos");
-  REQUIRE(logdir);
+  struct child h[NHOLDERS], w[NWORKERS], vic[NVIC];
   for (int i = 0; i < NHOLDERS; i++) {
     char ln[32];
     snprintf(ln, sizeof(ln), "holder%d.log", i);
@@ -358,51 +481,112 @@ static void test_chaos(void) {
                     secs_s, seed_s, NULL};
     REQUIRE(child_start(&w[i], args, i % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);
   }
-  /* victims: the same workload from clients with a segment of their own, killed with SIGKILL now and then
-   * and started again (a new client, a new segment); they check their reads too (VIOLATION lines in their
-   * logs count), and run until killed */
-  char vic_ids[NVICTIMS][8], vic_secs[32];
+  /* victims: the same workload from clients killed with SIGKILL now and then and started again; the
+   * first NVICTIMS have a segment of their own (lost with them), the other NPURE are pure clients. They
+   * check their reads too (VIOLATION lines in their logs count), and run until killed */
+  char vic_ids[NVIC][8], vic_secs[32];
   snprintf(vic_secs, sizeof(vic_secs), "%.1f", secs + 3600);
-  for (int i = 0; i < NVICTIMS; i++) {
+  int vic_on[NVIC], vic_kills[NVIC] = {0};
+  for (int i = 0; i < NVIC; i++) {
     snprintf(vic_ids[i], sizeof(vic_ids[i]), "%d", 10 + i);
     char ln[32];
     snprintf(ln, sizeof(ln), "victim%d.log", i);
     vic[i].log = mc_tp_path(logdir, ln);
+    vic[i].p.pid = -1;
+    vic_on[i] = i < NVICTIMS ? pl->w_seg_victim > 0 : pl->w_pure_victim > 0;
   }
-#define VICTIM_START(i)                                                                                       \
-  do {                                                                                                        \
-    char *va_[] = {"chaos_victim", "--worker", vic_ids[i], M.addr, M.metadata, gss_seg, vic_secs, seed_s, NULL}; \
-    CHECK(child_start(&vic[i], va_, (i) % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);                                \
+#define VICTIM_START(i)                                                                                 \
+  do {                                                                                                  \
+    char *va_[] = {"chaos_victim", "--worker", vic_ids[i], M.addr, M.metadata,                          \
+                   (i) < NVICTIMS ? gss_seg : gss_none, vic_secs, seed_s, NULL};                        \
+    CHECK(child_start(&vic[i], va_, (i) % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);                          \
   } while (0)
-  for (int i = 0; i < NVICTIMS; i++) VICTIM_START(i);
+  for (int i = 0; i < NVIC; i++)
+    if (vic_on[i]) VICTIM_START(i);
 
-  /* the chaos, every 0.4-1.2 s: a holder killed (restarted 0.2-1.5 s later under the same name) 4 in 10,
-   * a holder frozen 3 in 10, a victim killed and restarted 2 in 10, the master restarted 1 in 10 */
-  long t_end = mc_tp_now_ms() + (long)(secs * 1000), restart_at[NHOLDERS] = {0};
-  int kills = 0, freezes = 0, restarts = 0, master_restarts = 0, victim_kills = 0;
+  /* the chaos: at each tick one fault drawn by the plan's weights. A holder killed is restarted 0.2-1.5 s
+   * later under the same name (never fewer than two up), a frozen one thawed after 0.1-0.7 s; a victim
+   * killed is restarted at once; the master restarted at once on its ports (it starts empty); the
+   * metadata server or an etcd member killed is restarted 0.2-2.5 s later (never two members down) */
+  enum { F_HKILL, F_HFREEZE, F_SEGVIC, F_MASTER, F_PUREVIC, F_META, F_ETCD, F_N };
+  const int weight[F_N] = {pl->w_holder_kill, pl->w_holder_freeze, pl->w_seg_victim, pl->w_master,
+                           pl->w_pure_victim, pl->w_meta, pl->w_etcd};
+  int wsum = 0;
+  for (int f = 0; f < F_N; f++) wsum += weight[f];
+  if (getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0")) wsum -= weight[F_MASTER];
+  long t_end = mc_tp_now_ms() + (long)(secs * 1000), restart_at[NHOLDERS] = {0}, meta_back = 0, etcd_back = 0;
+  int kills = 0, freezes = 0, restarts = 0, master_restarts = 0, victim_kills = 0, meta_kills = 0, etcd_kills = 0;
+  int etcd_down = -1;
+  long meta_probe_ms = -1;
+  int meta_probe_rc = 0;
   while (mc_tp_now_ms() < t_end) {
-    mc_tp_sleep_ms(400 + (long)(rng_next(&r) % 800));
+    mc_tp_sleep_ms(pl->tick_min_ms + (long)(rng_next(&r) % (uint64_t)pl->tick_span_ms));
     long now = mc_tp_now_ms();
     for (int i = 0; i < NHOLDERS; i++)
       if (h[i].p.pid <= 0 && now >= restart_at[i]) {
         CHECK(holder_start(&h[i]) == 0);
         restarts++;
       }
+    if (pl->w_meta && MS.pid <= 0 && now >= meta_back) CHECK(meta_server_start() == 0);
+    if (etcd_down >= 0 && now >= etcd_back) {
+      CHECK(etcd_member_start(etcd_down) == 0);
+      etcd_down = -1;
+    }
+    if (MS.pid > 0 && service_crashed(MS.pid, MS.log)) {
+      CHECK(!"the metadata server died by itself");
+      service_kill(&MS.pid);
+    }
+    for (int i = 0; i < NETCD && pl->meta == META_ETCD; i++)
+      if (i != etcd_down && service_crashed(E[i].pid, E[i].log)) CHECK(!"an etcd member died by itself");
     int alive = 0;
     for (int i = 0; i < NHOLDERS; i++) alive += h[i].p.pid > 0;
-    int v = (int)(rng_next(&r) % NHOLDERS), what = (int)(rng_next(&r) % 10);
-    if (getenv("MC_CHAOS_CALM")) continue;
-    if (what == 9 && !(getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0"))) {
+    int v = (int)(rng_next(&r) % NHOLDERS);
+    long pick = wsum > 0 ? (long)(rng_next(&r) % (uint64_t)wsum) : -1;
+    if (getenv("MC_CHAOS_CALM") || pick < 0) continue;
+    int what = 0;
+    for (; what < F_N; what++) {
+      if (what == F_MASTER && getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0")) continue;
+      if (pick < weight[what]) break;
+      pick -= weight[what];
+    }
+    if (what == F_MASTER) {
       CHECK(master_restart(&M, flags) == 0);
       master_restarts++;
       continue;
     }
-    if (what == 7 || what == 8) { /* a writer dies mid-workload, its segment with it; it comes back */
-      int k = (int)(rng_next(&r) % NVICTIMS);
+    if (what == F_SEGVIC || what == F_PUREVIC) { /* a client dies mid-workload; it comes back */
+      int k = what == F_SEGVIC ? (int)(rng_next(&r) % NVICTIMS) : NVICTIMS + (int)(rng_next(&r) % NPURE);
       CHECK(!child_crashed(&vic[k]));
       child_kill(&vic[k]);
       VICTIM_START(k);
       victim_kills++;
+      vic_kills[k]++;
+      continue;
+    }
+    if (what == F_META) {
+      if (MS.pid <= 0) continue;
+      service_kill(&MS.pid);
+      meta_back = mc_tp_now_ms() + 200 + (long)(rng_next(&r) % 2300);
+      meta_kills++;
+      if (meta_probe_ms < 0 && meta_back - mc_tp_now_ms() > 1000) {
+        /* while it is down: a new client's setup fails, in bounded time (each metadata request is
+         * bounded by 3 s), and takes nothing with it */
+        long t0 = mc_tp_now_ms();
+        mooncake_store_t s = mooncake_store_create();
+        meta_probe_rc = mooncake_store_setup(s, "127.0.0.1", M.metadata, 0, 4 * MiB, "tcp", "", M.addr);
+        meta_probe_ms = mc_tp_now_ms() - t0;
+        mooncake_store_destroy(s);
+        fprintf(stderr, "chaos: a client set up while the metadata server is down: %d (%s) after %ld ms\n",
+                meta_probe_rc, mooncake_store_err_name(meta_probe_rc), meta_probe_ms);
+      }
+      continue;
+    }
+    if (what == F_ETCD) {
+      if (etcd_down >= 0) continue;
+      etcd_down = (int)(rng_next(&r) % NETCD);
+      service_kill(&E[etcd_down].pid);
+      etcd_back = mc_tp_now_ms() + 500 + (long)(rng_next(&r) % 2000);
+      etcd_kills++;
       continue;
     }
     if (h[v].p.pid <= 0) continue;
@@ -412,11 +596,11 @@ static void test_chaos(void) {
       restart_at[v] = mc_tp_now_ms();
       continue;
     }
-    if (what < 4 && alive >= 2) {
+    if (what == F_HKILL && alive >= 2) {
       child_kill(&h[v]);
       restart_at[v] = mc_tp_now_ms() + 200 + (long)(rng_next(&r) % 1300);
       kills++;
-    } else if (what < 7) {
+    } else if (what == F_HKILL || what == F_HFREEZE) {
       kill(h[v].p.pid, SIGSTOP);
       /* MC_CHAOS_LONG_FREEZE=1: the first freeze lasts 12 s, past the TCP no-progress timeout (10 s) */
       int long_one = getenv("MC_CHAOS_LONG_FREEZE") && !freezes;
@@ -425,6 +609,10 @@ static void test_chaos(void) {
       freezes++;
     }
   }
+  /* the faults stop: every process is back */
+  if (pl->w_meta && MS.pid <= 0) CHECK(meta_server_start() == 0);
+  if (etcd_down >= 0) CHECK(etcd_member_start(etcd_down) == 0);
+  for (int i = 0; i < NETCD && pl->meta == META_ETCD; i++) CHECK(mc_tp_etcd_healthy_(E[i].port, 30000) == 0);
   for (int i = 0; i < NHOLDERS; i++) {
     if (child_crashed(&h[i])) {
       CHECK(!"a holder died by itself");
@@ -435,23 +623,30 @@ static void test_chaos(void) {
       restarts++;
     }
   }
-  fprintf(stderr, "chaos: %d holder kills, %d holder restarts, %d freezes, %d master restarts, %d victim kills\n",
-          kills, restarts, freezes, master_restarts, victim_kills);
-  for (int i = 0; i < NVICTIMS; i++) {
+  fprintf(stderr, "chaos: %d holder kills, %d holder restarts, %d freezes, %d master restarts, %d victim kills "
+                  "(pure clients: %d), %d metadata server kills, %d etcd member kills\n",
+          kills, restarts, freezes, master_restarts, victim_kills, vic_kills[NVICTIMS] + vic_kills[NVICTIMS + 1],
+          meta_kills, etcd_kills);
+  if (meta_probe_ms >= 0) {
+    CHECK(meta_probe_rc != 0);
+    CHECK(meta_probe_ms < OP_BOUND_MS);
+  }
+  for (int i = 0; i < NVIC; i++) {
+    if (!vic_on[i]) continue;
     CHECK(!child_crashed(&vic[i]));
     child_kill(&vic[i]);
     FILE *f = fopen(vic[i].log, "r");
     char line[1024];
     int bad = 0;
     while (f && fgets(line, sizeof(line), f))
-      if (strstr(line, "VIOLATION")) {
+      if (strstr(line, "VIOLATION") || strstr(line, "SLOW")) {
         bad++;
         fprintf(stderr, "victim %d: %s", i, line);
       }
     if (f) fclose(f);
     CHECK_EQ(bad, 0);
-    free(vic[i].log);
   }
+  for (int i = 0; i < NVIC; i++) free(vic[i].log);
 
   /* every worker reports and exits on its own within the op bound */
   long total_checked = 0;
@@ -484,6 +679,8 @@ static void test_chaos(void) {
 
   /* afterwards: the master answers, what survived reads back intact, each holder takes new objects */
   CHECK(!mc_tp_exited(M.pid));
+  /* with etcd, one member down: a new client sets up and the cluster serves on two of three */
+  if (pl->meta == META_ETCD) service_kill(&E[0].pid);
   mooncake_store_t s = client_new(&M, 0, 8 * MiB);
   REQUIRE(s);
   uint8_t *buf = malloc(SLOT);
@@ -496,6 +693,31 @@ static void test_chaos(void) {
       survivors++;
       CHECK_EQ(check_value(buf, n, k, "final get_into"), 0);
     }
+  }
+  /* no key is left blocked by a killed client (a lease it took, a put it started): within LEASE_BOUND_MS
+   * each is removable without force and takes a new value, which reads back */
+  long worst_unblock = 0;
+  for (uint32_t k = 0; k < NKEYS; k++) {
+    char key[32];
+    snprintf(key, sizeof(key), "chaos/%02u", k);
+    long t0 = mc_tp_now_ms();
+    int rc = -1, last = 0;
+    while (rc && mc_tp_now_ms() - t0 < LEASE_BOUND_MS) {
+      last = mooncake_store_remove(s, key, 0);
+      if (last == 0 || last == -704) {
+        make_value(buf, k, 98, 1 + k, 4096 + k);
+        mooncake_replicate_config_t cfg = {1, 0, 0, NULL, 0};
+        last = rc = mooncake_store_put_from(s, key, buf, 4096 + k, &cfg);
+      }
+      if (rc) mc_tp_sleep_ms(100);
+    }
+    if (rc) fprintf(stderr, "key %s still blocked after %ld ms: %d (%s)\n", key, LEASE_BOUND_MS, last,
+                    mooncake_store_err_name(last));
+    CHECK_EQ(rc, 0);
+    if (mc_tp_now_ms() - t0 > worst_unblock) worst_unblock = mc_tp_now_ms() - t0;
+    memset(buf, 0, 4096 + k);
+    CHECK_EQ(mooncake_store_get_into(s, key, buf, SLOT), 4096 + k);
+    CHECK_EQ(check_value(buf, 4096 + k, k, "rewritten get_into"), 0);
   }
   for (int i = 0; i < NHOLDERS; i++) {
     char key[64];
@@ -518,13 +740,18 @@ static void test_chaos(void) {
         }
       }
     }
+    /* KNOWN FAILURE in metadata_volatile (not registered with ctest): a holder that outlived a restart
+     * of a metadata server without --persist_path never publishes its descriptor again (the engine
+     * republishes only when it remounts at a new master), so a new client cannot reach it: TRANSFER_FAIL
+     * here, until the holder or the master restarts */
     CHECK_EQ(rc, 0);
     memset(buf, 0, 100000);
-    CHECK_EQ(mooncake_store_get_into(s, key, buf, SLOT), 100000);
-    CHECK_EQ(check_value(buf, 100000, 1000 + (uint32_t)i, "after get_into"), 0);
+    int64_t n = mooncake_store_get_into(s, key, buf, SLOT);
+    CHECK_EQ(n, 100000);
+    if (n == 100000) CHECK_EQ(check_value(buf, 100000, 1000 + (uint32_t)i, "after get_into"), 0);
   }
-  fprintf(stderr, "chaos: %ld reads checked by the workers, %d of %d keys survived\n", total_checked, survivors,
-          NKEYS);
+  fprintf(stderr, "chaos: %ld reads checked by the workers, %d of %d keys survived, every key writable again "
+                  "within %ld ms\n", total_checked, survivors, NKEYS, worst_unblock);
   mooncake_store_destroy(s);
   free(buf);
   for (int i = 0; i < NHOLDERS; i++) {
@@ -532,16 +759,51 @@ static void test_chaos(void) {
     child_kill(&h[i]);
     free(h[i].log);
   }
+  if (MS.pid > 0) CHECK(!service_crashed(MS.pid, MS.log));
+  service_kill(&MS.pid);
+  free(MS.log);
+  free(MS.persist);
+  MS.log = MS.persist = NULL;
+  for (int i = 0; i < NETCD && pl->meta == META_ETCD; i++) {
+    if (E[i].pid > 0) CHECK(!service_crashed(E[i].pid, E[i].log));
+    mc_tp_service_stop(&E[i]);
+  }
   if (!mc_test_failures && !getenv("MC_CHAOS_KEEP_LOGS")) mc_tp_rmrf(logdir);
   else fprintf(stderr, "chaos: logs kept in %s\n", logdir);
   free(logdir);
   master_stop(&M);
 }
 
+/* The plans, by case name:
+ *   chaos              holders killed (4 in 10 ticks) and frozen (3), writers with segments killed (2), the
+ *                      master restarted (1)
+ *   client             pure clients killed mid-operation every 0.15-0.5 s (3 in 4 ticks), a holder now and then
+ *   metadata_persist   the standalone HTTP metadata server (--persist_path) killed (1 in 2 ticks), holders and
+ *                      pure clients as well, so descriptors are looked up and published while it is down
+ *   metadata_volatile  the same without --persist_path: each restart comes back empty (see tests/chaos.cmake)
+ *   etcd               one member of a 3-member etcd cluster killed (1 in 2 ticks; never two down), holders
+ *                      and pure clients as well */
+static const struct plan plans[] = {
+    {"chaos", 4, 3, 2, 1, 0, 0, 0, 400, 800, META_MASTER},
+    {"client", 1, 0, 0, 0, 3, 0, 0, 150, 350, META_MASTER},
+    {"metadata_persist", 2, 0, 0, 0, 2, 4, 0, 400, 800, META_HTTP_PERSIST},
+    {"metadata_volatile", 2, 0, 0, 0, 2, 4, 0, 400, 800, META_HTTP},
+    {"etcd", 2, 0, 0, 0, 2, 0, 4, 400, 800, META_ETCD},
+};
+static const struct plan *cur_plan = &plans[0];
+
+static void test_plan(void) { run_chaos(cur_plan); }
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc > 1 && !strcmp(argv[1], "--holder")) return holder_main(argv);
   if (argc > 1 && !strcmp(argv[1], "--worker")) return worker_main(argv);
-  static const struct mc_test_case cases[] = {{"chaos", test_chaos}};
-  return run_cases(cases, 1, argc, argv);
+  for (size_t i = 0; argc > 1 && i < sizeof(plans) / sizeof(plans[0]); i++)
+    if (!strcmp(argv[1], plans[i].name)) cur_plan = &plans[i];
+  if (argc > 1 && strcmp(argv[1], cur_plan->name)) {
+    fprintf(stderr, "unknown plan '%s'\n", argv[1]);
+    return 2;
+  }
+  const struct mc_test_case cases[] = {{cur_plan->name, test_plan}};
+  return run_cases(cases, 1, 1, argv);
 }
