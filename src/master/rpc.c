@@ -27,13 +27,16 @@ static size_t slot_i32(struct mc_wbuf *w) {
   return at;
 }
 
+/* Both helpers ignore a slot past the end: a reply that outgrew its bound (w->err) lost it. */
 static void patch_i32(struct mc_wbuf *w, size_t at, int32_t v) {
+  if (at + 4 > w->len) return;
   uint32_t u = (uint32_t)v;
   uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
   memcpy(w->p + at, b, 4);
 }
 
 static uint32_t read_u32_at(const struct mc_wbuf *w, size_t at) {
+  if (at + 4 > w->len) return 0;
   const uint8_t *p = w->p + at;
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -459,6 +462,7 @@ int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, si
   struct mc_rbuf_rd r;
   mc_r_init(&r, body, len);
   int rc = ops[op](m, &r, reply);
+  if (!rc && reply->err) rc = MC_INVALID_PARAMS; /* the reply outgrew its bound (docs/master.md "Limits") */
   mc_metrics_rpc(m->ms, op, rc);
   if (rc) reply->len = 0; /* an error carries no body */
   return rc;

@@ -1,6 +1,11 @@
 /* Bounded binary codec for our own wire formats (master RPC). Writers grow a buffer; readers are total:
  * every read is bounds-checked and a failed read sets a sticky error, after which reads return zeros.
- * Integers are little-endian; strings and byte blobs are u32 length + bytes. */
+ * Integers are little-endian; strings and byte blobs are u32 length + bytes.
+ *
+ * A writer with `max` set (the master's reply buffers, docs/master.md "Limits") fails soft: growing past
+ * max bytes, or an allocation failure, sets the sticky `err` flag and drops that write and every later
+ * one (len stops growing, p stays valid). With max 0 the buffer is unbounded and an allocation failure
+ * aborts, as for every mc_malloc. String fields read with mc_r_str are at most MC_STR_MAX bytes. */
 #ifndef MC_NET_CODEC_H
 #define MC_NET_CODEC_H
 #include <stddef.h>
@@ -12,7 +17,13 @@
 struct mc_wbuf {
   uint8_t *p;
   size_t len, cap;
+  size_t max; /* 0: unbounded (allocation failure aborts); else the largest len, beyond it err is set */
+  int err;    /* a write was dropped (max exceeded or no memory): the content is incomplete */
 };
+
+/* Longest string field mc_r_str accepts (segment names, endpoints, zones, host ids, patterns, scopes);
+ * longer ones are a decode error (INVALID_PARAMS at the master). Keys are blobs, not bounded here. */
+#define MC_STR_MAX 4096u
 
 struct mc_rbuf_rd {
   const uint8_t *p;
@@ -20,15 +31,34 @@ struct mc_rbuf_rd {
   int err;
 };
 
-static inline void mc_w_reserve(struct mc_wbuf *w, size_t n) {
-  if (w->len + n <= w->cap) return;
+/* Room for n more bytes. 0, or -1 with err set (bounded writers only; nothing changed). */
+static inline int mc_w_reserve(struct mc_wbuf *w, size_t n) {
+  if (w->err) return -1;
+  if (n <= w->cap - w->len) return 0;
+  if (n > SIZE_MAX - w->len || (w->max && (n > w->max || w->len > w->max - n))) {
+    w->err = 1;
+    return -1;
+  }
   size_t c = w->cap ? w->cap : 256;
-  while (c < w->len + n) c *= 2;
-  w->p = mc_realloc(w->p, c);
+  while (c - w->len < n) c = c > SIZE_MAX / 2 ? SIZE_MAX : c * 2;
+  if (w->max && c > w->max) c = w->max;
+  if (!w->max) {
+    w->p = mc_realloc(w->p, c);
+  } else {
+    uint8_t *p = mc_try_malloc(c);
+    if (!p) {
+      w->err = 1;
+      return -1;
+    }
+    if (w->len) memcpy(p, w->p, w->len);
+    mc_free(w->p);
+    w->p = p;
+  }
   w->cap = c;
+  return 0;
 }
 static inline void mc_w_bytes_raw(struct mc_wbuf *w, const void *d, size_t n) {
-  mc_w_reserve(w, n);
+  if (mc_w_reserve(w, n)) return;
   if (n) memcpy(w->p + w->len, d, n);
   w->len += n;
 }
@@ -52,6 +82,7 @@ static inline void mc_w_free(struct mc_wbuf *w) {
   mc_free(w->p);
   w->p = NULL;
   w->len = w->cap = 0;
+  w->err = 0;
 }
 
 static inline void mc_r_init(struct mc_rbuf_rd *r, const void *p, size_t len) {
@@ -90,11 +121,12 @@ static inline const uint8_t *mc_r_blob(struct mc_rbuf_rd *r, uint32_t *n) {
   if (!p) *n = 0;
   return p;
 }
-/* A malloc'ed NUL-terminated copy of a string field ("" on error). Embedded NULs are an error. */
+/* A malloc'ed NUL-terminated copy of a string field ("" on error). Embedded NULs and strings longer
+ * than MC_STR_MAX are an error. */
 static inline char *mc_r_str(struct mc_rbuf_rd *r) {
   uint32_t n;
   const uint8_t *p = mc_r_blob(r, &n);
-  if (p && memchr(p, 0, n)) r->err = 1;
+  if (p && (n > MC_STR_MAX || memchr(p, 0, n))) r->err = 1;
   return mc_strndup(p && !r->err ? (const char *)p : "", p && !r->err ? n : 0);
 }
 /* A count that must be plausible given the bytes left (each element needs at least min_elem bytes). */

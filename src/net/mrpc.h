@@ -35,9 +35,12 @@ void mc_mrpc_get_hdr(const uint8_t *b, struct mc_mrpc_hdr *h);
 struct mc_mrpc_server;
 struct mc_mrpc_server_opts {
   int threads;        /* worker threads (at most 256); 0 = online CPUs, at most 16 */
-  int idle_timeout_s; /* close a connection with no request for this long; 0 = never */
-  int stall_ms;       /* drop a connection whose frame or reply has not moved for this long; 0 = 10 s */
+  int idle_timeout_s; /* close a connection with no request for this long; 0 = 600 s, < 0 = never */
+  int stall_ms;       /* drop a connection whose first frame, frame or reply has not moved for this long; 0 = 10 s */
   int nagle;          /* 1: leave Nagle's algorithm on (no TCP_NODELAY) on accepted connections */
+  int max_conns;      /* open connections at most (more are closed at once); 0 = $MC_MASTER_MAX_CONNECTIONS or 4096 */
+  uint64_t max_inflight; /* bytes of large request frames + unsent replies at most (see mrpc_server.c); 0 =
+                            $MC_MASTER_MAX_INFLIGHT_BYTES or 1 GiB */
 };
 /* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind.
  * Handlers run on the worker threads, one request of a connection at a time, requests of different

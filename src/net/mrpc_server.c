@@ -25,7 +25,16 @@
  *    lone busy client then costs one recv and one send per request and is never woken for. Polling
  *    adapts as struct mc_spin describes: windows that end empty make the next ones be skipped.
  *  - Periodic duties (every second, by whichever worker is due): drop stalled connections, close idle
- *    ones (rpc_conn_timeout_seconds), re-arm the listener after accept ran out of file descriptors. */
+ *    ones (rpc_conn_timeout_seconds), re-arm the listener after accept ran out of file descriptors, and
+ *    look again at connections waiting for in-flight room.
+ *  - Bounds against hostile or broken peers (docs/master.md "Limits"): at most max_conns connections
+ *    (more are accepted and closed at once); a new connection must send its first frame within the stall
+ *    limit; a reply is built into a buffer bounded by MC_MRPC_MAX_BODY (a larger one is answered
+ *    INVALID_PARAMS); the bytes of large request frames (what grows a connection's input buffer past
+ *    IN_KEEP) are kept under max_inflight across all connections: a connection whose frame would exceed
+ *    it is not read until room frees up (it is still dropped by the stall limit); and so are the large
+ *    replies (over IN_KEEP) being sent or waiting to be: one that would exceed it is answered
+ *    INVALID_PARAMS instead. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -33,6 +42,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -49,11 +59,15 @@
 #include "net/sock.h"
 
 #define IN_INIT (16u << 10)   /* input buffer of a new connection */
-#define IN_KEEP (64u << 10)   /* larger buffers (grown for a big frame) shrink back once empty */
+#define IN_KEEP (64u << 10)   /* larger buffers (grown for a big frame) shrink back once empty; the bytes
+                                 past this count as in flight */
 #define MAX_EVENTS 32
 #define MAX_WORKERS 256
 #define TAKEOVER_NS 5000000ull /* a polling worker busy serving for this long is relieved by a follower */
 #define FOLLOW_NS 5000000L     /* how often followers look while requests come */
+#define DEFAULT_IDLE_S 600     /* idle_timeout_s 0 */
+#define DEFAULT_MAX_CONNS 4096
+#define DEFAULT_MAX_INFLIGHT (1ull << 30)
 
 struct conn {
   struct conn *prev, *next; /* s->conns, under s->mu */
@@ -61,8 +75,13 @@ struct conn {
   void *conn_ctx;
   uint8_t *in;
   size_t cap, lo, hi;          /* unread input: in[lo, hi) */
-  uint8_t *out;                /* unsent reply bytes: out[out_off, out_len) */
+  int sending;                 /* a reply is partly unsent: hdr[hdr_off..] then out[out_off, out_len) */
+  uint8_t hdr[MC_MRPC_HDR];
+  size_t hdr_off;
+  uint8_t *out;                /* the reply body (the handler's buffer, taken over) */
   size_t out_len, out_off;
+  size_t charged_in, charged_out; /* what this connection counts in s->in_bytes, s->out_bytes */
+  int parked;                  /* waiting for in-flight room: armed for nothing (under s->mu) */
   _Atomic uint64_t stall_ns;   /* since when a frame or a reply is half done (0: neither) */
   _Atomic uint64_t active_ns;  /* last request served */
   int close_after_out;         /* a reply to a wrong version: close once it is sent */
@@ -85,6 +104,11 @@ struct mc_mrpc_server {
   mc_mrpc_on_close on_close;
   void *ctx;
   int idle_timeout_s, nagle;
+  int max_conns, nconns; /* nconns under mu */
+  uint64_t max_inflight;
+  _Atomic uint64_t in_bytes, out_bytes; /* large request frames, large replies: all connections */
+  atomic_int nparked;
+  _Atomic uint64_t last_refusal_log_ns, last_reply_log_ns;
   uint64_t stall_ns; /* a frame half received or a reply half sent for this long drops the peer */
   int nworkers;
   pthread_t workers[MAX_WORKERS];
@@ -99,7 +123,29 @@ struct mc_mrpc_server {
 /* epoll_event.data.ptr of the listener and of the stop event (never confused with a struct conn *) */
 static char listen_tag, wake_tag;
 
-enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE };
+enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE, IO_PARK };
+
+/* At most one line a second per kind: a flood must not flood the log too. */
+static int log_due(_Atomic uint64_t *last) {
+  uint64_t now = mc_now_ns(), prev = atomic_load(last);
+  return now - prev >= 1000000000ull && atomic_compare_exchange_strong(last, &prev, now);
+}
+
+/* Moves a connection's share of pool (s->in_bytes or s->out_bytes) to n bytes; growing fails (0,
+ * nothing changed) when the pool would pass max_inflight. 1 on success. */
+static int charge(struct mc_mrpc_server *s, _Atomic uint64_t *pool, size_t *share, size_t n) {
+  if (n > *share) {
+    uint64_t add = n - *share, cur = atomic_fetch_add(pool, add);
+    if (cur + add > s->max_inflight) {
+      atomic_fetch_sub(pool, add);
+      return 0;
+    }
+  } else if (n < *share) {
+    atomic_fetch_sub(pool, *share - n);
+  }
+  *share = n;
+  return 1;
+}
 
 static int arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
   struct epoll_event e = {.events = ev | EPOLLONESHOT, .data.ptr = tag};
@@ -108,13 +154,37 @@ static int arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
   return -1;
 }
 
+/* Lets every connection waiting for in-flight room try again (each parks again if there is none). */
+static void unpark_all(struct mc_mrpc_server *s) {
+  if (!atomic_load(&s->nparked)) return;
+  pthread_mutex_lock(&s->mu);
+  for (struct conn *c = s->conns; c; c = c->next)
+    if (c->parked) {
+      c->parked = 0;
+      atomic_fetch_sub(&s->nparked, 1);
+      arm(s, c->fd, c, EPOLLIN);
+    }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Lowers a connection's share of s->in_bytes to n (and lets connections waiting for room retry). */
+static void uncharge_in(struct mc_mrpc_server *s, struct conn *c, size_t n) {
+  if (n >= c->charged_in) return;
+  charge(s, &s->in_bytes, &c->charged_in, n);
+  unpark_all(s);
+}
+
 static void conn_close(struct mc_mrpc_server *s, struct conn *c) {
   epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
   pthread_mutex_lock(&s->mu);
   if (c->prev) c->prev->next = c->next;
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
+  s->nconns--;
+  if (c->parked) atomic_fetch_sub(&s->nparked, 1);
   pthread_mutex_unlock(&s->mu);
+  uncharge_in(s, c, 0);
+  charge(s, &s->out_bytes, &c->charged_out, 0);
   if (s->on_close) s->on_close(s->ctx, c->conn_ctx);
   close(c->fd);
   mc_free(c->in);
@@ -122,50 +192,50 @@ static void conn_close(struct mc_mrpc_server *s, struct conn *c) {
   mc_free(c);
 }
 
-/* Sends what is left of the pending reply. 0 when all is sent, 1 when the socket is full, -1 on error. */
-static int flush_out(struct conn *c) {
-  while (c->out_off < c->out_len) {
-    ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+/* Sends what is left of the pending reply (header, then body). 0 when all is sent, 1 when the socket is
+ * full, -1 on error. */
+static int flush_out(struct mc_mrpc_server *s, struct conn *c) {
+  while (c->hdr_off < MC_MRPC_HDR || c->out_off < c->out_len) {
+    struct iovec iov[2];
+    int n = 0;
+    if (c->hdr_off < MC_MRPC_HDR) iov[n++] = (struct iovec){c->hdr + c->hdr_off, MC_MRPC_HDR - c->hdr_off};
+    if (c->out_off < c->out_len) iov[n++] = (struct iovec){c->out + c->out_off, c->out_len - c->out_off};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
       return errno == EAGAIN ? 1 : -1;
     }
-    c->out_off += (size_t)w;
+    size_t sent = (size_t)w, h = MC_MIN(sent, MC_MRPC_HDR - c->hdr_off);
+    c->hdr_off += h;
+    c->out_off += sent - h;
   }
   mc_free(c->out);
   c->out = NULL;
   c->out_len = c->out_off = 0;
+  c->sending = 0;
+  charge(s, &s->out_bytes, &c->charged_out, 0);
   return 0;
 }
 
-/* Sends one reply; whatever the socket does not take now is kept for EPOLLOUT. 0, 1 (pending), -1. */
-static int send_reply(struct conn *c, uint16_t op, uint64_t id, int32_t status, const struct mc_wbuf *body) {
-  uint8_t h[MC_MRPC_HDR];
-  mc_mrpc_put_hdr(h, op, id, (uint32_t)body->len, status);
-  struct iovec iov[2] = {{h, MC_MRPC_HDR}, {body->p, body->len}};
-  size_t total = MC_MRPC_HDR + body->len, sent = 0;
-  for (;;) {
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = body->len ? 2 : 1};
-    ssize_t w = sendmsg(c->fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno != EAGAIN) return -1;
-    if (w > 0) sent += (size_t)w;
-    break;
-  }
-  if (sent == total) return 0;
-  size_t left = total - sent;
-  if (!(c->out = mc_try_malloc(left))) return -1;
-  struct iovec *rest = iov; /* what the socket did not take: the rest of the header and/or the body */
-  int n = mc_iov_advance(&rest, body->len ? 2 : 1, sent);
-  for (size_t k = 0; n > 0; k += rest->iov_len, rest++, n--) memcpy(c->out + k, rest->iov_base, rest->iov_len);
-  c->out_len = left;
+/* Sends one reply, taking over the body's buffer; whatever the socket does not take now is kept for
+ * EPOLLOUT. 0, 1 (pending), -1. */
+static int send_reply(struct mc_mrpc_server *s, struct conn *c, uint16_t op, uint64_t id, int32_t status,
+                      struct mc_wbuf *body) {
+  mc_mrpc_put_hdr(c->hdr, op, id, (uint32_t)body->len, status);
+  c->hdr_off = 0;
+  c->out = body->p;
+  c->out_len = body->len;
   c->out_off = 0;
-  return 1;
+  c->sending = 1;
+  *body = (struct mc_wbuf){0};
+  return flush_out(s, c);
 }
 
 /* Makes room towards `need` unread bytes in c->in: moves them to the front, grows the buffer (leaving
- * room for at least one more byte whenever need is not reached). */
-static int in_room(struct conn *c, size_t need) {
+ * room for at least one more byte whenever need is not reached). 0, -1 (drop the connection), or 1: no
+ * in-flight room for the growth now (nothing changed; the connection waits). */
+static int in_room(struct mc_mrpc_server *s, struct conn *c, size_t need) {
   size_t have = c->hi - c->lo;
   if (c->lo && (c->lo + need > c->cap || !have)) {
     memmove(c->in, c->in + c->lo, have);
@@ -176,8 +246,11 @@ static int in_room(struct conn *c, size_t need) {
   /* grown as the bytes come (at most doubling), not to a size a header merely claims: a peer that
    * announces 256 MiB and sends little holds little memory until the stall limit drops it */
   size_t cap = MC_MIN(need, MC_MAX(2 * c->cap, (size_t)IN_KEEP));
+  size_t before = c->charged_in;
+  if (!charge(s, &s->in_bytes, &c->charged_in, cap > IN_KEEP ? cap - IN_KEEP : 0)) return 1;
   uint8_t *b = mc_try_malloc(cap);
   if (!b) {
+    uncharge_in(s, c, before);
     LOG_WARN("master RPC: no memory for a %zu-byte request; dropping the connection", need);
     return -1;
   }
@@ -190,7 +263,28 @@ static int in_room(struct conn *c, size_t need) {
   return 0;
 }
 
-/* Serves every complete request in c->in. IO_SERVED / IO_IDLE (none complete), IO_WANT_OUT, IO_CLOSE. */
+/* Runs one request. The reply is bounded by MC_MRPC_MAX_BODY (and by max_inflight); a larger one, or a
+ * large one that does not fit in s->out_bytes now, is answered INVALID_PARAMS with no body. A large
+ * reply stays counted there until it is sent (flush_out). */
+static int32_t handle(struct mc_mrpc_server *s, struct conn *c, const struct mc_mrpc_hdr *h, const uint8_t *body,
+                      struct mc_wbuf *reply) {
+  if (h->version != MC_MRPC_VERSION) return MC_INVALID_VERSION;
+  reply->max = (size_t)MC_MIN((uint64_t)MC_MRPC_MAX_BODY, s->max_inflight);
+  int32_t status = s->handler(s->ctx, &c->conn_ctx, h->op, body, h->len, reply);
+  int over = !reply->err && reply->len > IN_KEEP && !charge(s, &s->out_bytes, &c->charged_out, reply->len);
+  if (reply->err || over) {
+    if (log_due(&s->last_reply_log_ns))
+      LOG_WARN("master RPC: a reply to opcode %u %s; answered INVALID_PARAMS", (unsigned)h->op,
+               reply->err ? "outgrew its bound (MC_MRPC_MAX_BODY or the in-flight limit)"
+                          : "does not fit in the in-flight limit now");
+    mc_w_free(reply);
+    status = MC_INVALID_PARAMS;
+  }
+  return status;
+}
+
+/* Serves every complete request in c->in. IO_SERVED / IO_IDLE (none complete), IO_WANT_OUT, IO_CLOSE,
+ * IO_PARK (a frame needs in-flight room that is not there now). */
 static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
   enum io res = IO_IDLE;
   while (c->hi - c->lo >= MC_MRPC_HDR) {
@@ -202,19 +296,18 @@ static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
     }
     size_t need = MC_MRPC_HDR + (size_t)h.len;
     if (c->hi - c->lo < need) {
-      if (in_room(c, need)) return IO_CLOSE;
+      int r = in_room(s, c, need);
+      if (r) return r < 0 ? IO_CLOSE : IO_PARK;
       break;
     }
     const uint8_t *body = c->in + c->lo + MC_MRPC_HDR;
     struct mc_wbuf reply = {0};
-    int bad_version = h.version != MC_MRPC_VERSION;
-    int status = bad_version ? MC_INVALID_VERSION : s->handler(s->ctx, &c->conn_ctx, h.op, body, h.len, &reply);
+    int32_t status = handle(s, c, &h, body, &reply);
     c->lo += need;
-    int rc = send_reply(c, h.op, h.id, status, &reply);
-    mc_w_free(&reply);
+    int rc = send_reply(s, c, h.op, h.id, status, &reply);
     res = IO_SERVED;
     if (rc < 0) return IO_CLOSE;
-    if (bad_version) { /* answered, then closed: a client of another version learns why */
+    if (h.version != MC_MRPC_VERSION) { /* answered, then closed: a client of another version learns why */
       if (!rc) return IO_CLOSE;
       c->close_after_out = 1;
       return IO_WANT_OUT;
@@ -222,7 +315,7 @@ static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
     if (rc) return IO_WANT_OUT;
   }
   if (c->lo != c->hi) {
-    if (c->hi - c->lo < MC_MRPC_HDR && in_room(c, MC_MRPC_HDR)) return IO_CLOSE; /* room for the header */
+    if (c->hi - c->lo < MC_MRPC_HDR && in_room(s, c, MC_MRPC_HDR) < 0) return IO_CLOSE; /* room for the header */
   } else {
     c->lo = c->hi = 0;
     if (c->cap > IN_KEEP) { /* a big frame grew it: give the memory back */
@@ -231,6 +324,7 @@ static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
         mc_free(c->in);
         c->in = b;
         c->cap = IN_INIT;
+        uncharge_in(s, c, 0);
       }
     }
   }
@@ -241,13 +335,14 @@ static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
  * Leaves no complete request in c->in unless it returns IO_WANT_OUT or IO_CLOSE. */
 static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
   enum io res = IO_IDLE;
-  uint64_t now;
-  if (c->out) {
-    size_t before = c->out_off;
-    int f = flush_out(c);
+  uint64_t now = mc_now_ns(), st0 = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
+  if (st0 && now > st0 && now - st0 > s->stall_ns) return IO_CLOSE; /* e.g. waited for in-flight room too long */
+  if (c->sending) {
+    size_t before = c->hdr_off + c->out_off;
+    int f = flush_out(s, c);
     if (f < 0) return IO_CLOSE;
     if (f > 0) {
-      if (c->out_off != before) atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
+      if (c->hdr_off + c->out_off != before) atomic_store_explicit(&c->stall_ns, mc_now_ns(), memory_order_relaxed);
       return IO_WANT_OUT;
     }
     if (c->close_after_out) return IO_CLOSE;
@@ -265,6 +360,13 @@ static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
       return r;
     }
     if (r == IO_CLOSE) return r;
+    if (r == IO_PARK) { /* its clock keeps running from the frame's last byte (or starts now) */
+      now = mc_now_ns();
+      if (res == IO_SERVED) atomic_store_explicit(&c->active_ns, now, memory_order_relaxed);
+      if (!atomic_load_explicit(&c->stall_ns, memory_order_relaxed))
+        atomic_store_explicit(&c->stall_ns, now, memory_order_relaxed);
+      return r;
+    }
     if (r == IO_SERVED) res = IO_SERVED;
     if (drained || rounds == 8) break; /* after 8 full reads the rest waits for its (level-triggered) event */
     size_t room = c->cap - c->hi;      /* > 0: serve_buffered leaves room for the frame it waits for */
@@ -296,6 +398,13 @@ static int settle(struct mc_mrpc_server *s, struct conn *c, enum io r) {
     conn_close(s, c);
     return 0;
   }
+  if (r == IO_PARK) { /* armed again by unpark_all: when in-flight bytes are freed, or within a second */
+    pthread_mutex_lock(&s->mu);
+    c->parked = 1;
+    atomic_fetch_add(&s->nparked, 1);
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+  }
   /* a reply left waiting has its stall clock running already (conn_io starts it) */
   if (arm(s, c->fd, c, r == IO_WANT_OUT ? EPOLLOUT : EPOLLIN)) { /* never left neither armed nor closed */
     conn_close(s, c);
@@ -325,6 +434,17 @@ static void accept_ready(struct mc_mrpc_server *s) {
       }
       break; /* EAGAIN: none left */
     }
+    pthread_mutex_lock(&s->mu);
+    int full = s->nconns >= s->max_conns;
+    if (!full) s->nconns++;
+    pthread_mutex_unlock(&s->mu);
+    if (full) { /* refused: closed at once, the peer sees the connection reset or closed */
+      close(fd);
+      if (log_due(&s->last_refusal_log_ns))
+        LOG_WARN("master RPC: %d connections open (the limit, MC_MASTER_MAX_CONNECTIONS); refusing new ones",
+                 s->max_conns);
+      continue;
+    }
     if (!s->nagle) {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -333,7 +453,9 @@ static void accept_ready(struct mc_mrpc_server *s) {
     c->fd = fd;
     c->in = mc_malloc(IN_INIT);
     c->cap = IN_INIT;
-    atomic_init(&c->active_ns, mc_now_ns());
+    uint64_t now = mc_now_ns();
+    atomic_init(&c->active_ns, now);
+    atomic_init(&c->stall_ns, now); /* the first frame must come within the stall limit */
     pthread_mutex_lock(&s->mu);
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
@@ -370,10 +492,11 @@ static void periodic_duty(struct mc_mrpc_server *s) {
   }
   pthread_mutex_unlock(&s->mu);
   if (stalled)
-    LOG_WARN("master RPC: dropping %d connection(s) stuck mid-frame or mid-reply for %llu ms", stalled,
-             (unsigned long long)(stall_ns / 1000000));
+    LOG_WARN("master RPC: dropping %d connection(s) silent since connecting, or stuck mid-frame or mid-reply, "
+             "for %llu ms", stalled, (unsigned long long)(stall_ns / 1000000));
   if (idle) LOG_INFO("master RPC: closing %d connection(s) idle for %d s", idle, s->idle_timeout_s);
   if (atomic_exchange(&s->listen_paused, 0)) arm(s, s->listen_fd, &listen_tag, EPOLLIN);
+  unpark_all(s); /* waiting ones retry (and the stalled among them are closed) */
 }
 
 /* Serves one ready event. Returns the connection if it may be kept out of epoll and polled (it had
@@ -510,6 +633,21 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* A positive integer from the environment within [min, max], else def (a bad value is logged). */
+static uint64_t env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max) {
+  const char *v = getenv(name);
+  if (!v || !*v) return def;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || *end || x < min || x > max) {
+    LOG_WARN("master RPC: ignoring %s=%s (want %llu..%llu); using %llu", name, v, (unsigned long long)min,
+             (unsigned long long)max, (unsigned long long)def);
+    return def;
+  }
+  return x;
+}
+
 struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
                                                  mc_mrpc_on_close on_close, void *ctx,
                                                  const struct mc_mrpc_server_opts *o, uint16_t *port_out) {
@@ -524,7 +662,11 @@ struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t p
   s->on_close = on_close;
   s->ctx = ctx;
   s->listen_fd = fd;
-  s->idle_timeout_s = o ? o->idle_timeout_s : 0;
+  int idle = o ? o->idle_timeout_s : 0;
+  s->idle_timeout_s = idle > 0 ? idle : idle < 0 ? 0 : DEFAULT_IDLE_S;
+  s->max_conns = o && o->max_conns > 0 ? o->max_conns : (int)env_u64("MC_MASTER_MAX_CONNECTIONS", DEFAULT_MAX_CONNS, 1, 1 << 20);
+  s->max_inflight = o && o->max_inflight ? o->max_inflight
+                                         : env_u64("MC_MASTER_MAX_INFLIGHT_BYTES", DEFAULT_MAX_INFLIGHT, 1 << 20, UINT64_MAX);
   s->nagle = o && o->nagle;
   s->stall_ns = (uint64_t)(o && o->stall_ms > 0 ? o->stall_ms : 10000) * 1000000ull;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
