@@ -5,7 +5,6 @@
  * reply bodies are appended to a caller's buffer in the encodings of proto.h. */
 #ifndef MC_MASTER_MASTER_H
 #define MC_MASTER_MASTER_H
-#include <regex.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,13 +71,20 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
  * segment named seg (seg_len bytes); an object left without replicas is removed. 1 cleared, 0 not. */
 int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen,
                             const void *seg, uint32_t seg_len);
-/* re NULL = every key. Returns the number of objects removed. */
+/* A compiled key pattern (rpc.c: PCRE2 under the limits of docs/master.md "Limits"). */
+struct mc_regex;
+/* Searches s (n bytes) for the pattern: 1 found, 0 not, -1 the match hit a limit. Not thread-safe per
+ * pattern (one request uses it). */
+int mc_regex_match(struct mc_regex *re, const char *s, size_t n);
 /* Removes the matching objects (re NULL = all). scope: NULL = every key; "" = the default key namespace
  * (keys without the 0x1f tenant separator); else only keys starting with it, re applied to the rest of
- * the key (a tenant's namespace "<tenant>\x1f"). */
-int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, const char *scope, int force);
-/* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease). */
-void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct mc_wbuf *w);
+ * the key (a tenant's namespace "<tenant>\x1f"). Returns the number removed, or INVALID_PARAMS when a
+ * key's match hit a limit (the shards scanned before stay removed). No pattern is matched under a
+ * shard lock: each shard's candidate keys are copied out, matched, then re-checked and removed. */
+int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, const char *scope, int force);
+/* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease), as
+ * mc_master_remove_matching finds them. 0, or INVALID_PARAMS when a match hit a limit. */
+int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, struct mc_wbuf *w);
 uint64_t mc_master_lease_ttl_ms(const struct mc_master *m);
 
 #endif

@@ -1,6 +1,5 @@
 /* The object table: key -> replicas, striped over MC_NSHARDS shards by key hash (master.md §2.2-2.9).
  * Every function here takes exactly one shard lock at a time (see master_int.h for the lock order). */
-#include <regex.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -562,64 +561,178 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
   return cleared;
 }
 
-/* A key matches when it is in scope and re (NULL = any) matches the rest of it. Scope: NULL = every key;
- * "" = the default namespace (keys without the 0x1f tenant separator); else keys starting with it. */
-static int key_matches(const regex_t *re, const char *scope, const struct object *o) {
-  size_t sl = scope ? strlen(scope) : 0;
+/* Scope (NULL = every key; "" = the default namespace: keys without the 0x1f tenant separator; else keys
+ * starting with it, sl bytes). */
+static int in_scope(const char *scope, size_t sl, const struct object *o) {
   if (scope && !sl && memchr(o->key, 0x1f, o->klen)) return 0;
-  if (sl && (o->klen < sl || memcmp(o->key, scope, sl))) return 0;
-  return !re || !regexec(re, o->key + sl, 0, NULL, 0);
+  return !sl || (o->klen >= sl && !memcmp(o->key, scope, sl));
 }
 
-/* Removes the matching, complete, unleased (unless force) objects of one locked shard. */
-static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const regex_t *re, const char *scope, int force,
-                               uint64_t now) {
+/* o of a locked shard after dropping its dead replicas: 1 when it may be removed now (every replica
+ * complete, no lease unless force), 0 when not or when it had none left (then it is erased already). */
+static int removable(struct mc_master *m, struct shard *sh, struct object *o, int force, uint64_t now) {
+  mc_obj_drop_dead(o);
+  if (!o->nrep) {
+    mc_obj_erase(m, sh, o);
+    return 0;
+  }
+  return (force || o->lease_ns <= now) && count_status(o, REP_COMPLETE) == o->nrep;
+}
+
+static void remove_now(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
+  release_after_lease(m, o, now);
+  mc_obj_erase(m, sh, o);
+}
+
+/* Removes the complete, unleased (unless force) objects in scope of one locked shard (RemoveAll). */
+static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const char *scope, int force, uint64_t now) {
+  size_t sl = scope ? strlen(scope) : 0;
   int64_t n = 0;
   for (uint32_t b = 0; b < sh->nbuckets; b++)
     for (struct object *o = sh->buckets[b], *next; o; o = next) {
       next = o->next;
-      mc_obj_drop_dead(o);
-      if (!o->nrep) {
-        mc_obj_erase(m, sh, o);
-        continue;
-      }
-      if (!key_matches(re, scope, o) || (!force && o->lease_ns > now) || count_status(o, REP_COMPLETE) != o->nrep) continue;
-      release_after_lease(m, o, now);
-      mc_obj_erase(m, sh, o);
+      if (!removable(m, sh, o, force, now) || !in_scope(scope, sl, o)) continue;
+      remove_now(m, sh, o, now);
       n++;
     }
   return n;
 }
 
-int64_t mc_master_remove_matching(struct mc_master *m, const regex_t *re, const char *scope, int force) {
-  int64_t n = 0;
-  for (uint32_t i = 0; i < MC_NSHARDS; i++) {
-    struct shard *sh = &m->shards[i];
-    pthread_mutex_lock(&sh->mu);
-    n += remove_in_shard(m, sh, re, scope, force, mc_now_ns());
-    pthread_mutex_unlock(&sh->mu);
+/* Candidates of one shard, copied out under its lock so that patterns are matched without it: what the
+ * pattern sees (the key after the scope, up to its first NUL) and the object's identity (hash, seq), by
+ * which the acting pass finds it again (an object replaced meanwhile has another seq and is left alone). */
+struct candidates {
+  struct cand {
+    uint64_t hash, seq;
+    size_t off, len;
+    int hit;
+  } *c;
+  uint32_t n, cap;
+  struct mc_wbuf text;
+};
+
+static void cand_add(struct candidates *cs, const struct object *o, size_t sl) {
+  if (cs->n == cs->cap) {
+    cs->cap = cs->cap ? 2 * cs->cap : 64;
+    cs->c = mc_realloc(cs->c, cs->cap * sizeof(*cs->c));
   }
+  size_t len = strnlen(o->key + sl, o->klen - sl);
+  cs->c[cs->n++] = (struct cand){.hash = o->hash, .seq = o->seq, .off = cs->text.len, .len = len};
+  mc_w_bytes_raw(&cs->text, o->key + sl, len);
+}
+
+/* Matches every candidate (no lock held). 1 when some matched, 0 none, -1 a match hit a limit. */
+static int cand_match(struct candidates *cs, struct mc_regex *re) {
+  int any = 0;
+  for (uint32_t i = 0; i < cs->n; i++) {
+    int r = mc_regex_match(re, (const char *)cs->text.p + cs->c[i].off, cs->c[i].len);
+    if (r < 0) return -1;
+    cs->c[i].hit = r;
+    any |= r;
+  }
+  return any;
+}
+
+static void cand_free(struct candidates *cs) {
+  mc_free(cs->c);
+  mc_w_free(&cs->text);
+}
+
+static int regex_limit_hit(void) {
+  static _Atomic uint64_t last_ns;
+  uint64_t now = mc_now_ns(), prev = atomic_load(&last_ns);
+  if (now - prev >= MC_NS_PER_S && atomic_compare_exchange_strong(&last_ns, &prev, now))
+    LOG_WARN("a key pattern hit its match limit on a key; the request fails with INVALID_PARAMS");
+  return MC_INVALID_PARAMS;
+}
+
+/* Removes the matching, complete, unleased (unless force) objects of one shard; -1 on a match limit. */
+static int64_t remove_matching_in_shard(struct mc_master *m, struct shard *sh, struct mc_regex *re, const char *scope,
+                                        int force, struct candidates *cs) {
+  size_t sl = scope ? strlen(scope) : 0;
+  cs->n = 0;
+  cs->text.len = 0;
+  pthread_mutex_lock(&sh->mu);
+  uint64_t now = mc_now_ns();
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b], *next; o; o = next) {
+      next = o->next;
+      if (removable(m, sh, o, force, now) && in_scope(scope, sl, o)) cand_add(cs, o, sl);
+    }
+  pthread_mutex_unlock(&sh->mu);
+  int any = cand_match(cs, re);
+  if (any <= 0) return any;
+  int64_t n = 0;
+  pthread_mutex_lock(&sh->mu);
+  now = mc_now_ns();
+  for (uint32_t i = 0; i < cs->n; i++) {
+    struct object *o = cs->c[i].hit ? mc_obj_find_seq(sh, cs->c[i].hash, cs->c[i].seq) : NULL;
+    if (!o || !removable(m, sh, o, force, now)) continue;
+    remove_now(m, sh, o, now);
+    n++;
+  }
+  pthread_mutex_unlock(&sh->mu);
   return n;
 }
 
-void mc_master_replicas_matching(struct mc_master *m, const regex_t *re, struct mc_wbuf *w) {
-  size_t count_at = w->len;
-  uint32_t count = 0;
-  mc_w_u32(w, 0);
+int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, const char *scope, int force) {
+  int64_t n = 0;
+  struct candidates cs = {0};
   for (uint32_t i = 0; i < MC_NSHARDS; i++) {
     struct shard *sh = &m->shards[i];
+    if (!re) {
+      pthread_mutex_lock(&sh->mu);
+      n += remove_in_shard(m, sh, scope, force, mc_now_ns());
+      pthread_mutex_unlock(&sh->mu);
+      continue;
+    }
+    int64_t k = remove_matching_in_shard(m, sh, re, scope, force, &cs);
+    if (k < 0) {
+      n = regex_limit_hit();
+      break;
+    }
+    n += k;
+  }
+  cand_free(&cs);
+  return n;
+}
+
+int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, struct mc_wbuf *w) {
+  size_t count_at = w->len;
+  uint32_t count = 0;
+  int rc = 0;
+  struct candidates cs = {0};
+  mc_w_u32(w, 0);
+  for (uint32_t i = 0; i < MC_NSHARDS && !w->err; i++) {
+    struct shard *sh = &m->shards[i];
+    cs.n = 0;
+    cs.text.len = 0;
     pthread_mutex_lock(&sh->mu);
     for (uint32_t b = 0; b < sh->nbuckets; b++)
-      for (struct object *o = sh->buckets[b]; o; o = o->next) {
-        if (!count_readable(o) || !key_matches(re, NULL, o)) continue;
-        mc_w_blob(w, o->key, o->klen);
-        encode_readable(w, o);
-        count++;
-      }
+      for (struct object *o = sh->buckets[b]; o; o = o->next)
+        if (count_readable(o)) cand_add(&cs, o, 0);
+    pthread_mutex_unlock(&sh->mu);
+    int any = cand_match(&cs, re);
+    if (any < 0) {
+      rc = regex_limit_hit();
+      break;
+    }
+    if (!any) continue;
+    pthread_mutex_lock(&sh->mu);
+    for (uint32_t k = 0; k < cs.n && !w->err; k++) {
+      struct object *o = cs.c[k].hit ? mc_obj_find_seq(sh, cs.c[k].hash, cs.c[k].seq) : NULL;
+      if (!o || !count_readable(o)) continue;
+      mc_w_blob(w, o->key, o->klen);
+      encode_readable(w, o);
+      count++;
+    }
     pthread_mutex_unlock(&sh->mu);
   }
+  cand_free(&cs);
+  if (w->err || rc) return rc;
   uint8_t le[4] = {(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16), (uint8_t)(count >> 24)};
   memcpy(w->p + count_at, le, 4);
+  return 0;
 }
 
 /* ------------------------------------------------------------------ stale puts */

@@ -1,12 +1,15 @@
 /* The master's RPC dispatcher: decodes each request of proto.h completely (total, bounds-checked
  * readers; any decode error -> INVALID_PARAMS before anything runs), calls the service, encodes the
  * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: decisions D7).
- * Knows the wire layout, not the locking. Regexes are POSIX extended (regcomp REG_EXTENDED),
- * matched as a substring search; ECMAScript-only syntax (\d, lookaheads, lazy quantifiers) is not
- * supported and fails to compile (INVALID_PARAMS) or matches literally. */
-#include <regex.h>
+ * Knows the wire layout, not the locking. Key patterns are compiled here with PCRE2 under fixed limits
+ * (docs/master.md "Limits"): at most MC_STR_MAX bytes, 8 nested groups, 1 MiB of compile memory, no
+ * back-references; each key's match is bounded in steps, depth and heap. A substring search, as before;
+ * a key whose match hits a limit fails the whole request (INVALID_PARAMS). */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
@@ -316,21 +319,107 @@ static int op_batch_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_w
   return rc;
 }
 
-/* Compiles a POSIX extended regex (substring search). INVALID_PARAMS when it does not compile. */
-static int compile(struct mc_rbuf_rd *r, regex_t *re) {
-  char *pattern = mc_r_str(r);
-  int rc = r->err || regcomp(re, pattern, REG_EXTENDED | REG_NOSUB) ? MC_INVALID_PARAMS : 0;
+/* ------------------------------------------------------------------ key patterns */
+
+#define RE_MAX_NEST 8                 /* nested groups */
+#define RE_COMPILE_MEM (1u << 20)     /* bytes PCRE2 may allocate for one compiled pattern */
+#define RE_MATCH_LIMIT 200000u        /* backtracking steps per key */
+#define RE_DEPTH_LIMIT 10000u         /* nested backtracking frames per key */
+#define RE_HEAP_LIMIT_KIB 4096u       /* heap for those frames per key */
+
+struct mc_regex {
+  size_t mem_used; /* what the compile allocations below hold (at most RE_COMPILE_MEM) */
+  pcre2_general_context *gctx;
+  pcre2_compile_context *cctx;
+  pcre2_code *code;
+  pcre2_match_context *mctx;
+  pcre2_match_data *md;
+};
+
+/* PCRE2's allocator for compiling: counts what a pattern costs and refuses past RE_COMPILE_MEM. */
+#define RE_HDR 16
+static void *re_malloc(size_t n, void *data) {
+  struct mc_regex *re = data;
+  if (n > RE_COMPILE_MEM - re->mem_used) return NULL;
+  uint8_t *p = mc_try_malloc(n + RE_HDR);
+  if (!p) return NULL;
+  memcpy(p, &n, sizeof(n));
+  re->mem_used += n;
+  return p + RE_HDR;
+}
+
+static void re_free(void *q, void *data) {
+  if (!q) return;
+  struct mc_regex *re = data;
+  size_t n;
+  uint8_t *p = (uint8_t *)q - RE_HDR;
+  memcpy(&n, p, sizeof(n));
+  re->mem_used -= n;
+  mc_free(p);
+}
+
+static void regex_free(struct mc_regex *re) {
+  if (!re) return;
+  pcre2_match_data_free(re->md);
+  pcre2_match_context_free(re->mctx);
+  pcre2_code_free(re->code);
+  pcre2_compile_context_free(re->cctx);
+  pcre2_general_context_free(re->gctx);
+  mc_free(re);
+}
+
+/* Reads and compiles a key pattern. NULL (INVALID_PARAMS) when it does not decode or compile, is over a
+ * limit, or uses back-references (matching them is exponential). */
+static struct mc_regex *compile(struct mc_rbuf_rd *r) {
+  char *pattern = mc_r_str(r); /* at most MC_STR_MAX bytes, no NUL */
+  size_t n = strlen(pattern);
+  if (r->err) {
+    mc_free(pattern);
+    return NULL;
+  }
+  struct mc_regex *re = mc_calloc(1, sizeof(*re));
+  re->gctx = pcre2_general_context_create(re_malloc, re_free, re);
+  re->cctx = re->gctx ? pcre2_compile_context_create(re->gctx) : NULL;
+  re->mctx = pcre2_match_context_create(NULL);
+  re->md = pcre2_match_data_create(1, NULL);
+  if (!re->cctx || !re->mctx || !re->md) {
+    mc_free(pattern);
+    regex_free(re);
+    return NULL;
+  }
+  pcre2_set_max_pattern_length(re->cctx, MC_STR_MAX);
+  pcre2_set_parens_nest_limit(re->cctx, RE_MAX_NEST);
+  pcre2_set_match_limit(re->mctx, RE_MATCH_LIMIT);
+  pcre2_set_depth_limit(re->mctx, RE_DEPTH_LIMIT);
+  pcre2_set_heap_limit(re->mctx, RE_HEAP_LIMIT_KIB);
+  int err;
+  PCRE2_SIZE at;
+  /* bytes, not UTF-8 (and no pattern may switch that on); `$` only at the very end, as in POSIX */
+  re->code = pcre2_compile((PCRE2_SPTR)pattern, n,
+                           PCRE2_NEVER_UTF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_DOLLAR_ENDONLY, &err,
+                           &at, re->cctx);
   mc_free(pattern);
-  return rc;
+  uint32_t backrefs = 0;
+  if (re->code) pcre2_pattern_info(re->code, PCRE2_INFO_BACKREFMAX, &backrefs);
+  if (!re->code || backrefs) {
+    regex_free(re);
+    return NULL;
+  }
+  return re;
+}
+
+int mc_regex_match(struct mc_regex *re, const char *s, size_t n) {
+  int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, 0, 0, re->md, re->mctx);
+  if (rc >= 0) return 1;
+  return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
 }
 
 static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  regex_t re;
-  int rc = compile(r, &re);
-  if (rc) return rc;
-  mc_master_replicas_matching(m, &re, w);
-  regfree(&re);
-  return 0;
+  struct mc_regex *re = compile(r);
+  if (!re) return MC_INVALID_PARAMS;
+  int rc = mc_master_replicas_matching(m, re, w);
+  regex_free(re);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ removal */
@@ -383,19 +472,14 @@ static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, str
 }
 
 static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  regex_t re;
-  int rc = compile(r, &re);
+  struct mc_regex *re = compile(r);
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
-  if (rc || r->err) {
-    if (!rc) regfree(&re);
-    mc_free(scope);
-    return MC_INVALID_PARAMS;
-  }
-  mc_w_i64(w, mc_master_remove_matching(m, &re, scope, force));
-  regfree(&re);
+  int64_t n = re && !r->err ? mc_master_remove_matching(m, re, scope, force) : MC_INVALID_PARAMS;
+  if (n >= 0) mc_w_i64(w, n);
+  regex_free(re);
   mc_free(scope);
-  return 0;
+  return n < 0 ? (int)n : 0;
 }
 
 static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
