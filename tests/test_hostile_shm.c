@@ -280,23 +280,42 @@ static void test_notify_inbox_bounded(void) {
 
 /* ------------------------------------------------------------ exposure */
 
-/* With MC_TCP_BIND_ADDRESS=127.0.0.2 the control port listens on that address only (the setting is read
- * once per process: the engine runs in a child). Exit 0 when 127.0.0.2 answers and 127.0.0.1 refuses. */
+/* With MC_TCP_BIND_ADDRESS=127.0.0.2 the control port and the data port listen on that address only. The setting is read
+ * once per process, so the engine runs in a fresh process: this binary again, with MC_TEST_BOUND_CHILD
+ * set, which runs bound_child() before main and exits 0 when 127.0.0.2 answers and 127.0.0.1 refuses. */
+__attribute__((constructor)) static void bound_child(void) {
+  const char *conn = getenv("MC_TEST_BOUND_CHILD");
+  if (!conn) return;
+  transfer_engine_t e = createTransferEngine(conn, "bound", NULL, 0, 1);
+  if (!e) _exit(2);
+  char *json = mc_engine_describe(e);
+  struct mc_desc *d = mc_desc_decode(json);
+  if (!d) _exit(2);
+  uint16_t ports[2] = {((struct mc_engine *)e)->rpc_port, d->tcp_data_port}; /* control RPC, data port */
+  int rc = 0;
+  for (int i = 0; i < 2; i++) {
+    int there = mc_sock_connect("127.0.0.2", ports[i], 1000), elsewhere = mc_sock_connect("127.0.0.1", ports[i], 1000);
+    if (there < 0 || elsewhere != -ECONNREFUSED) {
+      fprintf(stderr, "port %u: 127.0.0.2: %d, 127.0.0.1: %d\n", ports[i], there, elsewhere);
+      rc = 1;
+    }
+    if (there >= 0) close(there);
+    if (elsewhere >= 0) close(elsewhere);
+  }
+  mc_desc_unref(d);
+  free(json);
+  destroyTransferEngine(e);
+  _exit(rc);
+}
+
 static void test_bind_address(void) {
   start_meta();
   pid_t pid = fork();
   if (pid == 0) {
     setenv("MC_TCP_BIND_ADDRESS", "127.0.0.2", 1);
-    transfer_engine_t e = createTransferEngine(g_conn, "bound", NULL, 0, 1);
-    if (!e) _exit(2);
-    uint16_t port = ((struct mc_engine *)e)->rpc_port;
-    int there = mc_sock_connect("127.0.0.2", port, 1000), elsewhere = mc_sock_connect("127.0.0.1", port, 1000);
-    int rc = there >= 0 && elsewhere == -ECONNREFUSED ? 0 : 1;
-    if (rc) fprintf(stderr, "127.0.0.2: %d, 127.0.0.1: %d\n", there, elsewhere);
-    if (there >= 0) close(there);
-    if (elsewhere >= 0) close(elsewhere);
-    destroyTransferEngine(e);
-    _exit(rc);
+    setenv("MC_TEST_BOUND_CHILD", g_conn, 1);
+    execl("/proc/self/exe", "test_hostile_shm", (char *)NULL);
+    _exit(3);
   }
   int st = 0;
   waitpid(pid, &st, 0);

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/store_errors.h"
@@ -104,7 +105,13 @@ static int take_conn(struct mc_mrpc_client *c, int tmo) {
   int fd = c->nidle ? c->idle[--c->nidle] : -1;
   pthread_mutex_unlock(&c->mu);
   if (fd >= 0) return fd;
-  return mc_sock_connect(c->host, c->port, MC_MIN(c->connect_timeout_ms, tmo));
+  fd = mc_sock_connect(c->host, c->port, MC_MIN(c->connect_timeout_ms, tmo));
+  int rc = fd < 0 ? 0 : mc_auth_client(fd, "master", tmo); /* docs/security.md */
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  return fd;
 }
 
 static void give_conn(struct mc_mrpc_client *c, int fd) {

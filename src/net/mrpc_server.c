@@ -52,7 +52,9 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
+#include "common/tsan.h"
 #include "common/util.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
@@ -85,6 +87,8 @@ struct conn {
   _Atomic uint64_t stall_ns;   /* since when a frame or a reply is half done (0: neither) */
   _Atomic uint64_t active_ns;  /* last request served */
   int close_after_out;         /* a reply to a wrong version: close once it is sent */
+  int authed;                  /* the cluster-secret handshake is done, or there is no secret */
+  struct mc_auth_srv auth;     /* its state until then (docs/security.md) */
 };
 
 struct mc_mrpc_server {
@@ -149,6 +153,7 @@ static int charge(struct mc_mrpc_server *s, _Atomic uint64_t *pool, size_t *shar
 
 static int arm(struct mc_mrpc_server *s, int fd, void *tag, uint32_t ev) {
   struct epoll_event e = {.events = ev | EPOLLONESHOT, .data.ptr = tag};
+  MC_TSAN_RELEASE(tag); /* the worker that epoll_wait hands it to next sees what this one wrote */
   if (!epoll_ctl(s->ep, EPOLL_CTL_MOD, fd, &e)) return 0;
   LOG_WARN("master RPC: epoll_ctl: %s", strerror(errno));
   return -1;
@@ -232,6 +237,30 @@ static int send_reply(struct mc_mrpc_server *s, struct conn *c, uint16_t op, uin
   return flush_out(s, c);
 }
 
+/* Sends n raw bytes (no frame header: the handshake's messages) the way send_reply sends a reply. */
+static int send_raw(struct mc_mrpc_server *s, struct conn *c, const uint8_t *p, size_t n) {
+  c->hdr_off = MC_MRPC_HDR;
+  c->out = mc_malloc(n);
+  memcpy(c->out, p, n);
+  c->out_len = n;
+  c->out_off = 0;
+  c->sending = 1;
+  return flush_out(s, c);
+}
+
+/* The cluster-secret handshake, before the first frame. IO_SERVED once done (frames may follow in
+ * c->in), IO_IDLE while it needs more bytes, IO_WANT_OUT while its answer is unsent, IO_CLOSE. */
+static enum io serve_auth(struct mc_mrpc_server *s, struct conn *c) {
+  uint8_t out[MC_AUTH_CHALLENGE_LEN];
+  size_t out_len = 0;
+  long used = mc_auth_srv_feed(&c->auth, "master", c->in + c->lo, c->hi - c->lo, out, &out_len, &c->authed);
+  if (used > 0) c->lo += (size_t)used;
+  int rc = out_len ? send_raw(s, c, out, out_len) : 0;
+  if (rc < 0 || (used < 0 && !rc)) return IO_CLOSE;
+  if (used < 0) c->close_after_out = 1; /* the refusal goes out first */
+  return rc ? IO_WANT_OUT : c->authed ? IO_SERVED : IO_IDLE;
+}
+
 /* Makes room towards `need` unread bytes in c->in: moves them to the front, grows the buffer (leaving
  * room for at least one more byte whenever need is not reached). 0, -1 (drop the connection), or 1: no
  * in-flight room for the growth now (nothing changed; the connection waits). */
@@ -287,11 +316,18 @@ static int32_t handle(struct mc_mrpc_server *s, struct conn *c, const struct mc_
  * IO_PARK (a frame needs in-flight room that is not there now). */
 static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
   enum io res = IO_IDLE;
+  if (!c->authed && (res = serve_auth(s, c)) != IO_SERVED) return res;
+  res = IO_IDLE;
   while (c->hi - c->lo >= MC_MRPC_HDR) {
     struct mc_mrpc_hdr h;
     mc_mrpc_get_hdr(c->in + c->lo, &h);
     if (h.magic != MC_MRPC_MAGIC || h.len > MC_MRPC_MAX_BODY) {
-      LOG_WARN("master RPC: dropping a connection that sent a malformed frame");
+      if (mc_auth_is_hello(c->in + c->lo, c->hi - c->lo)) { /* a client with a secret; we have none */
+        uint8_t open[MC_AUTH_CHALLENGE_LEN] = {'M', 'C', 'A', 'S', 1};
+        c->close_after_out = 1;
+        return send_raw(s, c, open, sizeof(open)) > 0 ? IO_WANT_OUT : IO_CLOSE;
+      }
+      LOG_WARN_LIMITED("master RPC: dropping a connection that sent a malformed frame");
       return IO_CLOSE;
     }
     size_t need = MC_MRPC_HDR + (size_t)h.len;
@@ -451,6 +487,7 @@ static void accept_ready(struct mc_mrpc_server *s) {
     }
     struct conn *c = mc_calloc(1, sizeof(*c));
     c->fd = fd;
+    c->authed = !mc_auth_enabled();
     c->in = mc_malloc(IN_INIT);
     c->cap = IN_INIT;
     uint64_t now = mc_now_ns();
@@ -508,6 +545,7 @@ static struct conn *serve_event(struct mc_mrpc_server *s, struct epoll_event *e,
   }
   if (e->data.ptr == &wake_tag) return NULL;
   struct conn *c = e->data.ptr;
+  MC_TSAN_ACQUIRE(c); /* EPOLLONESHOT: the worker that armed it last is done with it (arm) */
   enum io r = conn_io(s, c);
   if (r == IO_SERVED && may_hold) return c;
   settle(s, c, r);
@@ -698,6 +736,7 @@ struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t p
       return NULL;
     }
   }
+  mc_auth_note_open("master RPC");
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/conn_server.h"
@@ -26,6 +27,7 @@
 #define STATUS_REJECTED 1
 #define POLL_SLICE_MS 500
 #define MAX_LANES 16
+#define AUTH_TIMEOUT_MS 2000 /* the cluster-secret handshake of a new connection (docs/security.md) */
 #define GRP_MAX 32
 #define GRP_BYTES (1u << 20)
 
@@ -360,6 +362,7 @@ static void conn_main(void *arg, int fd) {
   struct tcp_tp *tp = arg;
   atomic_uint_least64_t progress;
   atomic_init(&progress, mc_now_ns());
+  if (mc_auth_server(fd, "te-data", AUTH_TIMEOUT_MS)) return; /* docs/security.md; refusals logged there */
   struct pend pd = {.n = 0, .bounce = NULL, .ra = mc_malloc(RA_CAP), .lim = RA_CAP};
   while (!atomic_load(&tp->stop) && serve_one(tp, fd, &progress, &pd) == 0) {
   }
@@ -447,10 +450,15 @@ static void fail_queue(struct lane *l) {
 static int lane_connect(struct lane *l) {
   struct tcp_peer *p = l->peer;
   pthread_mutex_unlock(&l->mu);
-  int fd = mc_sock_connect(p->host, p->port, p->tp->connect_timeout_ms);
+  int fd = mc_sock_connect(p->host, p->port, p->tp->connect_timeout_ms), auth = 0;
+  if (fd >= 0 && (auth = mc_auth_client(fd, "te-data", p->tp->connect_timeout_ms))) {
+    close(fd);
+    fd = auth;
+  }
   pthread_mutex_lock(&l->mu);
   if (fd < 0) {
-    LOG_WARN("tcp: cannot connect to %s:%u: %s", p->host, p->port, strerror(-fd));
+    LOG_WARN("tcp: cannot connect to %s:%u: %s", p->host, p->port,
+             auth == -EACCES ? "the cluster-secret handshake failed" : strerror(-fd));
     return -1;
   }
   mc_sock_set_timeouts(fd, POLL_SLICE_MS, p->tp->io_timeout_ms);
@@ -764,7 +772,7 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
   int lo, hi;
   mc_rpc_port_range(&lo, &hi);
   uint16_t port;
-  int fd = mc_sock_listen_range(NULL, lo, hi, 500, 128, &port);
+  int fd = mc_sock_listen_range(mc_te_bind_ip(), lo, hi, 500, 128, &port);
   if (fd < 0) {
     LOG_ERROR("tcp: cannot bind a data port in %d-%d: %s", lo, hi, strerror(-fd));
     return ERR_SOCKET;

@@ -1,0 +1,169 @@
+/* A cluster with a secret (docs/security.md), against real processes: a real mooncake_master, engines
+ * and store clients in this process and in children. Members holding the secret work as in an open
+ * cluster; a process with another secret or none, and a raw socket speaking the protocols without the
+ * handshake, get nothing but a refusal. The secret is read once per process: every process of another
+ * secret is a forked child that sets its own before it creates anything. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/auth.h"
+#include "test_store_harness.c"
+#include "mooncake/transfer_engine.h"
+#include "net/sock.h"
+#include "te/engine_internal.h"
+#include "net/ctrl_rpc.h"
+#include "net/mrpc.h"
+#include "te/metadata_server.h"
+
+#define SECRET "auth-cluster-test-secret-0123456789"
+#define OTHER "auth-cluster-test-other-secret-9876"
+
+static void use_secret(const char *s) {
+  unsetenv("MC_CLUSTER_SECRET_FILE");
+  if (s) setenv("MC_CLUSTER_SECRET", s, 1);
+  else unsetenv("MC_CLUSTER_SECRET");
+  mc_auth_reset();
+}
+
+static int wait_child(pid_t pid) {
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Sends n bytes on a fresh connection to port and waits up to 3 s: 1 when the peer closed (or reset)
+ * without sending a byte, 0 when something came back, -1 when it could not connect. */
+static int closed_without_answer(uint16_t port, const void *bytes, size_t n) {
+  int fd = mc_sock_connect("127.0.0.1", port, 2000);
+  if (fd < 0) return -1;
+  if (mc_sock_write_deadline(fd, bytes, n, 2000)) {
+    close(fd);
+    return 1;
+  }
+  char b[64];
+  int rc = mc_sock_read_deadline(fd, b, 1, 3000);
+  close(fd);
+  return rc == -EPIPE || rc == -ECONNRESET ? 1 : 0;
+}
+
+/* ------------------------------------------------------------ the transfer engine */
+
+static struct mc_meta_server *g_ms;
+static char g_conn[128];
+
+/* In a child with `secret` (NULL: none): an engine over TCP writes 4 KiB into the parent's buffer at
+ * addr of segment "holder". Exit 0 when the write completed, 1 when it failed, 2 on set-up trouble. */
+static pid_t writer_child(const char *secret, uint64_t addr, unsigned char fillc) {
+  pid_t pid = fork();
+  if (pid) return pid;
+  use_secret(secret);
+  setenv("MC_FORCE_TCP", "1", 1);
+  setenv("MC_TCP_CONNECT_TIMEOUT_MS", "1000", 1);
+  transfer_engine_t e = createTransferEngine(g_conn, "writer", NULL, 0, 1);
+  if (!e) _exit(2);
+  uint8_t *src = malloc(4096);
+  memset(src, fillc, 4096);
+  if (registerLocalMemory(e, src, 4096, "cpu:0", 1)) _exit(2);
+  segment_id_t seg = openSegment(e, "holder");
+  if (seg < 0) _exit(2);
+  struct transfer_request r = {OPCODE_WRITE, src, seg, addr, 4096};
+  batch_id_t b = allocateBatchID(e, 1);
+  struct transfer_status st = {0};
+  int ok = !submitTransfer(e, b, &r, 1) && mc_te_wait_batch(e, b, 15000) >= 0 && !getTransferStatus(e, b, 0, &st) &&
+           st.status == STATUS_COMPLETED;
+  freeBatchID(e, b);
+  destroyTransferEngine(e);
+  _exit(ok ? 0 : 1);
+}
+
+static void test_engine_ports(void) {
+  use_secret(SECRET);
+  g_ms = mc_meta_server_start("127.0.0.1", 0, NULL);
+  REQUIRE(g_ms);
+  snprintf(g_conn, sizeof(g_conn), "http://127.0.0.1:%u/metadata", mc_meta_server_port(g_ms));
+  transfer_engine_t e = createTransferEngine(g_conn, "holder", NULL, 0, 1);
+  REQUIRE(e);
+  uint8_t *buf = calloc(1, 64 * 1024);
+  REQUIRE(registerLocalMemory(e, buf, 64 * 1024, "cpu:0", 1) == 0);
+  uint64_t addr = (uint64_t)(uintptr_t)buf;
+  /* a member with the secret writes through the data port */
+  CHECK_EQ(wait_child(writer_child(SECRET, addr, 0x11)), 0);
+  CHECK(buf[0] == 0x11 && buf[4095] == 0x11);
+  /* another secret, or none: refused, nothing written */
+  memset(buf, 0, 4096);
+  CHECK_EQ(wait_child(writer_child(OTHER, addr, 0x22)), 1);
+  CHECK_EQ(wait_child(writer_child(NULL, addr, 0x33)), 1);
+  CHECK(buf[0] == 0 && buf[4095] == 0);
+  /* raw bytes without the handshake: a data-port request header, a control RPC metadata request */
+  struct mc_desc *d = NULL;
+  char *json = mc_engine_describe(e);
+  REQUIRE(json && (d = mc_desc_decode(json)));
+  uint8_t hdr[24] = {0};
+  CHECK_EQ(closed_without_answer(d->tcp_data_port, hdr, sizeof(hdr)), 1);
+  uint8_t ctrl[11] = {3, 0, 0, 0, 0, 0, 0, 0, MC_RPC_METADATA, '{', '}'};
+  CHECK_EQ(closed_without_answer(d->rpc_port, ctrl, sizeof(ctrl)), 1);
+  /* ... while a call with the secret is answered */
+  char *reply = NULL;
+  CHECK_EQ(mc_rpc_call("127.0.0.1", d->rpc_port, MC_RPC_METADATA, "{}", &reply, 3000), 0);
+  CHECK(reply && strstr(reply, "\"holder\""));
+  free(reply);
+  mc_desc_unref(d);
+  free(json);
+  destroyTransferEngine(e);
+  free(buf);
+  mc_meta_server_stop(g_ms);
+  g_ms = NULL;
+}
+
+/* ------------------------------------------------------------ the master and store clients */
+
+/* In a child with `secret`: a store client against m puts and reads back a key. Exit 0 on success, 1
+ * when set-up failed, 3 when a put or get failed. */
+static pid_t store_child(struct master *m, const char *secret, const char *key) {
+  pid_t pid = fork();
+  if (pid) return pid;
+  use_secret(secret);
+  mooncake_store_t s = client_new(m, 16 * MiB, 16 * MiB);
+  if (!s) _exit(1);
+  char v[100], got[100];
+  snprintf(v, sizeof(v), "value of %s", key);
+  int ok = !mooncake_store_put(s, key, v, strlen(v) + 1, NULL) &&
+           mooncake_store_get_into(s, key, got, sizeof(got)) == (int64_t)strlen(v) + 1 && !strcmp(got, v);
+  mooncake_store_destroy(s);
+  _exit(ok ? 0 : 3);
+}
+
+static void test_master_and_clients(void) {
+  use_secret(SECRET); /* the master inherits it */
+  struct master m;
+  REQUIRE(master_start(&m, NULL) == 0);
+  mooncake_store_t s = client_new(&m, 32 * MiB, 16 * MiB);
+  REQUIRE(s);
+  CHECK_EQ(mooncake_store_put(s, "k1", "v1", 3, NULL), 0);
+  CHECK_EQ(wait_child(store_child(&m, SECRET, "k2")), 0); /* a member in another process */
+  CHECK_EQ(wait_child(store_child(&m, OTHER, "k3")), 1);  /* cannot even set up */
+  CHECK_EQ(wait_child(store_child(&m, NULL, "k4")), 1);
+  /* a raw ping frame without the handshake gets no answer */
+  uint8_t ping[MC_MRPC_HDR];
+  mc_mrpc_put_hdr(ping, 2 /* PING */, 1, 0, 0);
+  CHECK_EQ(closed_without_answer((uint16_t)m.rpc, ping, sizeof(ping)), 1);
+  char got[100] = "";
+  CHECK_EQ(mooncake_store_get_into(s, "k2", got, sizeof(got)), (int64_t)sizeof("value of k2"));
+  CHECK_STR(got, "value of k2");
+  CHECK(mooncake_store_get_into(s, "k3", got, sizeof(got)) < 0); /* nobody without the secret put anything */
+  CHECK_EQ(mooncake_store_get_into(s, "k1", got, sizeof(got)), 3);
+  CHECK_STR(got, "v1");
+  mooncake_store_destroy(s);
+  master_stop(&m);
+  use_secret(NULL);
+}
+
+TEST_MAIN(TEST_CASE(test_engine_ports), TEST_CASE(test_master_and_clients))
