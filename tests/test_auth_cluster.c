@@ -21,6 +21,7 @@
 #include "te/engine_internal.h"
 #include "net/ctrl_rpc.h"
 #include "net/mrpc.h"
+#include "te/metadata.h"
 #include "te/metadata_server.h"
 
 #define SECRET "auth-cluster-test-secret-0123456789"
@@ -166,4 +167,64 @@ static void test_master_and_clients(void) {
   use_secret(NULL);
 }
 
-TEST_MAIN(TEST_CASE(test_engine_ports), TEST_CASE(test_master_and_clients))
+/* ------------------------------------------------------------ the HTTP servers */
+
+static int http_status(int port, const char *req) {
+  char resp[2048];
+  return mc_tp_raw_http(port, req, strlen(req), resp, sizeof(resp), 3000) > 0 ? mc_tp_http_status(resp) : -1;
+}
+
+/* One raw request with an optional extra header line (may be NULL) and body. */
+static int http_req(int port, const char *method, const char *target, const char *extra, const char *body) {
+  char req[2048];
+  snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s%sContent-Length: %zu\r\n"
+           "Connection: close\r\n\r\n%s",
+           method, target, port, extra ? extra : "", extra ? "\r\n" : "", strlen(body), body);
+  return http_status(port, req);
+}
+
+static void test_http_servers(void) {
+  use_secret(SECRET);
+  struct master m;
+  REQUIRE(master_start(&m, NULL) == 0);
+  /* the embedded metadata server: reads stay open; writes need a signature */
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", NULL, "{\"a\":1}"), 401);
+  char auth[256], url[256];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/metadata?key=k%%31", m.meta); /* k1, escaped otherwise */
+  REQUIRE(mc_auth_http_header_for_url("PUT", url, "{\"a\":1}", 7, auth, sizeof(auth)) == 0);
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", auth, "{\"a\":1}"), 200);
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", auth, "{\"a\":1}"), 401);  /* a replay */
+  CHECK_EQ(http_req(m.meta, "GET", "/metadata?key=k1", NULL, ""), 200);
+  REQUIRE(mc_auth_http_header_for_url("PUT", url, "{\"a\":1}", 7, auth, sizeof(auth)) == 0);
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k2", auth, "{\"a\":1}"), 401); /* signed for another key */
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", auth, "{\"a\":2}"), 401); /* ... or another body */
+  CHECK_EQ(http_req(m.meta, "DELETE", "/metadata?key=k1", NULL, ""), 401);
+  /* our own metadata client signs: an engine publishes and removes its keys */
+  struct mc_meta *mm = NULL;
+  REQUIRE(mc_meta_open(m.metadata, &mm) == 0);
+  CHECK_EQ(mc_meta_set(mm, "x/y&z=1", "{\"b\":2}"), 0);
+  CHECK_EQ(mc_meta_remove(mm, "x/y&z=1"), 0);
+  mc_meta_close(mm);
+  /* the admin server: reads open, mutations signed (the CLI signs); a cross-site request never passes */
+  CHECK_EQ(http_req(m.metrics, "GET", "/health", NULL, ""), 200);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all", NULL, ""), 401);
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/remove_all?force=1", m.metrics);
+  REQUIRE(mc_auth_http_header_for_url("POST", url, "", 0, auth, sizeof(auth)) == 0);
+  char both[400];
+  snprintf(both, sizeof(both), "%s\r\nOrigin: http://evil.example", auth);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all?force=1", both, ""), 401);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all?force=1", auth, ""), 200);
+  master_stop(&m);
+
+  /* without a secret the servers are open, but a browser's cross-site request still changes nothing */
+  use_secret(NULL);
+  REQUIRE(master_start(&m, NULL) == 0);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all", "Origin: http://evil.example", ""), 401);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all", "Sec-Fetch-Site: cross-site", ""), 401);
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", "Origin: http://evil.example", "{}"), 401);
+  CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all", NULL, ""), 200);
+  CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", NULL, "{}"), 200);
+  master_stop(&m);
+}
+
+TEST_MAIN(TEST_CASE(test_engine_ports), TEST_CASE(test_master_and_clients), TEST_CASE(test_http_servers))

@@ -593,6 +593,9 @@ static mc_mhd_ret route(struct mc_admin *a, struct MHD_Connection *c, const char
   for (size_t i = 0; i < MC_ARRAY_LEN(routes); i++) {
     if (strcmp(routes[i].path, url)) continue;
     known = 1;
+    if (routes[i].post && post && !mc_httpd_authorized(c, method, url, rq->body, rq->len)) /* docs/security.md */
+      return reply_json(c, MHD_HTTP_UNAUTHORIZED,
+                        error_body(MC_INVALID_PARAMS, "not authorized: a cross-site request, or no valid X-Mooncake-Auth"));
     if (routes[i].post ? post : get) return routes[i].fn(a, c, rq);
   }
   if (known) return reply_json(c, MHD_HTTP_METHOD_NOT_ALLOWED, error_body(MC_INVALID_PARAMS, "method not allowed"));

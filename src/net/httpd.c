@@ -7,8 +7,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
-
 #include "common/util.h"
 
 #define MAX_CONNECTIONS 1024u
@@ -76,4 +77,54 @@ mc_mhd_ret mc_httpd_reply(struct MHD_Connection *c, unsigned status, const char 
   mc_mhd_ret rc = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return rc;
+}
+
+/* ---- requests that change state (docs/security.md) ---- */
+
+struct canon {
+  char *buf;
+  size_t len, cap;
+};
+
+static void canon_add(struct canon *k, const char *p, size_t n) {
+  if (k->len + n + 1 > k->cap) {
+    while (k->len + n + 1 > k->cap) k->cap = k->cap ? 2 * k->cap : 256;
+    k->buf = mc_realloc(k->buf, k->cap);
+  }
+  memcpy(k->buf + k->len, p, n);
+  k->len += n;
+  k->buf[k->len] = 0;
+}
+
+static mc_mhd_ret canon_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  struct canon *k = cls;
+  canon_add(k, strchr(k->buf, '?') ? "&" : "?", 1);
+  canon_add(k, key, strlen(key));
+  if (value) {
+    canon_add(k, "=", 1);
+    canon_add(k, value, strlen(value));
+  }
+  return MHD_YES;
+}
+
+int mc_httpd_cross_site(struct MHD_Connection *c) {
+  const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Sec-Fetch-Site");
+  if (site && strcmp(site, "same-origin") && strcmp(site, "none")) return 1;
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+  if (!origin) return 0;
+  const char *o = strstr(origin, "://");
+  return !host || !o || strcmp(o + 3, host);
+}
+
+int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len) {
+  if (mc_httpd_cross_site(c)) return 0;
+  if (!mc_auth_enabled()) return 1;
+  struct canon k = {0};
+  canon_add(&k, url, strlen(url));
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, canon_arg, &k);
+  int ok = mc_auth_http_check(method, k.buf, body, len,
+                              MHD_lookup_connection_value(c, MHD_HEADER_KIND, MC_AUTH_HTTP_HEADER));
+  mc_free(k.buf);
+  return ok;
 }

@@ -12,6 +12,14 @@
 typedef enum MHD_Result mc_mhd_ret;
 #else
 typedef int mc_mhd_ret;
+/* Requests that change state (docs/security.md). mc_httpd_cross_site: 1 when a browser sent the request
+ * from another site (Sec-Fetch-Site other than same-origin/none, or an Origin that is not this host):
+ * such requests never change anything, secret or not. mc_httpd_authorized: 1 when the request may
+ * proceed: not cross-site, and no cluster secret is configured or it carries a valid X-Mooncake-Auth
+ * signature of method, url with its query arguments (as MHD decoded them, in order) and body. */
+int mc_httpd_cross_site(struct MHD_Connection *c);
+int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len);
+
 #endif
 
 struct mc_httpd_opts {
@@ -32,5 +40,13 @@ struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_
 
 /* Queues a response with a copy of body and the given Content-Type. */
 mc_mhd_ret mc_httpd_reply(struct MHD_Connection *c, unsigned status, const char *body, size_t len, const char *ctype);
+
+/* Requests that change state (docs/security.md). mc_httpd_cross_site: 1 when a browser sent the request
+ * from another site (Sec-Fetch-Site other than same-origin/none, or an Origin that is not this host):
+ * such requests never change anything, secret or not. mc_httpd_authorized: 1 when the request may
+ * proceed: not cross-site, and no cluster secret is configured or it carries a valid X-Mooncake-Auth
+ * signature of method, url with its query arguments (as MHD decoded them, in order) and body. */
+int mc_httpd_cross_site(struct MHD_Connection *c);
+int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len);
 
 #endif

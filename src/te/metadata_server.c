@@ -325,6 +325,8 @@ static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, c
     return reply_text(c, MHD_HTTP_BAD_REQUEST, "Missing key parameter");
   if (memchr(key, 0, klen)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid key parameter");
   if (get) return do_get(s, c, key, klen);
+  if (!mc_httpd_authorized(c, method, "/metadata", rq->body, rq->len)) /* docs/security.md */
+    return reply_text(c, MHD_HTTP_UNAUTHORIZED, "Not authorized: a cross-site request, or no valid X-Mooncake-Auth");
   if (put) return do_put(s, c, key, klen, rq);
   return do_delete(s, c, key, klen, rq);
 }
