@@ -6,9 +6,9 @@
  * per page* (12-17 us measured here) even when the page already exists: a first pass of 1 MiB puts
  * ran at 0.2-0.3 GB/s against 2-6 GB/s warm. What we do about it:
  *
- *  1. Populate. Background threads per engine (SCHED_IDLE; one per CPU, at most PF_MAX_THREADS,
+ *  1. Populate. Background threads per engine (nice 10; one per CPU, at most PF_MAX_THREADS,
  *     MC_PREFAULT_THREADS; setup never waits for them) allocate the pages of every shared buffer with
- *     MADV_POPULATE_WRITE, 16 MiB at a time, round robin over the buffers and from low offsets up (the
+ *     MADV_POPULATE_WRITE, 2 MiB at a time, round robin over the buffers and from low offsets up (the
  *     master's allocator hands out low offsets first). Cheap: ~0.1-0.4 s per GiB here when the host has
  *     the memory at hand; several threads help when it does not (its faults are served in parallel).
  *  2. Touch. The same threads then touch every page of those buffers through this process's own
@@ -46,7 +46,10 @@
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-#define POPULATE_CHUNK (16ull << 20)
+/* MADV_POPULATE_WRITE holds the process's mmap lock while it works: a piece is kept small so that a
+ * thread that maps or unmaps memory (a new thread's stack, the heartbeat's allocations) never waits
+ * long behind it. */
+#define POPULATE_CHUNK (2ull << 20)
 #define PF_MAX_THREADS 4
 #define PAGE 4096ull
 
@@ -200,10 +203,14 @@ static void peer_work(struct mc_prefault *p) {
 
 static void *prefault_main(void *arg) {
   struct mc_prefault *p = arg;
-  /* SCHED_IDLE: runs only when a CPU has nothing else to do and yields at once to any wakeup, so the
-   * latency of the data path does not suffer while it works; nice 19 where SCHED_IDLE is refused. */
-  struct sched_param sp = {0};
-  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp)) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+  /* nice 10: the data path's threads (nice 0) preempt these at once, and on an idle host they run at full
+   * speed. Not SCHED_IDLE, nor nice 19: on a host whose CPUs another process keeps busy, such a thread
+   * gets (next to) no CPU for seconds, and one preempted inside MADV_POPULATE_WRITE or a page fault holds
+   * the process's mmap lock all that time; every other thread that maps memory (malloc growing an arena,
+   * a new thread's stack) waited behind it, the heartbeat stopped and the master expired the holder
+   * (tests/test_faults.c: expired with SCHED_IDLE and with nice 19, kept with nice 10, on two saturated
+   * vCPUs). At nice 10 a thread keeps about a tenth of a CPU's share, so a lock it holds is soon let go. */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
   pthread_mutex_lock(&p->mu);
   while (!p->stop) {
     if (p->peers) peer_work(p); /* a data path is waiting on these */
