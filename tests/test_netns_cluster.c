@@ -95,17 +95,23 @@ static int run_argv(char *const argv[], int quiet) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs bin with the arguments in cmd (split on spaces, cmd is modified). Its exit status. */
+static int run_split(char *bin, char *cmd, int quiet) {
+  char *argv[40] = {bin}, *save = NULL;
+  int n = 1;
+  for (char *t = strtok_r(cmd, " ", &save); t && n < 39; t = strtok_r(NULL, " ", &save)) argv[n++] = t;
+  argv[n] = NULL;
+  return run_argv(argv, quiet);
+}
+
 /* Runs "ip <args>" (args split on spaces); its stderr goes to ours. 0 on success. */
 static int ipc(const char *fmt, ...) {
-  char cmd[512], *argv[40] = {ip_bin}, *save = NULL;
+  char cmd[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(cmd, sizeof(cmd), fmt, ap);
   va_end(ap);
-  int n = 1;
-  for (char *t = strtok_r(cmd, " ", &save); t && n < 39; t = strtok_r(NULL, " ", &save)) argv[n++] = t;
-  argv[n] = NULL;
-  int rc = run_argv(argv, 0);
+  int rc = run_split(ip_bin, cmd, 0);
   if (rc) {
     char again[512];
     va_start(ap, fmt);
@@ -663,6 +669,53 @@ static void phase(const char *what) {
   fprintf(stderr, "  [%6.2f s] %s\n", (mc_tp_now_ms() - phase_t0) / 1000.0, what);
 }
 
+/* Builds the topology, runs body in it, prints the logs when a check failed, and tears everything down
+ * (checking that no namespace of ours is left). tag names the work dir. */
+static void netns_run(const char *tag, void (*body)(void)) {
+  long t0 = mc_tp_now_ms();
+  work_dir = mc_tp_mkdtemp(tag);
+  if (!work_dir) {
+    mc_test_failures++;
+    return;
+  }
+  int before = mc_test_failures;
+  if (topology_up()) {
+    mc_test_failures++;
+  } else {
+    body();
+  }
+  if (mc_test_failures != before) {
+    if (master_log[0]) mc_tp_dump_log(master_log);
+    for (int i = 1; i <= 3; i++)
+      if (nodes[i].log[0]) mc_tp_dump_log(nodes[i].log);
+  }
+  if (mcli) mc_mrpc_client_free(mcli);
+  mcli = NULL;
+  teardown();
+  for (int i = 0; i < NS_COUNT; i++) { /* nothing of ours is left behind */
+    char path[300];
+    snprintf(path, sizeof(path), "/run/netns/%s", ns_name[i]);
+    if (ns_name[i][0]) CHECK(access(path, F_OK) != 0);
+  }
+  if (getenv("MC_NETNS_KEEP_LOGS")) fprintf(stderr, "  logs kept in %s\n", work_dir);
+  else mc_tp_rmrf(work_dir);
+  free(work_dir);
+  fprintf(stderr, "  total %.2f s\n", (mc_tp_now_ms() - t0) / 1000.0);
+}
+
+/* main of a namespace test: the teardown on exit and on the usual signals, then its one case. */
+static int netns_main(const struct mc_test_case *cases, int argc, char **argv) {
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGHUP, on_signal);
+  atexit(teardown);
+  return mc_test_run(cases, 1, argc, argv);
+}
+
+/* tests/test_netns_faults.c includes this file for its topology, nodes and master (MC_NETNS_LIB defined):
+ * everything below is this test's own. */
+#ifndef MC_NETNS_LIB
 static void scenario(void) {
   phase_t0 = mc_tp_now_ms();
   REQUIRE(master_up() == 0);
@@ -1089,41 +1142,10 @@ static void scenario(void) {
   phase("clean shutdown");
 }
 
-static void test_netns_cluster(void) {
-  long t0 = mc_tp_now_ms();
-  work_dir = mc_tp_mkdtemp("netns");
-  REQUIRE(work_dir);
-  int before = mc_test_failures;
-  if (topology_up()) {
-    mc_test_failures++;
-  } else {
-    scenario();
-  }
-  if (mc_test_failures != before) {
-    if (master_log[0]) mc_tp_dump_log(master_log);
-    for (int i = 1; i <= 3; i++)
-      if (nodes[i].log[0]) mc_tp_dump_log(nodes[i].log);
-  }
-  if (mcli) mc_mrpc_client_free(mcli);
-  mcli = NULL;
-  teardown();
-  for (int i = 0; i < NS_COUNT; i++) { /* nothing of ours is left behind */
-    char path[300];
-    snprintf(path, sizeof(path), "/run/netns/%s", ns_name[i]);
-    if (ns_name[i][0]) CHECK(access(path, F_OK) != 0);
-  }
-  if (getenv("MC_NETNS_KEEP_LOGS")) fprintf(stderr, "  logs kept in %s\n", work_dir);
-  else mc_tp_rmrf(work_dir);
-  free(work_dir);
-  fprintf(stderr, "  total %.2f s\n", (mc_tp_now_ms() - t0) / 1000.0);
-}
+static void test_netns_cluster(void) { netns_run("netns", scenario); }
 
 int main(int argc, char **argv) {
-  signal(SIGPIPE, SIG_IGN);
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
-  signal(SIGHUP, on_signal);
-  atexit(teardown);
   static const struct mc_test_case cases[] = {TEST_CASE(test_netns_cluster)};
-  return mc_test_run(cases, 1, argc, argv);
+  return netns_main(cases, argc, argv);
 }
+#endif /* MC_NETNS_LIB */
