@@ -516,18 +516,25 @@ static void run_chaos(const struct plan *pl) {
   if (getenv("MC_CHAOS_MASTER") && !strcmp(getenv("MC_CHAOS_MASTER"), "0")) wsum -= weight[F_MASTER];
   long t_end = mc_tp_now_ms() + (long)(secs * 1000), restart_at[NHOLDERS] = {0}, meta_back = 0, etcd_back = 0;
   int kills = 0, freezes = 0, restarts = 0, master_restarts = 0, victim_kills = 0, meta_kills = 0, etcd_kills = 0;
-  int etcd_down = -1;
+  int etcd_down = -1, refused = 0;
   long meta_probe_ms = -1;
   int meta_probe_rc = 0;
   while (mc_tp_now_ms() < t_end) {
     mc_tp_sleep_ms(pl->tick_min_ms + (long)(rng_next(&r) % (uint64_t)pl->tick_span_ms));
     long now = mc_tp_now_ms();
+    if (pl->w_meta && MS.pid <= 0 && now >= meta_back) CHECK(meta_server_start() == 0);
     for (int i = 0; i < NHOLDERS; i++)
       if (h[i].p.pid <= 0 && now >= restart_at[i]) {
-        CHECK(holder_start(&h[i]) == 0);
+        int up = holder_start(&h[i]) == 0;
+        if (!up && pl->w_meta) { /* its setup needs the metadata server, which may have been down meanwhile */
+          child_kill(&h[i]);
+          restart_at[i] = mc_tp_now_ms() + 300;
+          refused++;
+          continue;
+        }
+        CHECK(up);
         restarts++;
       }
-    if (pl->w_meta && MS.pid <= 0 && now >= meta_back) CHECK(meta_server_start() == 0);
     if (etcd_down >= 0 && now >= etcd_back) {
       CHECK(etcd_member_start(etcd_down) == 0);
       etcd_down = -1;
@@ -624,9 +631,10 @@ static void run_chaos(const struct plan *pl) {
     }
   }
   fprintf(stderr, "chaos: %d holder kills, %d holder restarts, %d freezes, %d master restarts, %d victim kills "
-                  "(pure clients: %d), %d metadata server kills, %d etcd member kills\n",
+                  "(pure clients: %d), %d metadata server kills (%d holder setups failed meanwhile), %d etcd "
+                  "member kills\n",
           kills, restarts, freezes, master_restarts, victim_kills, vic_kills[NVICTIMS] + vic_kills[NVICTIMS + 1],
-          meta_kills, etcd_kills);
+          meta_kills, refused, etcd_kills);
   if (meta_probe_ms >= 0) {
     CHECK(meta_probe_rc != 0);
     CHECK(meta_probe_ms < OP_BOUND_MS);
