@@ -599,15 +599,13 @@ static int node_quit(struct node *n) {
 /* Waits until node n's engine has finished warming its segment (WARM_LINE logged by this incarnation);
  * the ms it took, or -1 after timeout_ms.
  *
- * Why the scenario waits for it: the prefault threads run at SCHED_IDLE and populate 16 MiB at a time
- * with MADV_POPULATE_WRITE, holding the process's mmap lock. On a machine whose CPUs are saturated by
- * other processes a SCHED_IDLE thread gets no CPU for seconds, and every other thread of the node that
- * maps or unmaps memory (a malloc served by mmap, a new lane thread's stack) waits behind it in D state:
- * the node stops pinging and the master expires it after client_ttl (3 s here), which is what made the
- * 0.3 s blip check below fail under load (its holder, restarted by the D4 phase just before, was still
- * warming). That starvation is a defect of the node, reproduced on its own by test_faults'
- * "saturated_holder_keeps_pinging" case (not registered with ctest while it fails); the checks of this
- * scenario are about the network and run on warm nodes. */
+ * Why the scenario waits for it: the 0.3 s blip check below once failed on a machine whose CPUs another
+ * process saturated. The prefault threads ran at SCHED_IDLE then and held the process's mmap lock while
+ * populating 16 MiB with MADV_POPULATE_WRITE; starved of CPU for seconds, they left every other thread
+ * of the node that maps memory waiting in D state, the node stopped pinging and the master expired it
+ * (its holder, restarted by the D4 phase just before, was still warming). That was fixed in the engine
+ * (src/te/prefault.c: nice 10, 2 MiB at a time; test_faults pins it); the checks of this scenario are
+ * about the network, so they still run on warm nodes. */
 static long node_wait_warm(struct node *n, long timeout_ms) {
   long t0 = mc_tp_now_ms();
   while (file_count(n->log, WARM_LINE) <= n->warm_before) {
