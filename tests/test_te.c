@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/tsan.h"
 #include "lib/test.h"
 #include "lib/proc.h"
 #include "te/engine_internal.h"
@@ -69,6 +70,7 @@ static int serve(const char *conn, uint64_t len, int shared) {
   while (fgets(line, sizeof(line), stdin)) {
     unsigned long long off, n;
     unsigned seed;
+    MC_TSAN_ACQUIRE(buf); /* the initiator's transfers reached us through the network (engine.c, pins) */
     if (sscanf(line, "FILL %u", &seed) == 1) {
       /* the buffer may already be unregistered; its memory stays mapped for the test */
       fill(buf, len, 0, seed);
@@ -109,6 +111,7 @@ static int serve(const char *conn, uint64_t len, int shared) {
     } else if (!strncmp(line, "QUIT", 4)) {
       break;
     }
+    MC_TSAN_RELEASE(buf); /* our accesses come before the initiator's next transfer (it waits for our answer) */
     fflush(stdout);
   }
   destroyTransferEngine(e);

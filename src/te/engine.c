@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/tsan.h"
 #include "common/util.h"
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
@@ -549,10 +550,17 @@ struct mc_buf *mc_engine_pin_range(struct mc_engine *e, uint64_t addr, uint64_t 
     }
   }
   pthread_mutex_unlock(&e->reg_mu);
+  /* a peer's access is ordered against the owner's own through the network (the peer learns that the
+   * owner is done, or the owner learns that the peer is), which TSan cannot see: the owner's code
+   * releases and acquires on the buffer's base address around its own accesses (tests do) */
+  if (r) MC_TSAN_ACQUIRE((void *)(uintptr_t)r->addr);
   return r;
 }
 
-void mc_engine_unpin(struct mc_buf *b) { atomic_fetch_sub(&b->pins, 1); }
+void mc_engine_unpin(struct mc_buf *b) {
+  MC_TSAN_RELEASE((void *)(uintptr_t)b->addr);
+  atomic_fetch_sub(&b->pins, 1);
+}
 
 /* 1 when [p, p+len) lies inside one local registration (any, remote accessible or not). */
 static int local_registered(struct mc_engine *e, const void *p, uint64_t len) {

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int mc_test_failures;
-static int mc_test_checks;
+/* atomic: tests check from several threads */
+static _Atomic int mc_test_failures;
+static _Atomic int mc_test_checks;
 
 #define CHECK(cond)                                                             \
   do {                                                                          \
