@@ -61,9 +61,12 @@ struct mc_test_case {
 };
 #define TEST_CASE(f) {#f, f}
 
+/* With arguments, only the cases they name run (in the binary's order). */
 static inline int mc_test_run(const struct mc_test_case *cases, int n, int argc, char **argv) {
   for (int i = 0; i < n; i++) {
-    if (argc > 1 && strcmp(argv[1], cases[i].name)) continue;
+    int named = argc == 1;
+    for (int a = 1; a < argc && !named; a++) named = !strcmp(argv[a], cases[i].name);
+    if (!named) continue;
     int before = mc_test_failures;
     fprintf(stderr, "[ RUN  ] %s\n", cases[i].name);
     cases[i].fn();
