@@ -748,10 +748,9 @@ static void run_chaos(const struct plan *pl) {
         }
       }
     }
-    /* KNOWN FAILURE in metadata_volatile (not registered with ctest): a holder that outlived a restart
-     * of a metadata server without --persist_path never publishes its descriptor again (the engine
-     * republishes only when it remounts at a new master), so a new client cannot reach it: TRANSFER_FAIL
-     * here, until the holder or the master restarts */
+    /* in metadata_volatile a holder outlived restarts of a metadata server without --persist_path: it
+     * wrote its descriptor again (metadata_http.c keeps its keys), so new clients reach it (before, this
+     * put failed with TRANSFER_FAIL until the holder or the master restarted) */
     CHECK_EQ(rc, 0);
     memset(buf, 0, 100000);
     int64_t n = mooncake_store_get_into(s, key, buf, SLOT);

@@ -46,7 +46,9 @@ static inline int mc_meta_get(struct mc_meta *m, const char *key, char **v) { re
 /* Writes key. On etcd and Redis the key is bound to this process's liveness (decisions D4): it carries
  * a lease / EXPIRE of MC_METADATA_TTL_S seconds (default 10; 0 = unbound, keys stay until removed) that
  * a background thread of this mc_meta renews every third of it, writing the key again if it was lost
- * while the process lives. A process that dies leaves no key behind after the TTL. */
+ * while the process lives. A process that dies leaves no key behind after the TTL. On the HTTP server
+ * (no TTLs) the same thread looks the keys up as often and writes again those the server lost (a
+ * restart without its persist file). */
 int mc_meta_set(struct mc_meta *m, const char *key, const char *v);
 /* Deletes key (and stops renewing it). */
 int mc_meta_remove(struct mc_meta *m, const char *key);

@@ -239,6 +239,33 @@ static int http_remove(struct mc_meta *m, const char *key) {
   return st == 200 || st == 404 ? 0 : ERR_METADATA;
 }
 
+/* The HTTP metadata server has no TTLs (the master deletes a dead client's keys), but one that persists
+ * nothing comes back empty after a restart. So the keys this process wrote are kept like etcd's and
+ * Redis's (metadata.c): every MC_METADATA_TTL_S / 3 seconds each is looked up and, when the server
+ * answers that it is gone, written again. */
+static int http_set_bound(struct mc_meta *m, const char *key, const char *value, int ttl_s) {
+  (void)ttl_s;
+  return http_set(m, key, value);
+}
+
+static int http_keepalive(struct mc_meta *m, int ttl_s, char *const *keys, char *const *values, size_t n) {
+  (void)ttl_s;
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    char *v = NULL;
+    int g = http_get(m, keys[i], &v);
+    mc_free(v);
+    if (g == MC_META_NOT_FOUND) {
+      LOG_WARN("metadata key '%s' is gone from %s (a server restarted without its persist file?); writing it again",
+               keys[i], m->conn);
+      if (http_set(m, keys[i], values[i])) rc = ERR_METADATA;
+    } else if (g) {
+      rc = ERR_METADATA;
+    }
+  }
+  return rc;
+}
+
 static void http_destroy(struct mc_meta *m) {
   struct http_meta *h = (struct http_meta *)m;
   mc_free(h->url);
@@ -247,7 +274,8 @@ static void http_destroy(struct mc_meta *m) {
 }
 
 static const struct mc_meta_ops http_ops = {
-    .scheme = "http", .get = http_get, .set = http_set, .remove = http_remove, .destroy = http_destroy};
+    .scheme = "http", .get = http_get, .set = http_set, .remove = http_remove, .destroy = http_destroy,
+    .set_bound = http_set_bound, .keepalive = http_keepalive};
 
 int mc_meta_http_open(const char *url, struct mc_meta **out) {
   *out = NULL;
