@@ -4,3 +4,6 @@ add_executable(memcpy_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/memcpy_ref.c)
 target_link_libraries(memcpy_ref PRIVATE mooncake_common)
 # shm_pages: the cost of a shared-memory page with 4 KiB and 2 MiB pages (bench/RESULTS.md, eighth session).
 add_executable(shm_pages ${CMAKE_CURRENT_SOURCE_DIR}/../bench/shm_pages.c)
+# auth_cost: what the cluster-secret handshake adds to a new connection (bench/run_auth_cost.sh).
+add_executable(auth_cost ${CMAKE_CURRENT_SOURCE_DIR}/../bench/auth_cost.c)
+target_link_libraries(auth_cost PRIVATE mooncake_te)
