@@ -47,7 +47,12 @@ static int read_secret_file(const char *path) {
     while (*p == ' ' || *p == '\t') p++;
     for (e = p + strlen(p); e > p && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t');) *--e = 0;
     if (!*p || *p == '#') continue;
-    snprintf(secret, sizeof(secret), "%s", p);
+    size_t n = strlen(p);
+    if (n > SECRET_MAX) {
+      LOG_ERROR("cluster secret: %s: the secret is longer than %d characters", path, SECRET_MAX);
+      break;
+    }
+    memcpy(secret, p, n + 1);
     rc = 0;
   }
   fclose(f);
