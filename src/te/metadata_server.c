@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/ctrl_rpc.h"
@@ -431,6 +432,7 @@ struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, con
   }
   LOG_INFO("metadata server listening on %s:%u%s%s", host ? host : "", (unsigned)s->port,
            persist_path ? ", persisting to " : "", persist_path ? persist_path : "");
+  mc_auth_note_open("metadata server"); /* writes are signed once a secret is configured (docs/security.md) */
   return s;
 }
 
