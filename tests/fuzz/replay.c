@@ -58,7 +58,7 @@ static int replay_dir(const char *dir, unsigned *seed, int mutations) {
     names[n++] = strdup(de->d_name);
   }
   closedir(dp);
-  qsort(names, n, sizeof(*names), cmp_names);
+  if (n) qsort(names, n, sizeof(*names), cmp_names); /* an empty regression corpus: names is NULL */
   for (size_t i = 0; i < n; i++) {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
