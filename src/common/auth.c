@@ -125,11 +125,9 @@ static void nonce(uint8_t n[16]) {
 
 int mc_auth_is_hello(const void *p, size_t n) { return n >= 4 && !memcmp(p, "MCAH", 4); }
 
-/* Refusals are logged on a power-of-two count per process: a flood writes a few lines, not one each. */
+/* Refusals are peer-triggered: rate-limited as every such warning is (common/log.h). */
 static void log_refusal(const char *service, const char *why) {
-  static atomic_ullong refused;
-  unsigned long long k = atomic_fetch_add(&refused, 1) + 1;
-  if (!(k & (k - 1))) LOG_WARN("%s: unauthenticated connection refused (%s); %llu so far", service, why, k);
+  LOG_WARN_LIMITED("%s: unauthenticated connection refused (%s)", service, why);
 }
 
 int mc_auth_client(int fd, const char *service, int timeout_ms) {

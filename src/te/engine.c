@@ -1092,11 +1092,9 @@ static int inbox_push(struct mc_engine *e, const char *name, const char *msg) {
   size_t bytes = strlen(name) + strlen(msg) + 2;
   pthread_mutex_lock(&e->inbox_mu);
   if (e->ninbox >= e->inbox_max || e->inbox_bytes + bytes > e->inbox_max_bytes) {
-    uint64_t dropped = ++e->inbox_dropped;
     int n = e->ninbox;
     pthread_mutex_unlock(&e->inbox_mu);
-    if ((dropped & (dropped - 1)) == 0) /* 1, 2, 4, 8, ...: a flood logs a few lines, not one per message */
-      LOG_WARN("notify inbox full (%d unread messages); %llu refused so far", n, (unsigned long long)dropped);
+    LOG_WARN_LIMITED("notify inbox full (%d unread messages); notification refused", n);
     return -1;
   }
   e->inbox_bytes += bytes;

@@ -161,7 +161,6 @@ struct mc_engine {
   int ninbox, capinbox;
   int inbox_max;          /* MC_NOTIFY_INBOX_MAX: unread messages kept at most */
   size_t inbox_bytes, inbox_max_bytes; /* unread bytes (names + messages) and MC_NOTIFY_INBOX_MAX_BYTES */
-  uint64_t inbox_dropped; /* notifications refused because the inbox was full */
 
   /* notifications to send, drained by the notifier thread */
   pthread_mutex_t out_mu;
