@@ -43,12 +43,6 @@ static pid_t client_child(int fd, const char *secret, const char *service) {
   return pid;
 }
 
-static int child_status(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static int handshake(const char *server_secret, const char *client_secret, const char *srv_service,
                      const char *cli_service, int *client_result) {
   int sv[2];
@@ -58,7 +52,7 @@ static int handshake(const char *server_secret, const char *client_secret, const
   use_secret(server_secret);
   int rc = mc_auth_server(sv[0], srv_service, 2000);
   close(sv[0]);
-  *client_result = child_status(pid);
+  *client_result = mc_tp_exit_code(pid);
   return rc;
 }
 
@@ -108,7 +102,7 @@ static void test_open_server_answers_hello(void) {
   CHECK_EQ(mc_sock_read_deadline(sv[0], hello, sizeof(hello), 2000), 0);
   CHECK(mc_auth_is_hello(hello, sizeof(hello)));
   CHECK_EQ(mc_auth_answer_open(sv[0], 2000), 0);
-  CHECK_EQ(child_status(pid), 13); /* a client with a secret will not talk to an open server */
+  CHECK_EQ(mc_tp_exit_code(pid), 13); /* a client with a secret will not talk to an open server */
   close(sv[0]);
 }
 
@@ -138,7 +132,7 @@ static void test_feed_in_pieces(void) {
   }
   CHECK(done);
   CHECK(!failed);
-  CHECK_EQ(child_status(pid), 0);
+  CHECK_EQ(mc_tp_exit_code(pid), 0);
   close(sv[0]);
 }
 
@@ -231,7 +225,7 @@ static void test_secret_file_and_generate(void) {
   pid_t pid = client_child(sv[1], line, "master");
   close(sv[1]);
   CHECK_EQ(mc_auth_server(sv[0], "master", 2000), 0);
-  CHECK_EQ(child_status(pid), 0);
+  CHECK_EQ(mc_tp_exit_code(pid), 0);
   close(sv[0]);
   /* a secret that is configured but unusable stops the process instead of running open */
   pid = fork();
@@ -241,7 +235,7 @@ static void test_secret_file_and_generate(void) {
     mc_auth_reset();
     _exit(mc_auth_enabled() ? 0 : 1);
   }
-  CHECK_EQ(child_status(pid), 78);
+  CHECK_EQ(mc_tp_exit_code(pid), 78);
   unlink(path);
   unlink(link);
   rmdir(dir);

@@ -35,12 +35,6 @@ static void use_secret(const char *s) {
   mc_auth_reset();
 }
 
-static int wait_child(pid_t pid) {
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* Sends n bytes on a fresh connection to port and waits up to 3 s: 1 when the peer closed (or reset)
  * without sending a byte, 0 when something came back, -1 when it could not connect. */
 static int closed_without_answer(uint16_t port, const void *bytes, size_t n) {
@@ -98,14 +92,14 @@ static void test_engine_ports(void) {
   REQUIRE(registerLocalMemory(e, buf, 64 * 1024, "cpu:0", 1) == 0);
   uint64_t addr = (uint64_t)(uintptr_t)buf;
   /* a member with the secret writes through the data port */
-  CHECK_EQ(wait_child(writer_child(SECRET, addr, 0x11)), 0);
+  CHECK_EQ(mc_tp_exit_code(writer_child(SECRET, addr, 0x11)), 0);
   MC_TSAN_ACQUIRE(buf); /* the child's write reached us through the network (engine.c, pins) */
   CHECK(buf[0] == 0x11 && buf[4095] == 0x11);
   /* another secret, or none: refused, nothing written */
   memset(buf, 0, 4096);
   MC_TSAN_RELEASE(buf);
-  CHECK(wait_child(writer_child(OTHER, addr, 0x22)) != 0); /* refused by the metadata server already */
-  CHECK(wait_child(writer_child(NULL, addr, 0x33)) != 0);
+  CHECK(mc_tp_exit_code(writer_child(OTHER, addr, 0x22)) != 0); /* refused by the metadata server already */
+  CHECK(mc_tp_exit_code(writer_child(NULL, addr, 0x33)) != 0);
   MC_TSAN_ACQUIRE(buf);
   CHECK(buf[0] == 0 && buf[4095] == 0);
   /* raw bytes without the handshake: a data-port request header, a control RPC metadata request */
@@ -154,9 +148,9 @@ static void test_master_and_clients(void) {
   mooncake_store_t s = client_new(&m, 32 * MiB, 16 * MiB);
   REQUIRE(s);
   CHECK_EQ(mooncake_store_put(s, "k1", "v1", 3, NULL), 0);
-  CHECK_EQ(wait_child(store_child(&m, SECRET, "k2")), 0); /* a member in another process */
-  CHECK_EQ(wait_child(store_child(&m, OTHER, "k3")), 1);  /* cannot even set up */
-  CHECK_EQ(wait_child(store_child(&m, NULL, "k4")), 1);
+  CHECK_EQ(mc_tp_exit_code(store_child(&m, SECRET, "k2")), 0); /* a member in another process */
+  CHECK_EQ(mc_tp_exit_code(store_child(&m, OTHER, "k3")), 1);  /* cannot even set up */
+  CHECK_EQ(mc_tp_exit_code(store_child(&m, NULL, "k4")), 1);
   /* a raw ping frame without the handshake gets no answer */
   uint8_t ping[MC_MRPC_HDR];
   mc_mrpc_put_hdr(ping, 2 /* PING */, 1, 0, 0);

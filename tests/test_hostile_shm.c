@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "lib/proc.h"
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
 #include "te/engine_internal.h"
@@ -190,10 +191,7 @@ static int initiator(struct liar *l, const char *seg_name, uint64_t off, int tru
     destroyTransferEngine(e);
     _exit(through ? 1 : 0);
   }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  if (WIFSIGNALED(st)) fprintf(stderr, "initiator killed by signal %d\n", WTERMSIG(st));
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return mc_tp_exit_code(pid);
 }
 
 /* A liar of `kind` announcing len bytes; the initiator writes at off (then again after a truncation). */
@@ -317,9 +315,7 @@ static void test_bind_address(void) {
     execl("/proc/self/exe", "test_hostile_shm", (char *)NULL);
     _exit(3);
   }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ(mc_tp_exit_code(pid), 0);
 }
 
 TEST_MAIN({"forged_own_pid", test_forged_own_pid}, {"memfd_shorter_than_claimed", test_memfd_shorter_than_claimed},

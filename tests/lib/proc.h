@@ -223,6 +223,14 @@ static inline int mc_tp_wait_port(int port, long timeout_ms, pid_t pid) {
   return -1;
 }
 
+/* Waits for the child pid: its exit code, or 128 + the signal that killed it (said on stderr). */
+static inline int mc_tp_exit_code(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return -1;
+  if (WIFSIGNALED(st)) fprintf(stderr, "pid %d killed by signal %d\n", (int)pid, WTERMSIG(st));
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* SIGTERM, then SIGKILL after grace_ms; reaps. Returns the wait status, or -1. */
 static inline int mc_tp_stop(pid_t pid, long grace_ms) {
   if (pid <= 0) return -1;
