@@ -167,7 +167,7 @@ static mhd_ret do_get(struct mc_meta_server *s, struct MHD_Connection *c, const 
   return rc;
 }
 
-/* rpc_meta keys are write-once (metadata.md §4): no PUT replaces one, no DELETE removes one whose engine
+/* rpc_meta keys are write-once (docs/transfer-engine.md, "Metadata"): no PUT replaces one, no DELETE removes one whose engine
  * still answers. */
 static int write_once(const char *key) { return strstr(key, "rpc_meta") != NULL; }
 
