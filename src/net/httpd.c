@@ -117,14 +117,21 @@ int mc_httpd_cross_site(struct MHD_Connection *c) {
   return !host || !o || strcmp(o + 3, host);
 }
 
-int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len) {
+int mc_httpd_authorized_realm(struct MHD_Connection *c, const char *method, const char *url, const void *body,
+                              size_t len, char *realm) {
+  realm[0] = 0;
   if (mc_httpd_cross_site(c)) return 0;
   if (!mc_auth_enabled()) return 1;
   struct canon k = {0};
   canon_add(&k, url, strlen(url));
   MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, canon_arg, &k);
-  int ok = mc_auth_http_check(method, k.buf, body, len,
-                              MHD_lookup_connection_value(c, MHD_HEADER_KIND, MC_AUTH_HTTP_HEADER));
+  int ok = mc_auth_http_check_realm(method, k.buf, body, len,
+                                    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MC_AUTH_HTTP_HEADER), realm);
   mc_free(k.buf);
   return ok;
+}
+
+int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len) {
+  char realm[MC_AUTH_TENANT_MAX + 1];
+  return mc_httpd_authorized_realm(c, method, url, body, len, realm) && !realm[0];
 }

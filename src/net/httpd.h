@@ -16,9 +16,14 @@ typedef int mc_mhd_ret;
  * from another site (Sec-Fetch-Site other than same-origin/none, or an Origin that is not this host):
  * such requests never change anything, secret or not. mc_httpd_authorized: 1 when the request may
  * proceed: not cross-site, and no cluster secret is configured or it carries a valid X-Mooncake-Auth
- * signature of method, url with its query arguments (as MHD decoded them, in order) and body. */
+ * signature of method, url with its query arguments (as MHD decoded them, in order) and body, made by a
+ * member of the whole cluster. mc_httpd_authorized_realm: the same, accepting a tenant's signature too,
+ * with the signer's realm in realm (>= MC_AUTH_TENANT_MAX + 1 bytes): the tenant id, or "" for a member
+ * of the whole cluster or when no secret is configured (an open cluster). */
 int mc_httpd_cross_site(struct MHD_Connection *c);
 int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len);
+int mc_httpd_authorized_realm(struct MHD_Connection *c, const char *method, const char *url, const void *body,
+                              size_t len, char *realm);
 
 #endif
 
@@ -45,8 +50,13 @@ mc_mhd_ret mc_httpd_reply(struct MHD_Connection *c, unsigned status, const char 
  * from another site (Sec-Fetch-Site other than same-origin/none, or an Origin that is not this host):
  * such requests never change anything, secret or not. mc_httpd_authorized: 1 when the request may
  * proceed: not cross-site, and no cluster secret is configured or it carries a valid X-Mooncake-Auth
- * signature of method, url with its query arguments (as MHD decoded them, in order) and body. */
+ * signature of method, url with its query arguments (as MHD decoded them, in order) and body, made by a
+ * member of the whole cluster. mc_httpd_authorized_realm: the same, accepting a tenant's signature too,
+ * with the signer's realm in realm (>= MC_AUTH_TENANT_MAX + 1 bytes): the tenant id, or "" for a member
+ * of the whole cluster or when no secret is configured (an open cluster). */
 int mc_httpd_cross_site(struct MHD_Connection *c);
 int mc_httpd_authorized(struct MHD_Connection *c, const char *method, const char *url, const void *body, size_t len);
+int mc_httpd_authorized_realm(struct MHD_Connection *c, const char *method, const char *url, const void *body,
+                              size_t len, char *realm);
 
 #endif

@@ -1,10 +1,11 @@
 /* The HTTP metadata server (metadata.md §4, "embedded server" behaviour) on libmicrohttpd: a mutex-guarded
- * map key -> body, optionally persisted by an atomic rewrite (temp file + fsync + rename) after every change.
+ * map key -> body and the realm that created the key (its owner), optionally persisted by an atomic rewrite (temp file + fsync + rename) after every change.
  * The rewrite runs outside the map's mutex, on a snapshot, in a persister thread: a burst of changes is
  * written once or twice, a change is answered once it is on disk (its request suspended meanwhile), and no
  * read waits for a disk, not even one served by the same MHD thread. Every request is bounded (16 MiB body, MHD header and
  * connection limits, net/httpd.h), and so is the map (MC_METADATA_SERVER_MAX_KEYS / _MAX_BYTES, answered
- * 507); none may crash it. docs/transfer-engine.md, "Metadata", has the limits. */
+ * 507); none may crash it. docs/transfer-engine.md, "Metadata", has the limits and the owner rule: a
+ * member of the whole cluster changes any key, a tenant only the keys its own realm created. */
 #include "te/metadata_server.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ struct mc_meta_server {
   uint16_t port;
   char *persist_path; /* NULL = memory only; immutable */
   pthread_mutex_t mu;
-  json_t *map;            /* key -> JSON string holding the raw body (never modified: replaced); mu */
+  json_t *map;            /* key -> entry (see entry_value; never modified: replaced); mu */
   size_t bytes;           /* key and body bytes in map; mu */
   uint64_t gen;           /* bumped by every change; mu */
   size_t max_keys, max_bytes;
@@ -65,6 +66,33 @@ struct req {
   unsigned status;
   const char *answer; /* static text */
 };
+
+/* ---- entries ----
+ * The map holds, and the persist file is, one JSON object key -> entry. A key created by a member of the
+ * whole cluster (or in an open cluster) has the raw body as a JSON string, the only form there was before
+ * tenants: an old file loads with every key owned by the whole cluster, and a file without tenants' keys
+ * is still one an older server reads. A key created by a tenant has {"value": body, "owner": tenant id};
+ * an older server drops such a key (logged) rather than hand it to the whole cluster. */
+
+/* The body of an entry (a JSON string). */
+static json_t *entry_value(json_t *e) { return json_is_string(e) ? e : json_object_get(e, "value"); }
+
+/* The realm that owns an entry: "" (the whole cluster) or a tenant id. */
+static const char *entry_owner(json_t *e) {
+  return json_is_string(e) ? "" : json_string_value(json_object_get(e, "owner"));
+}
+
+/* A new entry (a new reference) for body owned by owner (a JSON string, NULL = the whole cluster). */
+static json_t *entry_new(json_t *body, json_t *owner) {
+  if (!owner) return json_incref(body);
+  json_t *e = json_object();
+  json_object_set(e, "value", body);
+  json_object_set(e, "owner", owner);
+  return e;
+}
+
+/* 1 when realm may change (or delete) entry e: a member of the whole cluster any, a tenant its own. */
+static int may_change(json_t *e, const char *realm) { return !realm[0] || !strcmp(entry_owner(e), realm); }
 
 /* ---- persistence ---- */
 
@@ -144,7 +172,12 @@ static json_t *load_map(const char *path) {
   json_t *v, *tmp;
   json_object_foreach_safe(map, tmp, k, v) {
     if (json_is_string(v)) continue;
-    LOG_WARN("persisted metadata %s: dropping key '%s' (value is not a string)", path, k);
+    json_t *value = json_object_get(v, "value"), *owner = json_object_get(v, "owner");
+    const char *o = json_string_value(owner);
+    if (json_is_object(v) && json_object_size(v) == 2 && json_is_string(value) && o &&
+        mc_auth_tenant_ok(o, json_string_length(owner)))
+      continue;
+    LOG_WARN("persisted metadata %s: dropping key '%s' (neither a string nor {\"value\", \"owner\"})", path, k);
     json_object_del(map, k);
   }
   return map;
@@ -160,7 +193,7 @@ static mhd_ret reply_text(struct MHD_Connection *c, unsigned status, const char 
 
 static mhd_ret do_get(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen) {
   pthread_mutex_lock(&s->mu);
-  json_t *v = json_object_getn(s->map, key, klen);
+  json_t *v = entry_value(json_object_getn(s->map, key, klen));
   mhd_ret rc = v ? mc_httpd_reply(c, MHD_HTTP_OK, json_string_value(v), json_string_length(v), "application/json")
                  : reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
   pthread_mutex_unlock(&s->mu);
@@ -171,13 +204,20 @@ static mhd_ret do_get(struct mc_meta_server *s, struct MHD_Connection *c, const 
  * still answers. */
 static int write_once(const char *key) { return strstr(key, "rpc_meta") != NULL; }
 
-/* Stores body under key with mu held; returns the status text, setting *status (and *gen when the map
- * changed). */
+#define NOT_OWNER "Not allowed: the key belongs to another realm (a tenant changes only its own keys)"
+
+/* Stores body under key for realm ("" = the whole cluster; owner: the same as a JSON string, NULL for
+ * "") with mu held; returns the status text, setting *status (and *gen when the map changed). A new key
+ * belongs to realm; a replaced one keeps its owner. */
 static const char *put_locked(struct mc_meta_server *s, const char *key, size_t klen, json_t *body,
-                              unsigned *status, uint64_t *gen) {
-  json_t *old = json_object_getn(s->map, key, klen);
+                              const char *realm, json_t *owner, unsigned *status, uint64_t *gen) {
+  json_t *entry = json_object_getn(s->map, key, klen), *old = entry_value(entry);
   int same = old && json_equal(old, body);
   *status = MHD_HTTP_OK;
+  if (entry && !may_change(entry, realm)) {
+    *status = MHD_HTTP_FORBIDDEN;
+    return NOT_OWNER;
+  }
   if (old && write_once(key)) {
     if (same) return "metadata unchanged";
     *status = MHD_HTTP_BAD_REQUEST;
@@ -193,7 +233,8 @@ static const char *put_locked(struct mc_meta_server *s, const char *key, size_t 
     *status = 507;
     return "Metadata server full: too many bytes (MC_METADATA_SERVER_MAX_BYTES)";
   }
-  if (json_object_setn(s->map, key, klen, body)) {
+  json_t *owned_by = entry ? json_object_get(entry, "owner") : owner;
+  if (json_object_setn_new(s->map, key, klen, entry_new(body, owned_by))) {
     *status = MHD_HTTP_BAD_REQUEST;
     return "Invalid key parameter (not UTF-8)";
   }
@@ -245,41 +286,50 @@ static void *persister_main(void *arg) {
 }
 
 static mhd_ret do_put(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
-                      struct req *rq) {
+                      struct req *rq, const char *realm) {
+  json_t *owner = realm[0] ? json_string(realm) : NULL;
+  if (realm[0] && !owner) /* the persist file is JSON: it holds UTF-8 only */
+    return reply_text(c, MHD_HTTP_FORBIDDEN, "Not allowed: a tenant id that is not UTF-8 cannot own keys");
   json_t *body = json_stringn(rq->body ? rq->body : "", rq->len);
-  if (!body) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid body (not UTF-8)");
+  if (!body) {
+    json_decref(owner);
+    return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid body (not UTF-8)");
+  }
   unsigned status;
   uint64_t gen = 0;
   pthread_mutex_lock(&s->mu);
-  const char *text = put_locked(s, key, klen, body, &status, &gen);
+  const char *text = put_locked(s, key, klen, body, realm, owner, &status, &gen);
   pthread_mutex_unlock(&s->mu);
   json_decref(body);
+  json_decref(owner);
   if (defer(s, c, rq, gen, status, text)) return MHD_YES;
   if (gen) persist(s, gen);
   return reply_text(c, status, text);
 }
 
-/* Deletes key; with expect, only while its value is still expect. 0 (*gen: the change), or 1 when absent
- * (or changed). */
-static int delete_key(struct mc_meta_server *s, const char *key, size_t klen, const char *expect, uint64_t *gen) {
+/* Deletes key for realm ("" = the whole cluster); with expect, only while its value is still expect. 0
+ * (*gen: the change), 1 when absent (or changed), 2 when the key belongs to another realm (kept). */
+static int delete_key(struct mc_meta_server *s, const char *key, size_t klen, const char *expect, const char *realm,
+                      uint64_t *gen) {
   pthread_mutex_lock(&s->mu);
-  json_t *v = json_object_getn(s->map, key, klen);
-  int absent = !v || (expect && strcmp(json_string_value(v), expect));
-  size_t len = absent ? 0 : klen + json_string_length(v);
+  json_t *e = json_object_getn(s->map, key, klen), *v = entry_value(e);
+  int rc = !v || (expect && strcmp(json_string_value(v), expect)) ? 1 : !may_change(e, realm) ? 2 : 0;
+  size_t len = rc ? 0 : klen + json_string_length(v);
   *gen = 0;
-  if (!absent && !json_object_deln(s->map, key, klen)) {
+  if (!rc && !json_object_deln(s->map, key, klen)) {
     s->bytes -= len;
     *gen = ++s->gen;
   }
   pthread_mutex_unlock(&s->mu);
-  return absent;
+  return rc;
 }
 
-/* A copy of key's value (malloc'ed), or NULL when absent. */
-static char *copy_value(struct mc_meta_server *s, const char *key, size_t klen) {
+/* A copy of key's value (malloc'ed), or NULL when absent; *mine: whether realm may change the key. */
+static char *copy_value(struct mc_meta_server *s, const char *key, size_t klen, const char *realm, int *mine) {
   pthread_mutex_lock(&s->mu);
-  json_t *v = json_object_getn(s->map, key, klen);
+  json_t *e = json_object_getn(s->map, key, klen), *v = entry_value(e);
   char *r = v ? mc_strndup(json_string_value(v), json_string_length(v)) : NULL;
+  *mine = !e || may_change(e, realm);
   pthread_mutex_unlock(&s->mu);
   return r;
 }
@@ -297,16 +347,22 @@ int mc_meta_rpc_owner_alive(const char *value, int timeout_ms) {
 }
 
 static mhd_ret do_delete(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
-                         struct req *rq) {
-  char *old = write_once(key) ? copy_value(s, key, klen) : NULL;
+                         struct req *rq, const char *realm) {
+  int mine = 1;
+  char *old = write_once(key) ? copy_value(s, key, klen, realm, &mine) : NULL;
+  if (!mine) { /* another realm's engine is not probed for this caller */
+    mc_free(old);
+    return reply_text(c, MHD_HTTP_FORBIDDEN, NOT_OWNER);
+  }
   if (old && mc_meta_rpc_owner_alive(old, PROBE_TIMEOUT_MS)) { /* probed without any lock held */
     mc_free(old);
     return reply_text(c, MHD_HTTP_CONFLICT, "rpc_meta key held by a live engine: not deleted");
   }
   uint64_t gen;
-  int absent = delete_key(s, key, klen, old, &gen);
+  int rc = delete_key(s, key, klen, old, realm, &gen);
   mc_free(old);
-  if (absent) return reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
+  if (rc == 2) return reply_text(c, MHD_HTTP_FORBIDDEN, NOT_OWNER);
+  if (rc) return reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
   if (defer(s, c, rq, gen, MHD_HTTP_OK, "metadata deleted")) return MHD_YES;
   persist(s, gen);
   return reply_text(c, MHD_HTTP_OK, "metadata deleted");
@@ -326,10 +382,11 @@ static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, c
     return reply_text(c, MHD_HTTP_BAD_REQUEST, "Missing key parameter");
   if (memchr(key, 0, klen)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid key parameter");
   if (get) return do_get(s, c, key, klen);
-  if (!mc_httpd_authorized(c, method, "/metadata", rq->body, rq->len)) /* docs/security.md */
+  char realm[MC_AUTH_TENANT_MAX + 1]; /* the signer's: "" = the whole cluster (docs/security.md) */
+  if (!mc_httpd_authorized_realm(c, method, "/metadata", rq->body, rq->len, realm))
     return reply_text(c, MHD_HTTP_UNAUTHORIZED, "Not authorized: a cross-site request, or no valid X-Mooncake-Auth");
-  if (put) return do_put(s, c, key, klen, rq);
-  return do_delete(s, c, key, klen, rq);
+  if (put) return do_put(s, c, key, klen, rq, realm);
+  return do_delete(s, c, key, klen, rq, realm);
 }
 
 /* ---- MHD callbacks ---- */
@@ -416,7 +473,7 @@ struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, con
   s->map = load_map(persist_path);
   const char *k;
   json_t *v;
-  json_object_foreach(s->map, k, v) s->bytes += strlen(k) + json_string_length(v);
+  json_object_foreach(s->map, k, v) s->bytes += strlen(k) + json_string_length(entry_value(v));
   s->gen = 1;
   /* Writing once now makes an unwritable path fail the start instead of every later change. */
   if (!s->map || persist(s, s->gen)) {
@@ -440,14 +497,14 @@ uint16_t mc_meta_server_port(const struct mc_meta_server *s) { return s->port; }
 
 int mc_meta_server_delete(struct mc_meta_server *s, const char *key) {
   uint64_t gen;
-  int absent = delete_key(s, key, strlen(key), NULL, &gen);
+  int absent = delete_key(s, key, strlen(key), NULL, "", &gen);
   if (!absent) persist(s, gen);
   return absent;
 }
 
 char *mc_meta_server_get(struct mc_meta_server *s, const char *key) {
   pthread_mutex_lock(&s->mu);
-  json_t *v = json_object_get(s->map, key);
+  json_t *v = entry_value(json_object_get(s->map, key));
   char *out = v ? mc_strndup(json_string_value(v), json_string_length(v)) : NULL;
   pthread_mutex_unlock(&s->mu);
   return out;
