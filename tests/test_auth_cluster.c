@@ -188,7 +188,7 @@ static void test_http_servers(void) {
   REQUIRE(master_start(&m, NULL) == 0);
   /* the embedded metadata server: reads stay open; writes need a signature */
   CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", NULL, "{\"a\":1}"), 401);
-  char auth[256], url[256];
+  char auth[MC_AUTH_HTTP_HEADER_MAX], url[256];
   snprintf(url, sizeof(url), "http://127.0.0.1:%d/metadata?key=k%%31", m.meta); /* k1, escaped otherwise */
   REQUIRE(mc_auth_http_header_for_url("PUT", url, "{\"a\":1}", 7, auth, sizeof(auth)) == 0);
   CHECK_EQ(http_req(m.meta, "PUT", "/metadata?key=k1", auth, "{\"a\":1}"), 200);
@@ -209,7 +209,7 @@ static void test_http_servers(void) {
   CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all", NULL, ""), 401);
   snprintf(url, sizeof(url), "http://127.0.0.1:%d/api/v1/remove_all?force=1", m.metrics);
   REQUIRE(mc_auth_http_header_for_url("POST", url, "", 0, auth, sizeof(auth)) == 0);
-  char both[400];
+  char both[MC_AUTH_HTTP_HEADER_MAX + 64];
   snprintf(both, sizeof(both), "%s\r\nOrigin: http://evil.example", auth);
   CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all?force=1", both, ""), 401);
   CHECK_EQ(http_req(m.metrics, "POST", "/api/v1/remove_all?force=1", auth, ""), 200);

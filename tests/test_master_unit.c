@@ -547,7 +547,7 @@ enum { OP_ECHO = 1, OP_SLOW = 2, OP_BIG = 3 };
 static atomic_int srv_closed;
 
 /* echo: the body back; slow: 1 s, then "slow"; big: a reply of the u32 size in the body */
-static int srv_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len,
+static int srv_handler(void *ctx, void **conn_ctx, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
                        struct mc_wbuf *reply) {
   (void)ctx, (void)conn_ctx;
   if (op == OP_ECHO) {

@@ -76,7 +76,7 @@ static void garbage_reply(uint16_t op, struct mc_wbuf *reply) {
   }
 }
 
-static int fake_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len,
+static int fake_handler(void *ctx, void **conn_ctx, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
                         struct mc_wbuf *reply) {
   if (op < 64) atomic_fetch_add(&op_count[op], 1);
   switch (op) {

@@ -14,6 +14,7 @@
 
 #include "client/client.h"
 #include "common/alloc.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
@@ -396,8 +397,15 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
     LOG_ERROR("setup: client HTTP port %d is not in 1-65535", cfg->http_port);
     return MC_INVALID_PARAMS;
   }
-  const char *tenant = or_default(cfg->tenant_id, "");
+  const char *tenant = or_default(cfg->tenant_id, ""), *realm = mc_auth_tenant();
   int rc = tenant_ok(tenant) ? 0 : MC_INVALID_PARAMS;
+  if (!rc && *realm) { /* a tenant's secret: its namespace is the tenant's (docs/security.md, "Tenants") */
+    if (*tenant && strcmp(tenant, realm)) {
+      LOG_ERROR("setup: tenant_id '%s' is not the tenant of this process's secret ('%s')", tenant, realm);
+      rc = MC_INVALID_PARAMS;
+    }
+    tenant = realm;
+  }
   if (!rc) rc = set_name(s, or_default(cfg->local_hostname, ""));
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);

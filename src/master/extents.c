@@ -339,6 +339,7 @@ int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
   uint64_t min_len = mc_r_u64(r), hint = mc_r_u64(r);
   struct mc_put_config pc = {0};
   mc_get_config(r, &pc);
+  pc.tenant = mc_req_of(r)->tenant; /* on the tenant's own segments (docs/security.md, "Tenants") */
   int rc = r->err ? MC_INVALID_PARAMS : mc_master_reserve_extent(m, client, min_len, hint, &pc, w);
   mc_put_config_free(&pc);
   return rc;
@@ -348,7 +349,7 @@ int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *
   struct mc_uuid client = mc_get_uuid(r);
   uint64_t ext_id = mc_r_u64(r);
   uint32_t klen;
-  const uint8_t *key = mc_r_blob(r, &klen);
+  const uint8_t *key = mc_req_key(r, &klen);
   uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
   struct mc_put_config pc = {.replica_num = 1};
   pc.soft_pin_action = mc_r_u8(r);
@@ -372,7 +373,7 @@ int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   size_t body = r->off;
   for (uint32_t i = 0; i < n && !r->err; i++) {
     uint32_t klen;
-    (void)mc_r_blob(r, &klen);
+    (void)mc_req_key(r, &klen);
     (void)mc_r_u64(r);
     (void)mc_r_u64(r);
   }
@@ -382,7 +383,7 @@ int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   mc_w_u32(w, n);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t klen;
-    const uint8_t *key = mc_r_blob(r, &klen);
+    const uint8_t *key = mc_req_key(r, &klen);
     uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
     int st = mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
     if (!st) mc_metrics_put_started(m->ms, len, 1, 1);

@@ -28,6 +28,10 @@ uint16_t mc_master_meta_port(const struct mc_master *m);
 /* One RPC: decodes body (a total decoder: malformed input -> INVALID_PARAMS), runs it, appends the
  * reply body. Unknown opcodes -> NOT_SUPPORTED. Exposed for the in-process fuzz test. */
 int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply);
+/* The same for a request of a tenant's connection (tenant NULL = a member of the whole cluster): the
+ * request is confined to the tenant's keys, segments and placement (docs/security.md, "Tenants"). */
+int mc_master_dispatch_as(struct mc_master *m, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
+                          struct mc_wbuf *reply);
 
 /* glog-style verbosity of per-request traces (0: none; 1: put allocations, misses, eviction
  * diagnostics, thread start/stop; 2: per-object eviction and replica-loss lines). Process-wide. */
@@ -40,12 +44,15 @@ int mc_master_start_admin(struct mc_master *m, uint16_t *port_out);
 /* ---- segments and clients (master.md §2.1, §2.12) ---- */
 int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client);
 int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client);
-int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client);
-int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms);
+/* tenant: the realm of the request (NULL = the whole cluster); a tenant touches only its realm's segments. */
+int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant);
+int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,
+                               const char *tenant);
 /* *status: MC_PING_OK or MC_PING_NEED_REMOUNT. */
 int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status);
-/* Appends list<{segment, str client id text, u8 state, u64 used}>. */
-void mc_master_query_segments(struct mc_master *m, struct mc_wbuf *w);
+/* Appends list<{segment, str client id text, u8 state, u64 used}>: every segment, or only those of
+ * tenant's realm (tenant non-NULL). */
+void mc_master_query_segments(struct mc_master *m, const char *tenant, struct mc_wbuf *w);
 
 /* ---- objects (master.md §2.2-2.9); keys are byte strings of klen bytes ---- */
 /* On success appends list<replica> (PROCESSING). */
@@ -83,8 +90,9 @@ int mc_regex_match(struct mc_regex *re, const char *s, size_t n);
  * shard lock: each shard's candidate keys are copied out, matched, then re-checked and removed. */
 int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, const char *scope, int force);
 /* Appends list<{str key, list<replica>}> of readable objects whose key matches (no lease), as
- * mc_master_remove_matching finds them. 0, or INVALID_PARAMS when a match hit a limit. */
-int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, struct mc_wbuf *w);
+ * mc_master_remove_matching finds them (scope likewise; NULL = every key, matched whole). 0, or
+ * INVALID_PARAMS when a match hit a limit. */
+int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, const char *scope, struct mc_wbuf *w);
 uint64_t mc_master_lease_ttl_ms(const struct mc_master *m);
 
 #endif

@@ -25,7 +25,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "master/extents.h"
 #include "master/master.h"
@@ -57,6 +59,7 @@ extern int mc_master_verbosity;
 struct mseg {
   struct mc_uuid id, client;
   char *name, *te_endpoint, *protocol, *zone, *host_id, *probe_addr; /* immutable while mounted */
+  char *tenant; /* the realm that mounted it: "" = the whole cluster, else a tenant (docs/security.md) */
   uint64_t base, size;
   _Atomic int state;          /* enum mc_seg_state */
   uint64_t grace_deadline_ns; /* seg_mu */
@@ -178,11 +181,30 @@ uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t 
 /* The same for one object (its shard locked); 1 when it was erased. */
 int mc_obj_release_if_stale(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now);
 
+/* ---- requests and tenants (rpc.c; docs/security.md, "Tenants") ---- */
+/* A request being dispatched: its reader first (the op functions are given &req->r) and who sent it. A
+ * tenant's connection is confined to the tenant's keys ("<tenant>\x1f..."), segments and placement. */
+struct mc_req {
+  struct mc_rbuf_rd r;
+  const char *tenant; /* NULL: a member of the whole cluster (or an open cluster) */
+  size_t nslen;       /* bytes of ns, 0 without a tenant */
+  char ns[MC_AUTH_TENANT_MAX + 2]; /* the tenant's key namespace "<tenant>\x1f" */
+};
+static inline struct mc_req *mc_req_of(struct mc_rbuf_rd *r) { return (struct mc_req *)r; }
+/* Reads an object key (a blob) of the request; a tenant's key outside its namespace marks the request
+ * bad (INVALID_PARAMS), so no request of a tenant names another realm's object. */
+const uint8_t *mc_req_key(struct mc_rbuf_rd *r, uint32_t *n);
+/* 1 when a segment mounted in realm seg_tenant ("" = the whole cluster) belongs to realm tenant (NULL =
+ * the whole cluster). */
+static inline int mc_same_realm(const char *seg_tenant, const char *tenant) {
+  return !strcmp(seg_tenant ? seg_tenant : "", tenant ? tenant : "");
+}
+
 /* ---- segments (segments.c) ---- */
 /* Allocates up to `want` replicas of `size` bytes on distinct segment names, in placement order
- * (preferred -> writer's host -> writer's zone -> rest). Caller holds a shard lock; takes seg_mu (read).
- * Returns the number placed and a malloc'ed array in *out (NULL when none); *nsegs_ok = allocatable
- * segments seen. */
+ * (preferred -> writer's host -> writer's zone -> rest), only on segments of the writer's realm
+ * (pc->tenant). Caller holds a shard lock; takes seg_mu (read). Returns the number placed and a
+ * malloc'ed array in *out (NULL when none); *nsegs_ok = allocatable segments of that realm seen. */
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok);
 /* used/capacity over mounted segments. */

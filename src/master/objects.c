@@ -697,8 +697,8 @@ int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, cons
   return n;
 }
 
-int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, struct mc_wbuf *w) {
-  size_t count_at = w->len;
+int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, const char *scope, struct mc_wbuf *w) {
+  size_t sl = scope ? strlen(scope) : 0, count_at = w->len;
   uint32_t count = 0;
   int rc = 0;
   struct candidates cs = {0};
@@ -710,7 +710,7 @@ int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, struct
     pthread_mutex_lock(&sh->mu);
     for (uint32_t b = 0; b < sh->nbuckets; b++)
       for (struct object *o = sh->buckets[b]; o; o = o->next)
-        if (count_readable(o)) cand_add(&cs, o, 0);
+        if (count_readable(o) && (!scope || in_scope(scope, sl, o))) cand_add(&cs, o, sl);
     pthread_mutex_unlock(&sh->mu);
     int any = cand_match(&cs, re);
     if (any < 0) {

@@ -112,6 +112,8 @@ struct mc_segment_rec {
   char *zone;        /* "" = no zone */
   char *host_id;     /* kernel boot id of the owner's host */
   char *probe_addr;  /* "ip:port" of the owner's transfer-engine control RPC (answers Probe) */
+  const char *tenant; /* not on the wire: the realm of the connection that mounts it (NULL = the whole
+                         cluster; docs/security.md, "Tenants"); set by the dispatcher, not owned */
 };
 
 #define MC_MAX_PREFERRED 64
@@ -124,6 +126,8 @@ struct mc_put_config {
   char *preferred[MC_MAX_PREFERRED];
   char *writer_host_id; /* placement: the writer's host and zone (D6) */
   char *writer_zone;
+  const char *tenant; /* not on the wire: the writer's tenant (NULL = the whole cluster); placement uses
+                         only that realm's segments (docs/security.md, "Tenants"); not owned */
 };
 
 struct mc_replica_rec {

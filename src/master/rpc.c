@@ -58,11 +58,24 @@ static void count_start(struct mc_master *m, int st, const struct mc_wbuf *w, si
   else mc_metrics_put_started(m->ms, len, read_u32_at(w, at), pc->replica_num);
 }
 
+const uint8_t *mc_req_key(struct mc_rbuf_rd *r, uint32_t *n) {
+  const uint8_t *p = mc_r_blob(r, n);
+  struct mc_req *q = mc_req_of(r);
+  if (!r->err && q->nslen && (*n < q->nslen || memcmp(p, q->ns, q->nslen))) {
+    LOG_WARN_LIMITED("tenant %s: a request names a key outside its namespace; answered INVALID_PARAMS", q->tenant);
+    r->err = 1;
+  }
+  return p;
+}
+
 static struct key get_key(struct mc_rbuf_rd *r) {
   struct key k;
-  k.p = mc_r_blob(r, &k.n);
+  k.p = mc_req_key(r, &k.n);
   return k;
 }
+
+/* A tenant's request is about its own segments and placement (docs/security.md, "Tenants"). */
+static const char *tenant_of(struct mc_rbuf_rd *r) { return mc_req_of(r)->tenant; }
 
 /* Arrays sized by a request's counts use the non-aborting allocator: a huge batch fails, not the master.
  * On failure the reader is marked bad (the request is answered INVALID_PARAMS) and *n is 0. */
@@ -104,6 +117,7 @@ static int op_ping(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w)
 static int op_mount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_segment_rec s;
   mc_get_segment(r, &s);
+  s.tenant = tenant_of(r);
   struct mc_uuid client = mc_get_uuid(r);
   int rc = r->err ? MC_INVALID_PARAMS : mc_master_mount(m, &s, client);
   mc_segment_rec_free(&s);
@@ -113,7 +127,10 @@ static int op_mount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w
 static int op_remount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   uint32_t n = mc_r_count(r, SEGMENT_MIN_BYTES);
   struct mc_segment_rec *s = request_array(r, &n, sizeof(*s));
-  for (uint32_t i = 0; i < n; i++) mc_get_segment(r, &s[i]);
+  for (uint32_t i = 0; i < n; i++) {
+    mc_get_segment(r, &s[i]);
+    s[i].tenant = tenant_of(r);
+  }
   struct mc_uuid client = mc_get_uuid(r);
   int rc = r->err ? MC_INVALID_PARAMS : mc_master_remount(m, s, n, client);
   for (uint32_t i = 0; i < n; i++) mc_segment_rec_free(&s[i]);
@@ -123,17 +140,17 @@ static int op_remount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf 
 
 static int op_unmount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid seg = mc_get_uuid(r), client = mc_get_uuid(r);
-  return r->err ? MC_INVALID_PARAMS : mc_master_unmount(m, seg, client);
+  return r->err ? MC_INVALID_PARAMS : mc_master_unmount(m, seg, client, tenant_of(r));
 }
 
 static int op_graceful_unmount(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid seg = mc_get_uuid(r), client = mc_get_uuid(r);
   uint64_t grace = mc_r_u64(r);
-  return r->err ? MC_INVALID_PARAMS : mc_master_graceful_unmount(m, seg, client, grace);
+  return r->err ? MC_INVALID_PARAMS : mc_master_graceful_unmount(m, seg, client, grace, tenant_of(r));
 }
 
 static int op_query_segments(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  mc_master_query_segments(m, w);
+  mc_master_query_segments(m, tenant_of(r), w);
   return 0;
 }
 
@@ -148,6 +165,7 @@ static int single_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbu
   uint64_t len = mc_r_u64(r);
   struct mc_put_config pc = {0};
   mc_get_config(r, &pc);
+  pc.tenant = tenant_of(r);
   size_t at = w->len;
   int rc = r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, len, &pc, w);
   if (!r->err) count_start(m, rc, w, at, len, &pc);
@@ -192,6 +210,7 @@ static int batch_start(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, s
   }
   struct mc_put_config pc = {0};
   mc_get_config(r, &pc);
+  pc.tenant = tenant_of(r);
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
     uint32_t failed = 0;
@@ -417,7 +436,8 @@ int mc_regex_match(struct mc_regex *re, const char *s, size_t n) {
 static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_regex *re = compile(r);
   if (!re) return MC_INVALID_PARAMS;
-  int rc = mc_master_replicas_matching(m, re, w);
+  struct mc_req *q = mc_req_of(r);
+  int rc = mc_master_replicas_matching(m, re, q->nslen ? q->ns : NULL, w);
   regex_free(re);
   return rc;
 }
@@ -454,7 +474,8 @@ static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, str
   struct mc_uuid client = mc_get_uuid(r);
   uint32_t n;
   struct key *k = get_keys(r, &n);
-  struct key seg = get_key(r);
+  struct key seg;
+  seg.p = mc_r_blob(r, &seg.n); /* a segment name, not an object key */
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
     uint32_t cleared = 0;
@@ -475,6 +496,8 @@ static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct 
   struct mc_regex *re = compile(r);
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
+  struct mc_req *q = mc_req_of(r);
+  if (q->nslen && (!scope || strcmp(scope, q->ns))) r->err = 1; /* a tenant's: its own namespace, said */
   int64_t n = re && !r->err ? mc_master_remove_matching(m, re, scope, force) : MC_INVALID_PARAMS;
   if (n >= 0) mc_w_i64(w, n);
   regex_free(re);
@@ -485,6 +508,8 @@ static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct 
 static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
+  struct mc_req *q = mc_req_of(r);
+  if (q->nslen && (!scope || strcmp(scope, q->ns))) r->err = 1; /* a tenant's: its own namespace, said */
   if (!r->err) mc_w_i64(w, mc_master_remove_matching(m, NULL, scope, force));
   mc_free(scope);
   return r->err ? MC_INVALID_PARAMS : 0;
@@ -541,13 +566,26 @@ static const op_fn ops[] = {
     [MC_OP_BATCH_REPLICA_CLEAR] = op_batch_replica_clear,
 };
 
-int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
+int mc_master_dispatch_as(struct mc_master *m, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
+                          struct mc_wbuf *reply) {
   if (op >= MC_ARRAY_LEN(ops) || !ops[op]) return MC_NOT_SUPPORTED;
-  struct mc_rbuf_rd r;
-  mc_r_init(&r, body, len);
-  int rc = ops[op](m, &r, reply);
+  struct mc_req q = {.tenant = tenant && *tenant ? tenant : NULL};
+  if (q.tenant) {
+    size_t tl = strnlen(q.tenant, MC_AUTH_TENANT_MAX + 1);
+    if (tl > MC_AUTH_TENANT_MAX) return MC_INVALID_PARAMS;
+    memcpy(q.ns, q.tenant, tl);
+    q.ns[tl] = 0x1f;
+    q.ns[tl + 1] = 0;
+    q.nslen = tl + 1;
+  }
+  mc_r_init(&q.r, body, len);
+  int rc = ops[op](m, &q.r, reply);
   if (!rc && reply->err) rc = MC_INVALID_PARAMS; /* the reply outgrew its bound (docs/master.md "Limits") */
   mc_metrics_rpc(m->ms, op, rc);
   if (rc) reply->len = 0; /* an error carries no body */
   return rc;
+}
+
+int mc_master_dispatch(struct mc_master *m, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
+  return mc_master_dispatch_as(m, NULL, op, body, len, reply);
 }

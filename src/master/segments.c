@@ -57,7 +57,8 @@ static int in_tier(const struct place *p, const struct mseg *s, int tier) {
 }
 
 static int allocatable(const struct place *p, const struct mseg *s) {
-  return atomic_load(&s->state) == MC_SEG_OK && !name_used(p, s->name) && mc_now_ns() >= atomic_load(&s->alloc_after_ns);
+  return atomic_load(&s->state) == MC_SEG_OK && mc_same_realm(s->tenant, p->pc->tenant) && !name_used(p, s->name) &&
+         mc_now_ns() >= atomic_load(&s->alloc_after_ns);
 }
 
 /* One replica on s if it has room. */
@@ -167,16 +168,17 @@ static void walk_tier(struct place *p, int tier) {
   }
 }
 
-static uint32_t count_ok(struct mc_master *m) {
+static uint32_t count_ok(struct mc_master *m, const char *tenant) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < m->nsegs; i++) n += atomic_load(&m->segs[i]->state) == MC_SEG_OK;
+  for (uint32_t i = 0; i < m->nsegs; i++)
+    n += atomic_load(&m->segs[i]->state) == MC_SEG_OK && mc_same_realm(m->segs[i]->tenant, tenant);
   return n;
 }
 
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok) {
   pthread_rwlock_rdlock(&m->seg_mu);
-  *nsegs_ok = count_ok(m);
+  *nsegs_ok = count_ok(m, pc->tenant);
   struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash, .want = MC_MIN(want, *nsegs_ok)};
   if (p.want) {
     p.reps = mc_malloc(sizeof(*p.reps) * p.want);
@@ -259,6 +261,7 @@ static struct mseg *seg_new(const struct mc_segment_rec *r, struct mc_uuid clien
   s->zone = mc_strdup(r->zone ? r->zone : "");
   s->host_id = mc_strdup(r->host_id ? r->host_id : "");
   s->probe_addr = mc_strdup(r->probe_addr ? r->probe_addr : "");
+  s->tenant = mc_strdup(r->tenant ? r->tenant : "");
   s->base = r->base;
   s->size = r->size;
   s->tlsf = mc_tlsf_create(r->size);
@@ -272,6 +275,7 @@ static void seg_free(struct mseg *s) {
   pthread_mutex_destroy(&s->alloc_mu);
   mc_free(s->name);
   mc_free(s->te_endpoint);
+  mc_free(s->tenant);
   mc_free(s->protocol);
   mc_free(s->zone);
   mc_free(s->host_id);
@@ -441,17 +445,20 @@ int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, ui
   return first;
 }
 
-/* Finds the segment and checks ownership: 0 found, 1 unknown (OK), or INVALID_PARAMS. */
-static int owned_seg_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, struct mseg **out) {
+/* Finds the segment and checks ownership (the client, and the realm of a tenant's request): 0 found, 1
+ * unknown (OK), or INVALID_PARAMS. */
+static int owned_seg_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, const char *tenant,
+                            struct mseg **out) {
   *out = seg_find_locked(m, id);
   if (!*out) return 1;
-  return mc_uuid_eq((*out)->client, client) ? 0 : MC_INVALID_PARAMS;
+  return mc_uuid_eq((*out)->client, client) && (!tenant || mc_same_realm((*out)->tenant, tenant)) ? 0
+                                                                                               : MC_INVALID_PARAMS;
 }
 
-int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client) {
+int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant) {
   struct mseg *s;
   pthread_rwlock_wrlock(&m->seg_mu);
-  int rc = owned_seg_locked(m, seg_id, client, &s);
+  int rc = owned_seg_locked(m, seg_id, client, tenant, &s);
   if (!rc) mc_seg_detach_locked(m, s);
   pthread_rwlock_unlock(&m->seg_mu);
   if (rc) return rc == 1 ? 0 : rc;
@@ -460,10 +467,11 @@ int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid
   return 0;
 }
 
-int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms) {
+int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,
+                               const char *tenant) {
   struct mseg *s;
   pthread_rwlock_wrlock(&m->seg_mu);
-  int rc = owned_seg_locked(m, seg_id, client, &s);
+  int rc = owned_seg_locked(m, seg_id, client, tenant, &s);
   if (!rc && atomic_load(&s->state) != MC_SEG_GRACEFULLY_UNMOUNTING) {
     atomic_store(&s->state, MC_SEG_GRACEFULLY_UNMOUNTING);
     s->grace_deadline_ns = mc_now_ns() + grace_ms * MC_NS_PER_MS;
@@ -473,11 +481,14 @@ int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struc
   return rc == 1 ? 0 : rc;
 }
 
-void mc_master_query_segments(struct mc_master *m, struct mc_wbuf *w) {
+void mc_master_query_segments(struct mc_master *m, const char *tenant, struct mc_wbuf *w) {
   pthread_rwlock_rdlock(&m->seg_mu);
-  mc_w_u32(w, m->nsegs);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->nsegs; i++) n += !tenant || mc_same_realm(m->segs[i]->tenant, tenant);
+  mc_w_u32(w, n);
   for (uint32_t i = 0; i < m->nsegs; i++) {
     struct mseg *s = m->segs[i];
+    if (tenant && !mc_same_realm(s->tenant, tenant)) continue;
     struct mc_segment_rec r = {.id = s->id, .name = s->name, .base = s->base, .size = s->size,
                                .te_endpoint = s->te_endpoint, .protocol = s->protocol, .zone = s->zone,
                                .host_id = s->host_id, .probe_addr = s->probe_addr};

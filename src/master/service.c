@@ -119,9 +119,10 @@ uint16_t mc_master_meta_port(const struct mc_master *m) {
   return m->meta_server ? mc_meta_server_port(m->meta_server) : 0;
 }
 
-static int rpc_handler(void *ctx, void **conn_ctx, uint16_t op, const uint8_t *body, size_t len, struct mc_wbuf *reply) {
+static int rpc_handler(void *ctx, void **conn_ctx, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
+                       struct mc_wbuf *reply) {
   (void)conn_ctx;
-  return mc_master_dispatch(ctx, op, body, len, reply);
+  return mc_master_dispatch_as(ctx, tenant, op, body, len, reply);
 }
 
 int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out) {

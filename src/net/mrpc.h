@@ -17,9 +17,11 @@
 #define MC_MRPC_MAX_BODY (256u << 20)
 
 /* Handler: decode `body`, append the reply body to `reply`, return the status (0 or a negative
- * ErrorCode) sent in the reply header. `conn_ctx` is per connection (see on_close). */
-typedef int (*mc_mrpc_handler)(void *ctx, void **conn_ctx, uint16_t opcode, const uint8_t *body, size_t len,
-                               struct mc_wbuf *reply);
+ * ErrorCode) sent in the reply header. `conn_ctx` is per connection (see on_close). `tenant`: the tenant
+ * the connection authenticated as (docs/security.md, "Tenants"), or NULL for a member of the whole
+ * cluster (or an open cluster). */
+typedef int (*mc_mrpc_handler)(void *ctx, void **conn_ctx, const char *tenant, uint16_t opcode, const uint8_t *body,
+                               size_t len, struct mc_wbuf *reply);
 typedef void (*mc_mrpc_on_close)(void *ctx, void *conn_ctx);
 
 /* A frame header, decoded. */

@@ -251,7 +251,7 @@ static int send_raw(struct mc_mrpc_server *s, struct conn *c, const uint8_t *p, 
 /* The cluster-secret handshake, before the first frame. IO_SERVED once done (frames may follow in
  * c->in), IO_IDLE while it needs more bytes, IO_WANT_OUT while its answer is unsent, IO_CLOSE. */
 static enum io serve_auth(struct mc_mrpc_server *s, struct conn *c) {
-  uint8_t out[MC_AUTH_CHALLENGE_LEN];
+  uint8_t out[MC_AUTH_CHALLENGE_MAX];
   size_t out_len = 0;
   long used = mc_auth_srv_feed(&c->auth, "master", c->in + c->lo, c->hi - c->lo, out, &out_len, &c->authed);
   if (used > 0) c->lo += (size_t)used;
@@ -299,7 +299,7 @@ static int32_t handle(struct mc_mrpc_server *s, struct conn *c, const struct mc_
                       struct mc_wbuf *reply) {
   if (h->version != MC_MRPC_VERSION) return MC_INVALID_VERSION;
   reply->max = (size_t)MC_MIN((uint64_t)MC_MRPC_MAX_BODY, s->max_inflight);
-  int32_t status = s->handler(s->ctx, &c->conn_ctx, h->op, body, h->len, reply);
+  int32_t status = s->handler(s->ctx, &c->conn_ctx, c->auth.realm[0] ? c->auth.realm : NULL, h->op, body, h->len, reply);
   int over = !reply->err && reply->len > IN_KEEP && !charge(s, &s->out_bytes, &c->charged_out, reply->len);
   if (reply->err || over) {
     if (log_due(&s->last_reply_log_ns))

@@ -125,7 +125,7 @@ int mc_curl_request(const char *method, const char *url, const char *body, size_
   /* "Expect:" stops curl from waiting for 100-continue before large bodies. */
   struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
   hdrs = curl_slist_append(hdrs, "Expect:");
-  char auth[256]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
+  char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
   if (!mc_auth_http_header_for_url(method, url, body, body ? body_len : 0, auth, sizeof(auth)))
     hdrs = curl_slist_append(hdrs, auth);
   set_common_opts(h, url, resp, errbuf);

@@ -54,7 +54,7 @@ static void reset(void) {
   for (int round = 0; round < 16 && (n = snapshot(ids, NULL, 256, 0)) > 0; round++)
     for (uint32_t i = 0; i < n; i++) mc_client_expire(master, ids[i], "fuzz reset", NULL);
   for (int round = 0; round < 16 && (n = snapshot(ids, owners, 256, 1)) > 0; round++)
-    for (uint32_t i = 0; i < n; i++) mc_master_unmount(master, ids[i], owners[i]);
+    for (uint32_t i = 0; i < n; i++) mc_master_unmount(master, ids[i], owners[i], NULL);
   mc_master_remove_matching(master, NULL, NULL, 1);
 }
 

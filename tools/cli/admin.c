@@ -47,7 +47,7 @@ int mc_admin_request(const char *addr, const char *method, const char *path, lon
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (!strcmp(method, "POST")) curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-    char auth[256]; /* a mutating request is signed with the cluster secret (docs/security.md) */
+    char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a mutating request is signed with the cluster secret (docs/security.md) */
     struct curl_slist *hdrs = NULL;
     if (!mc_auth_http_header_for_url(method, url, "", 0, auth, sizeof(auth))) hdrs = curl_slist_append(NULL, auth);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);

@@ -658,23 +658,34 @@ static int cmd_metrics(struct cli *c, int argc, char **argv) {
 }
 
 /* mooncake secret generate [FILE]: a new cluster secret (docs/security.md), written with mode 0600 and
- * never over an existing file; without FILE (or "-") it is printed. */
+ * never over an existing file; without FILE (or "-") it is printed.
+ * mooncake secret tenant ID [FILE]: tenant ID's secret, derived from the cluster secret this process
+ * holds (MC_CLUSTER_SECRET_FILE), written the same way. */
 static int cmd_secret(struct cli *c, int argc, char **argv) {
   (void)c;
   struct opt opts[] = {{NULL}};
-  const char *pos[2];
+  const char *pos[3];
   int npos;
-  PARSE("secret", opts, pos, 2, npos);
-  if (npos < 1 || strcmp(pos[0], "generate")) return bad_args("secret", "the only subcommand is 'generate [FILE]'");
-  const char *path = npos > 1 ? pos[1] : "-";
-  int rc = mc_auth_generate(path);
+  PARSE("secret", opts, pos, 3, npos);
+  int tenant = npos >= 2 && !strcmp(pos[0], "tenant");
+  if (npos < 1 || (!tenant && strcmp(pos[0], "generate")) || (!tenant && npos > 2))
+    return bad_args("secret", "subcommands: 'generate [FILE]', 'tenant ID [FILE]'");
+  const char *path = npos > 1 + tenant ? pos[1 + tenant] : "-";
+  int rc = tenant ? mc_auth_generate_tenant(pos[1], path) : mc_auth_generate(path);
+  if (rc == -EPERM) {
+    fprintf(stderr, "mooncake secret tenant: needs the cluster secret (MC_CLUSTER_SECRET_FILE of a member of the "
+                    "whole cluster, not a tenant's)\n");
+    return EX_FAIL;
+  }
+  if (rc == -EINVAL) return bad_args("secret", "a tenant id is 1 to 128 bytes without control characters, not 'default'");
   if (rc) {
     fprintf(stderr, "mooncake secret: cannot write %s: %s\n", path, strerror(-rc));
     return EX_FAIL;
   }
   if (strcmp(path, "-"))
-    fprintf(stderr, "wrote a new cluster secret to %s (mode 0600); give every process MC_CLUSTER_SECRET_FILE=%s\n", path,
-            path);
+    fprintf(stderr, "wrote %s to %s (mode 0600); give %s MC_CLUSTER_SECRET_FILE=%s\n",
+            tenant ? "a tenant secret" : "a new cluster secret", path,
+            tenant ? "every process of that tenant" : "every process", path);
   return EX_OK;
 }
 
@@ -709,9 +720,11 @@ static const struct command command_table[] = {
      "The guide's five metrics plus the key count. --follow prints a line every --interval seconds (default 1),\n"
      "--count N times (default: until interrupted); with --json, --follow prints one JSON document per line.",
      cmd_metrics},
-    {"secret", "generate [FILE]",
-     "Writes a new random cluster secret to FILE (mode 0600, never over an existing file) or prints it;\n"
-     "processes started with MC_CLUSTER_SECRET_FILE=FILE only talk to peers that hold it (docs/security.md).",
+    {"secret", "generate [FILE] | tenant ID [FILE]",
+     "generate: writes a new random cluster secret to FILE (mode 0600, never over an existing file) or prints\n"
+     "it; processes started with MC_CLUSTER_SECRET_FILE=FILE only talk to peers that hold it. tenant: writes\n"
+     "tenant ID's secret, derived from the cluster secret of MC_CLUSTER_SECRET_FILE; processes started with\n"
+     "it are confined to that tenant's keys and storage (docs/security.md).",
      cmd_secret},
     {"help", "[command]", "Describes the commands.", cmd_help},
     {NULL, NULL, NULL, NULL},
