@@ -121,7 +121,7 @@ static void test_soft_pin_second_pass(void) {
   struct env e;
   REQUIRE(env_start(&e, args) == 0);
   struct mc_put_config soft = mt_cfg(1), plain = mt_cfg(1);
-  soft.soft_pin_action = MC_SOFT_PIN_ENABLE;
+  soft.soft_pin_action = MC_SOFT_PIN_SET;
   REQUIRE(put_n(&e, "s", 19, 1024, &soft) == 0);
   REQUIRE(put_n(&e, "p", 1, 1024, &plain) == 0);
   CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=5, eviction_base=20"));
@@ -147,7 +147,7 @@ static void test_soft_pin_expiry(void) {
   struct env e;
   REQUIRE(env_start(&e, args) == 0);
   struct mc_put_config soft = mt_cfg(1);
-  soft.soft_pin_action = MC_SOFT_PIN_ENABLE;
+  soft.soft_pin_action = MC_SOFT_PIN_SET;
   soft.soft_pin_ttl_ms = 300;
   REQUIRE(put_n(&e, "x", 10, 1024, &soft) == 0);
   mc_tp_sleep_ms(400);

@@ -12,7 +12,6 @@
 #include "common/util.h"
 
 #define BAD_CALL (-1)
-#define REPLICA_COMPLETE 3
 
 /* The master-protocol config from the native one (NULL = defaults); -600 for invalid combinations. */
 static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struct mc_put_config *out) {
@@ -27,7 +26,7 @@ static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struc
                                                in->preferred_segments_count};
   int rc = mc_put_config_from(s, &base, out);
   if (rc || !in) return rc;
-  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* MC_SOFT_PIN_* match the protocol's values */
+  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* the protocol carries enum mc_soft_pin itself (master/proto.h) */
   out->soft_pin_ttl_ms = in->soft_pin_ttl_ms < 0 ? -1 : in->soft_pin_ttl_ms;
   return 0;
 }
@@ -241,7 +240,7 @@ int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replic
     mc_replica_desc_t *d = mc_calloc(l.n ? l.n : 1, sizeof(*d));
     for (uint32_t i = 0; i < l.n; i++) {
       const struct mc_replica_rec *r = &l.reps[i];
-      if (r->status != REPLICA_COMPLETE) continue;
+      if (r->status != MC_REPLICA_COMPLETE) continue;
       d[rc++] = (mc_replica_desc_t){r->status, r->size, r->address, mc_strdup(r->te_endpoint),
                                     mc_strdup(r->segment_name)};
     }

@@ -14,7 +14,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#define REPLICA_COMPLETE 3
 #define LOOKUP_CHUNK 8192 /* keys per master lookup and transfer batch */
 #define LONG_READ_MS (MC_FASTPUT_CONTACT_NS / 1000000) /* 2 s: below the master's remount quiet period */
 #define VIEW_CHECK_MS 2000
@@ -76,7 +75,7 @@ static uint32_t order_replicas(struct mc_store *s, const struct mcli_reps *l, ui
   for (int rank = 0; rank <= 3; rank++)
     for (int late = 0; late <= 1; late++)
       for (uint32_t i = 0; i < l->n; i++)
-        if (l->reps[i].status == REPLICA_COMPLETE && replica_rank(s, &l->reps[i]) == rank &&
+        if (l->reps[i].status == MC_REPLICA_COMPLETE && replica_rank(s, &l->reps[i]) == rank &&
             (rank ? shunned(s, l->reps[i].te_endpoint, now) : 0) == late) /* our own memory: never shunned */
           idx[k++] = i;
   return k;

@@ -18,7 +18,7 @@ int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in
   size_t n = in ? in->replica_num : 1;
   if (n == 0 || n > UINT32_MAX) return MC_INVALID_PARAMS;
   out->replica_num = (uint32_t)n;
-  out->soft_pin_action = in && in->with_soft_pin ? MC_SOFT_PIN_ENABLE : MC_SOFT_PIN_PRESERVE;
+  out->soft_pin_action = in && in->with_soft_pin ? MC_SOFT_PIN_SET : MC_SOFT_PIN_KEEP;
   out->soft_pin_ttl_ms = -1;
   out->with_hard_pin = in && in->with_hard_pin ? 1 : 0;
   for (size_t i = 0; in && in->preferred_segments && i < in->preferred_segments_count; i++) {

@@ -35,7 +35,7 @@ static int soft_pinned(const struct object *o, uint64_t now) {
 static int evictable(const struct object *o) {
   int any = 0;
   for (uint32_t i = 0; i < o->nrep; i++) {
-    if (o->rep[i].status != REP_COMPLETE) return 0;
+    if (o->rep[i].status != MC_REPLICA_COMPLETE) return 0;
     any |= seg_readable(o->rep[i].seg);
   }
   return any && !o->hard_pin;

@@ -188,7 +188,7 @@ static int fit_share(struct replica *r, uint64_t min_len, uint64_t *len) {
 
 static void encode_grant(struct mc_master *m, const struct extent *e, struct mc_wbuf *w) {
   struct mseg *s = e->seg;
-  struct mc_replica_rec rec = {.status = REP_PROCESSING, .size = e->len, .address = s->base + e->base,
+  struct mc_replica_rec rec = {.status = MC_REPLICA_PROCESSING, .size = e->len, .address = s->base + e->base,
                                .te_endpoint = s->te_endpoint, .segment_name = s->name, .protocol = s->protocol,
                                .zone = s->zone, .host_id = s->host_id};
   mc_w_u64(w, e->id);
@@ -309,7 +309,7 @@ static int carve_range(void *ctx, int keep, struct replica *out) {
     return MC_INVALID_PARAMS;
   }
   replace_piece(e, (uint32_t)i, head, tail);
-  if (keep) *out = (struct replica){.seg = s, .blk = mid, .off = e->base + c->off, .status = REP_COMPLETE};
+  if (keep) *out = (struct replica){.seg = s, .blk = mid, .off = e->base + c->off, .status = MC_REPLICA_COMPLETE};
   e->deadline_ns = mc_now_ns() + e->lease_ns;
   pthread_mutex_unlock(&x->mu);
   return 0;

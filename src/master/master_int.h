@@ -45,7 +45,6 @@ struct mc_mstats;
 #define MC_NS_PER_MS 1000000ull
 #define MC_NS_PER_S 1000000000ull
 
-enum { REP_PROCESSING = 2, REP_COMPLETE = 3 }; /* replica status numbers of master.md §2.2 */
 
 /* Per-request traces (--v=1 and above) at INFO; operational lines use LOG_INFO directly. */
 extern int mc_master_verbosity;

@@ -196,42 +196,9 @@ struct op_name {
   int batch;
 };
 
-static const struct op_name op_names[] = {
-    {MC_OP_SERVICE_READY, "service_ready", 0},
-    {MC_OP_PING, "ping", 0},
-    {MC_OP_MOUNT_SEGMENT, "mount_segment", 0},
-    {MC_OP_REMOUNT_SEGMENTS, "remount_segment", 0},
-    {MC_OP_UNMOUNT_SEGMENT, "unmount_segment", 0},
-    {MC_OP_GRACEFUL_UNMOUNT, "graceful_unmount_segment", 0},
-    {MC_OP_PUT_START, "put_start", 0},
-    {MC_OP_PUT_END, "put_end", 0},
-    {MC_OP_PUT_REVOKE, "put_revoke", 0},
-    {MC_OP_UPSERT_START, "upsert_start", 0},
-    {MC_OP_UPSERT_END, "upsert_end", 0},
-    {MC_OP_UPSERT_REVOKE, "upsert_revoke", 0},
-    {MC_OP_GET_REPLICA_LIST, "get_replica_list", 0},
-    {MC_OP_EXIST_KEY, "exist_key", 0},
-    {MC_OP_GET_REPLICA_LIST_BY_REGEX, "get_replica_list_by_regex", 0},
-    {MC_OP_REMOVE, "remove", 0},
-    {MC_OP_REMOVE_BY_REGEX, "remove_by_regex", 0},
-    {MC_OP_REMOVE_ALL, "remove_all", 0},
-    {MC_OP_QUERY_SEGMENTS, "query_segments", 0},
-    {MC_OP_REPORT_CLIENT_STATS, "report_client_stats", 0},
-    {MC_OP_RESERVE_EXTENT, "reserve_extent", 0},
-    {MC_OP_COMMIT_PUT, "commit_put", 0},
-    {MC_OP_RELEASE_EXTENT, "release_extent", 0},
-    {MC_OP_BATCH_PUT_START, "put_start", 1},
-    {MC_OP_BATCH_PUT_END, "put_end", 1},
-    {MC_OP_BATCH_PUT_REVOKE, "put_revoke", 1},
-    {MC_OP_BATCH_UPSERT_START, "upsert_start", 1},
-    {MC_OP_BATCH_UPSERT_END, "upsert_end", 1},
-    {MC_OP_BATCH_UPSERT_REVOKE, "upsert_revoke", 1},
-    {MC_OP_BATCH_GET_REPLICA_LIST, "get_replica_list", 1},
-    {MC_OP_BATCH_EXIST_KEY, "exist_key", 1},
-    {MC_OP_BATCH_REMOVE, "remove", 1},
-    {MC_OP_BATCH_REPLICA_CLEAR, "replica_clear", 1},
-    {MC_OP_BATCH_COMMIT_PUT, "commit_put", 1},
-};
+#define OP_NAME_(name, code, metric, batch, handler) {MC_OP_##name, #metric, batch},
+static const struct op_name op_names[] = {MC_MASTER_OPS(OP_NAME_)};
+#undef OP_NAME_
 
 static void op_counter(struct mc_wbuf *w, const struct op_name *o, const char *what, const char *help, uint64_t v) {
   char name[128], text[256];

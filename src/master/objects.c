@@ -195,14 +195,14 @@ static uint32_t count_status(const struct object *o, uint8_t status) {
 /* Readable = COMPLETE on a mounted segment (master.md §2.2). */
 static uint32_t count_readable(const struct object *o) {
   uint32_t n = 0;
-  for (uint32_t i = 0; i < o->nrep; i++) n += o->rep[i].status == REP_COMPLETE && seg_readable(o->rep[i].seg);
+  for (uint32_t i = 0; i < o->nrep; i++) n += o->rep[i].status == MC_REPLICA_COMPLETE && seg_readable(o->rep[i].seg);
   return n;
 }
 
 static void encode_readable(struct mc_wbuf *w, const struct object *o) {
   mc_w_u32(w, count_readable(o));
   for (uint32_t i = 0; i < o->nrep; i++)
-    if (o->rep[i].status == REP_COMPLETE && seg_readable(o->rep[i].seg)) mc_obj_encode_replica(w, o, &o->rep[i]);
+    if (o->rep[i].status == MC_REPLICA_COMPLETE && seg_readable(o->rep[i].seg)) mc_obj_encode_replica(w, o, &o->rep[i]);
 }
 
 static void grant_lease(struct mc_master *m, struct object *o, uint64_t now) {
@@ -227,13 +227,13 @@ static int soft_pin_ttl(const struct mc_master *m, const struct mc_put_config *p
   int given = pc->soft_pin_ttl_ms != -1;
   if (pc->soft_pin_ttl_ms < -1) return MC_INVALID_PARAMS;
   *ttl_ms = 0;
-  if (pc->soft_pin_action == MC_SOFT_PIN_ENABLE) {
+  if (pc->soft_pin_action == MC_SOFT_PIN_SET) {
     uint64_t ttl = given ? (uint64_t)pc->soft_pin_ttl_ms : MC_MIN(m->cfg.soft_pin_ttl_ms, m->cfg.max_soft_pin_ttl_ms);
     if (ttl > m->cfg.max_soft_pin_ttl_ms) return MC_INVALID_PARAMS;
     *ttl_ms = ttl;
     return 0;
   }
-  if (pc->soft_pin_action != MC_SOFT_PIN_PRESERVE && pc->soft_pin_action != MC_SOFT_PIN_DISABLE) return MC_INVALID_PARAMS;
+  if (pc->soft_pin_action != MC_SOFT_PIN_KEEP && pc->soft_pin_action != MC_SOFT_PIN_CLEAR) return MC_INVALID_PARAMS;
   return given ? MC_INVALID_PARAMS : 0;
 }
 
@@ -258,7 +258,7 @@ static uint64_t put_age(const struct object *o, uint64_t now) {
 
 /* An existing object blocks a new put unless it is a stale, incomplete put (which gets preempted). */
 static int may_replace(struct mc_master *m, struct object *o, uint64_t now) {
-  if (count_status(o, REP_COMPLETE)) return MC_OBJECT_ALREADY_EXISTS;
+  if (count_status(o, MC_REPLICA_COMPLETE)) return MC_OBJECT_ALREADY_EXISTS;
   if (put_age(o, now) < (uint64_t)m->cfg.put_start_discard_timeout_sec * MC_NS_PER_S)
     return MC_OBJECT_ALREADY_EXISTS;
   preempt(m, o, now);
@@ -313,7 +313,7 @@ static void install_put(struct mc_master *m, struct object *o, struct replica *r
  * another length frees the old replicas now (returns 0: o is empty and needs a fresh allocation). */
 static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, struct mc_uuid client, uint64_t len,
                            const struct mc_put_config *pc, uint64_t soft_ttl, uint64_t now, struct mc_wbuf *w) {
-  if (count_status(o, REP_PROCESSING)) {
+  if (count_status(o, MC_REPLICA_PROCESSING)) {
     preempt(m, o, now);
     return 0;
   }
@@ -336,7 +336,7 @@ static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, st
     release_all(o);
     return 0;
   }
-  for (uint32_t i = 0; i < o->nrep; i++) o->rep[i].status = REP_PROCESSING;
+  for (uint32_t i = 0; i < o->nrep; i++) o->rep[i].status = MC_REPLICA_PROCESSING;
   set_new_put(m, o, client, len, pc, soft_ttl, now);
   mc_w_u32(w, o->nrep);
   for (uint32_t i = 0; i < o->nrep; i++) mc_obj_encode_replica(w, o, &o->rep[i]);
@@ -443,10 +443,10 @@ static int owned(struct mc_master *m, struct shard *sh, uint64_t h, const void *
 
 static int do_put_end(struct mc_master *m, struct object *o, uint8_t type) {
   if (!targets_memory(type)) return MC_INVALID_WRITE;
-  uint32_t processing = count_status(o, REP_PROCESSING);
-  if (!processing) return count_status(o, REP_COMPLETE) == o->nrep ? 0 : MC_INVALID_WRITE;
+  uint32_t processing = count_status(o, MC_REPLICA_PROCESSING);
+  if (!processing) return count_status(o, MC_REPLICA_COMPLETE) == o->nrep ? 0 : MC_INVALID_WRITE;
   for (uint32_t i = 0; i < o->nrep; i++)
-    if (o->rep[i].status == REP_PROCESSING) o->rep[i].status = REP_COMPLETE;
+    if (o->rep[i].status == MC_REPLICA_PROCESSING) o->rep[i].status = MC_REPLICA_COMPLETE;
   uint64_t now = mc_now_ns();
   o->lease_ns = now; /* not leased, but the LRU age starts here */
   if (o->soft_pin_ttl_ms && !o->soft_pin_deadline_ns)
@@ -471,7 +471,7 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void 
   struct object *o = NULL;
   pthread_mutex_lock(&sh->mu);
   int rc = owned(m, sh, h, key, klen, client, &o);
-  if (!rc && (!targets_memory(type) || count_status(o, REP_PROCESSING) != o->nrep)) rc = MC_INVALID_WRITE;
+  if (!rc && (!targets_memory(type) || count_status(o, MC_REPLICA_PROCESSING) != o->nrep)) rc = MC_INVALID_WRITE;
   if (!rc) {
     release_all(o);
     mc_obj_erase(m, sh, o);
@@ -525,7 +525,7 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
   struct object *o = lookup_live(m, sh, h, key, klen);
   int rc = !o                                         ? MC_OBJECT_NOT_FOUND
            : !force && o->lease_ns > now              ? MC_OBJECT_HAS_LEASE
-           : count_status(o, REP_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
+           : count_status(o, MC_REPLICA_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
                                                       : 0;
   if (!rc) {
     release_after_lease(m, o, now); /* force: the key goes now, leased bytes stay until the lease ends */
@@ -542,7 +542,7 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
   int cleared = 0;
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
-  if (o && mc_uuid_eq(o->owner, client) && o->lease_ns <= now && count_status(o, REP_COMPLETE) == o->nrep) {
+  if (o && mc_uuid_eq(o->owner, client) && o->lease_ns <= now && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) {
     uint32_t k = 0;
     for (uint32_t i = 0; i < o->nrep; i++) {
       const char *name = o->rep[i].seg->name;
@@ -576,7 +576,7 @@ static int removable(struct mc_master *m, struct shard *sh, struct object *o, in
     mc_obj_erase(m, sh, o);
     return 0;
   }
-  return (force || o->lease_ns <= now) && count_status(o, REP_COMPLETE) == o->nrep;
+  return (force || o->lease_ns <= now) && count_status(o, MC_REPLICA_COMPLETE) == o->nrep;
 }
 
 static void remove_now(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
@@ -730,8 +730,7 @@ int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, const 
   }
   cand_free(&cs);
   if (w->err || rc) return rc;
-  uint8_t le[4] = {(uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16), (uint8_t)(count >> 24)};
-  memcpy(w->p + count_at, le, 4);
+  mc_le_put32(w->p + count_at, count);
   return 0;
 }
 
@@ -739,10 +738,10 @@ int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, const 
 
 int mc_obj_release_if_stale(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
   uint64_t tmo = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
-  if (!count_status(o, REP_PROCESSING) || put_age(o, now) < tmo) return 0;
+  if (!count_status(o, MC_REPLICA_PROCESSING) || put_age(o, now) < tmo) return 0;
   uint32_t k = 0;
   for (uint32_t i = 0; i < o->nrep; i++) {
-    if (o->rep[i].status == REP_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+    if (o->rep[i].status == MC_REPLICA_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
     else o->rep[k++] = o->rep[i];
   }
   o->nrep = k;

@@ -20,38 +20,26 @@ struct mc_uuid mc_get_uuid(struct mc_rbuf_rd *r) {
   return u;
 }
 
-void mc_put_segment(struct mc_wbuf *w, const struct mc_segment_rec *s) {
-  mc_put_uuid(w, s->id);
-  mc_w_str(w, s->name);
-  mc_w_u64(w, s->base);
-  mc_w_u64(w, s->size);
-  mc_w_str(w, s->te_endpoint);
-  mc_w_str(w, s->protocol);
-  mc_w_str(w, s->zone);
-  mc_w_str(w, s->host_id);
-  mc_w_str(w, s->probe_addr);
-}
+/* Per kind of field: how it is written, read and freed (the record lists of proto.h). */
+static void put_u8(struct mc_wbuf *w, uint8_t v) { mc_w_u8(w, v); }
+static void put_u64(struct mc_wbuf *w, uint64_t v) { mc_w_u64(w, v); }
+static void put_str(struct mc_wbuf *w, const char *v) { mc_w_str(w, v); }
+#define put_uuid mc_put_uuid
+#define get_u8 mc_r_u8
+#define get_u64 mc_r_u64
+#define get_str mc_r_str
+#define get_uuid mc_get_uuid
+#define free_u8(v) (void)(v)
+#define free_u64(v) (void)(v)
+#define free_uuid(v) (void)(v)
+#define free_str(v) mc_free(v)
+#define PUT_(kind, field) put_##kind(w, rec->field);
+#define GET_(kind, field) rec->field = get_##kind(r);
+#define FREE_(kind, field) free_##kind(rec->field);
 
-void mc_get_segment(struct mc_rbuf_rd *r, struct mc_segment_rec *s) {
-  s->id = mc_get_uuid(r);
-  s->name = mc_r_str(r);
-  s->base = mc_r_u64(r);
-  s->size = mc_r_u64(r);
-  s->te_endpoint = mc_r_str(r);
-  s->protocol = mc_r_str(r);
-  s->zone = mc_r_str(r);
-  s->host_id = mc_r_str(r);
-  s->probe_addr = mc_r_str(r);
-}
-
-void mc_segment_rec_free(struct mc_segment_rec *s) {
-  mc_free(s->name);
-  mc_free(s->te_endpoint);
-  mc_free(s->protocol);
-  mc_free(s->zone);
-  mc_free(s->host_id);
-  mc_free(s->probe_addr);
-}
+void mc_put_segment(struct mc_wbuf *w, const struct mc_segment_rec *rec) { MC_SEGMENT_FIELDS(PUT_) }
+void mc_get_segment(struct mc_rbuf_rd *r, struct mc_segment_rec *rec) { MC_SEGMENT_FIELDS(GET_) }
+void mc_segment_rec_free(struct mc_segment_rec *rec) { MC_SEGMENT_FIELDS(FREE_) }
 
 void mc_put_config(struct mc_wbuf *w, const struct mc_put_config *c) {
   mc_w_u32(w, c->replica_num);
@@ -87,35 +75,9 @@ void mc_put_config_free(struct mc_put_config *c) {
   c->writer_host_id = c->writer_zone = NULL;
 }
 
-void mc_put_replica(struct mc_wbuf *w, const struct mc_replica_rec *rep) {
-  mc_w_u8(w, rep->status);
-  mc_w_u64(w, rep->size);
-  mc_w_u64(w, rep->address);
-  mc_w_str(w, rep->te_endpoint);
-  mc_w_str(w, rep->segment_name);
-  mc_w_str(w, rep->protocol);
-  mc_w_str(w, rep->zone);
-  mc_w_str(w, rep->host_id);
-}
-
-void mc_get_replica(struct mc_rbuf_rd *r, struct mc_replica_rec *rep) {
-  rep->status = mc_r_u8(r);
-  rep->size = mc_r_u64(r);
-  rep->address = mc_r_u64(r);
-  rep->te_endpoint = mc_r_str(r);
-  rep->segment_name = mc_r_str(r);
-  rep->protocol = mc_r_str(r);
-  rep->zone = mc_r_str(r);
-  rep->host_id = mc_r_str(r);
-}
-
-void mc_replica_rec_free(struct mc_replica_rec *rep) {
-  mc_free(rep->te_endpoint);
-  mc_free(rep->segment_name);
-  mc_free(rep->protocol);
-  mc_free(rep->zone);
-  mc_free(rep->host_id);
-}
+void mc_put_replica(struct mc_wbuf *w, const struct mc_replica_rec *rec) { MC_REPLICA_FIELDS(PUT_) }
+void mc_get_replica(struct mc_rbuf_rd *r, struct mc_replica_rec *rec) { MC_REPLICA_FIELDS(GET_) }
+void mc_replica_rec_free(struct mc_replica_rec *rec) { MC_REPLICA_FIELDS(FREE_) }
 
 uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out) {
   uint32_t n = mc_r_count(r, 21);

@@ -45,45 +45,54 @@
 #define MC_MASTER_PROTO_H
 #include <stdint.h>
 
+#include "mooncake/store.h"
 #include "net/codec.h"
 
-enum mc_master_op {
-  MC_OP_SERVICE_READY = 1,
-  MC_OP_PING = 2,
-  MC_OP_MOUNT_SEGMENT = 3,
-  MC_OP_REMOUNT_SEGMENTS = 4,
-  MC_OP_UNMOUNT_SEGMENT = 5,
-  MC_OP_GRACEFUL_UNMOUNT = 6,
-  MC_OP_PUT_START = 10,
-  MC_OP_PUT_END = 11,
-  MC_OP_PUT_REVOKE = 12,
-  MC_OP_BATCH_PUT_START = 13,
-  MC_OP_BATCH_PUT_END = 14,
-  MC_OP_BATCH_PUT_REVOKE = 15,
-  MC_OP_UPSERT_START = 16,
-  MC_OP_UPSERT_END = 17,
-  MC_OP_UPSERT_REVOKE = 18,
-  MC_OP_BATCH_UPSERT_START = 19,
-  MC_OP_GET_REPLICA_LIST = 20,
-  MC_OP_BATCH_GET_REPLICA_LIST = 21,
-  MC_OP_EXIST_KEY = 22,
-  MC_OP_BATCH_EXIST_KEY = 23,
-  MC_OP_GET_REPLICA_LIST_BY_REGEX = 24,
-  MC_OP_BATCH_UPSERT_END = 25,
-  MC_OP_BATCH_UPSERT_REVOKE = 26,
-  MC_OP_REMOVE = 30,
-  MC_OP_BATCH_REMOVE = 31,
-  MC_OP_REMOVE_BY_REGEX = 32,
-  MC_OP_REMOVE_ALL = 33,
-  MC_OP_QUERY_SEGMENTS = 40,
-  MC_OP_REPORT_CLIENT_STATS = 50,
-  MC_OP_BATCH_REPLICA_CLEAR = 51,
-  /* write extents (master/extents.h): one-round-trip puts */
-  MC_OP_RESERVE_EXTENT = 60,
-  MC_OP_COMMIT_PUT = 61,
-  MC_OP_RELEASE_EXTENT = 62,
-  MC_OP_BATCH_COMMIT_PUT = 63,
-};
+/* Every opcode, once: X(NAME, code, metric, batch, handler). MC_OP_<NAME> = code; the master's
+ * dispatcher (master/rpc.c) calls `handler`; its metrics (master/metrics.c) count the opcode as
+ * master_[batch_]<metric>_* (batch 1: per-item counters too). The UPSERT_END/REVOKE forms share the PUT
+ * handlers; the write-extent opcodes (master/extents.h) are one-round-trip puts. */
+#define MC_MASTER_OPS(X)                                                                          \
+  X(SERVICE_READY, 1, service_ready, 0, op_service_ready)                                         \
+  X(PING, 2, ping, 0, op_ping)                                                                    \
+  X(MOUNT_SEGMENT, 3, mount_segment, 0, op_mount)                                                 \
+  X(REMOUNT_SEGMENTS, 4, remount_segment, 0, op_remount)                                          \
+  X(UNMOUNT_SEGMENT, 5, unmount_segment, 0, op_unmount)                                           \
+  X(GRACEFUL_UNMOUNT, 6, graceful_unmount_segment, 0, op_graceful_unmount)                        \
+  X(PUT_START, 10, put_start, 0, op_put_start)                                                    \
+  X(PUT_END, 11, put_end, 0, op_put_end)                                                          \
+  X(PUT_REVOKE, 12, put_revoke, 0, op_put_revoke)                                                 \
+  X(BATCH_PUT_START, 13, put_start, 1, op_batch_put_start)                                        \
+  X(BATCH_PUT_END, 14, put_end, 1, op_batch_put_end)                                              \
+  X(BATCH_PUT_REVOKE, 15, put_revoke, 1, op_batch_put_revoke)                                     \
+  X(UPSERT_START, 16, upsert_start, 0, op_upsert_start)                                           \
+  X(UPSERT_END, 17, upsert_end, 0, op_put_end)                                                    \
+  X(UPSERT_REVOKE, 18, upsert_revoke, 0, op_put_revoke)                                           \
+  X(BATCH_UPSERT_START, 19, upsert_start, 1, op_batch_upsert_start)                               \
+  X(GET_REPLICA_LIST, 20, get_replica_list, 0, op_get_replicas)                                   \
+  X(BATCH_GET_REPLICA_LIST, 21, get_replica_list, 1, op_batch_get_replicas)                       \
+  X(EXIST_KEY, 22, exist_key, 0, op_exist)                                                        \
+  X(BATCH_EXIST_KEY, 23, exist_key, 1, op_batch_exist)                                            \
+  X(GET_REPLICA_LIST_BY_REGEX, 24, get_replica_list_by_regex, 0, op_replicas_by_regex)            \
+  X(BATCH_UPSERT_END, 25, upsert_end, 1, op_batch_upsert_end)                                     \
+  X(BATCH_UPSERT_REVOKE, 26, upsert_revoke, 1, op_batch_upsert_revoke)                            \
+  X(REMOVE, 30, remove, 0, op_remove)                                                             \
+  X(BATCH_REMOVE, 31, remove, 1, op_batch_remove)                                                 \
+  X(REMOVE_BY_REGEX, 32, remove_by_regex, 0, op_remove_by_regex)                                  \
+  X(REMOVE_ALL, 33, remove_all, 0, op_remove_all)                                                 \
+  X(QUERY_SEGMENTS, 40, query_segments, 0, op_query_segments)                                     \
+  X(REPORT_CLIENT_STATS, 50, report_client_stats, 0, op_report_stats)                             \
+  X(BATCH_REPLICA_CLEAR, 51, replica_clear, 1, op_batch_replica_clear)                            \
+  X(RESERVE_EXTENT, 60, reserve_extent, 0, mc_op_reserve_extent)                                  \
+  X(COMMIT_PUT, 61, commit_put, 0, mc_op_commit_put)                                              \
+  X(RELEASE_EXTENT, 62, release_extent, 0, mc_op_release_extent)                                  \
+  X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)
+
+#define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
+enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
+#undef MC_OP_ENUM_
+#define MC_OP_MAX 63 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
+
 
 /* A writer starts a write into an extent only within this long of its last successful contact with
  * the master that granted it (OK ping, reserve or commit); the master keeps re-mounted segments free
@@ -99,19 +108,30 @@ struct mc_uuid {
 
 enum mc_seg_state { MC_SEG_OK = 1, MC_SEG_DRAINING, MC_SEG_DRAINED, MC_SEG_GRACEFULLY_UNMOUNTING, MC_SEG_UNMOUNTING };
 enum mc_replica_type { MC_REPLICA_MEMORY = 0, MC_REPLICA_DISK = 1, MC_REPLICA_LOCAL_DISK = 2, MC_REPLICA_ALL = 4 };
-enum mc_soft_pin_action { MC_SOFT_PIN_PRESERVE = 0, MC_SOFT_PIN_ENABLE = 1, MC_SOFT_PIN_DISABLE = 2 };
+/* soft_pin_action on the wire: the public enum mc_soft_pin (mooncake/store.h) — its values are the protocol's */
 enum mc_ping_status { MC_PING_OK = 0, MC_PING_NEED_REMOUNT = 1 };
 
+/* The records' wire fields, in wire order: X(kind, field) with kind u8 / u64 / str / uuid. The structs
+ * below, and each record's encoder, decoder and free (proto.c), are generated from these lists. */
+#define MC_REC_T_u8 uint8_t
+#define MC_REC_T_u64 uint64_t
+#define MC_REC_T_str char *
+#define MC_REC_T_uuid struct mc_uuid
+#define MC_REC_FIELD_(kind, field) MC_REC_T_##kind field;
+
+#define MC_SEGMENT_FIELDS(X) \
+  X(uuid, id)                \
+  X(str, name)        /* the owning client's local_hostname ("ip:port") */                        \
+  X(u64, base)        /* remote virtual address of the first byte */                              \
+  X(u64, size)                                                                                    \
+  X(str, te_endpoint) /* transfer-engine segment name to openSegment() */                        \
+  X(str, protocol)    /* "tcp" */                                                                 \
+  X(str, zone)        /* "" = no zone */                                                          \
+  X(str, host_id)     /* kernel boot id of the owner's host */                                    \
+  X(str, probe_addr)  /* "ip:port" of the owner's transfer-engine control RPC (answers Probe) */
+
 struct mc_segment_rec {
-  struct mc_uuid id;
-  char *name;        /* the owning client's local_hostname ("ip:port") */
-  uint64_t base;     /* remote virtual address of the first byte */
-  uint64_t size;
-  char *te_endpoint; /* transfer-engine segment name to openSegment() */
-  char *protocol;    /* "tcp" */
-  char *zone;        /* "" = no zone */
-  char *host_id;     /* kernel boot id of the owner's host */
-  char *probe_addr;  /* "ip:port" of the owner's transfer-engine control RPC (answers Probe) */
+  MC_SEGMENT_FIELDS(MC_REC_FIELD_)
   const char *tenant; /* not on the wire: the realm of the connection that mounts it (NULL = the whole
                          cluster; docs/security.md, "Tenants"); set by the dispatcher, not owned */
 };
@@ -130,15 +150,21 @@ struct mc_put_config {
                          only that realm's segments (docs/security.md, "Tenants"); not owned */
 };
 
+/* A replica's status on the wire (mc_replica_rec.status); the master keeps its replicas in these too. */
+enum mc_replica_status { MC_REPLICA_PROCESSING = 2, MC_REPLICA_COMPLETE = 3 };
+
+#define MC_REPLICA_FIELDS(X) \
+  X(u8, status)       /* enum mc_replica_status, as seen by the master */ \
+  X(u64, size)                                                            \
+  X(u64, address)     /* remote virtual address */                        \
+  X(str, te_endpoint) /* segment to open */                               \
+  X(str, segment_name)                                                    \
+  X(str, protocol)                                                        \
+  X(str, zone)                                                            \
+  X(str, host_id)
+
 struct mc_replica_rec {
-  uint8_t status;    /* 3 = COMPLETE as seen by the master */
-  uint64_t size;
-  uint64_t address;  /* remote virtual address */
-  char *te_endpoint; /* segment to open */
-  char *segment_name;
-  char *protocol;
-  char *zone;
-  char *host_id;
+  MC_REPLICA_FIELDS(MC_REC_FIELD_)
 };
 
 void mc_put_uuid(struct mc_wbuf *w, struct mc_uuid u);

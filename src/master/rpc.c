@@ -33,15 +33,12 @@ static size_t slot_i32(struct mc_wbuf *w) {
 /* Both helpers ignore a slot past the end: a reply that outgrew its bound (w->err) lost it. */
 static void patch_i32(struct mc_wbuf *w, size_t at, int32_t v) {
   if (at + 4 > w->len) return;
-  uint32_t u = (uint32_t)v;
-  uint8_t b[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
-  memcpy(w->p + at, b, 4);
+  mc_le_put32(w->p + at, (uint32_t)v);
 }
 
 static uint32_t read_u32_at(const struct mc_wbuf *w, size_t at) {
   if (at + 4 > w->len) return 0;
-  const uint8_t *p = w->p + at;
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+  return mc_le_get32(w->p + at);
 }
 
 /* A lookup (exist or replica list) found a readable object: status 0 hits; "absent" and "not readable
@@ -528,43 +525,9 @@ static int op_report_stats(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
 
 /* ------------------------------------------------------------------ dispatch */
 
-static const op_fn ops[] = {
-    [MC_OP_SERVICE_READY] = op_service_ready,
-    [MC_OP_PING] = op_ping,
-    [MC_OP_MOUNT_SEGMENT] = op_mount,
-    [MC_OP_REMOUNT_SEGMENTS] = op_remount,
-    [MC_OP_UNMOUNT_SEGMENT] = op_unmount,
-    [MC_OP_GRACEFUL_UNMOUNT] = op_graceful_unmount,
-    [MC_OP_PUT_START] = op_put_start,
-    [MC_OP_PUT_END] = op_put_end,
-    [MC_OP_PUT_REVOKE] = op_put_revoke,
-    [MC_OP_BATCH_PUT_START] = op_batch_put_start,
-    [MC_OP_BATCH_PUT_END] = op_batch_put_end,
-    [MC_OP_BATCH_PUT_REVOKE] = op_batch_put_revoke,
-    /* upserts: End/Revoke are the put forms (master.md §2.4) */
-    [MC_OP_UPSERT_START] = op_upsert_start,
-    [MC_OP_UPSERT_END] = op_put_end,
-    [MC_OP_UPSERT_REVOKE] = op_put_revoke,
-    [MC_OP_BATCH_UPSERT_START] = op_batch_upsert_start,
-    [MC_OP_BATCH_UPSERT_END] = op_batch_upsert_end,
-    [MC_OP_BATCH_UPSERT_REVOKE] = op_batch_upsert_revoke,
-    [MC_OP_GET_REPLICA_LIST] = op_get_replicas,
-    [MC_OP_BATCH_GET_REPLICA_LIST] = op_batch_get_replicas,
-    [MC_OP_EXIST_KEY] = op_exist,
-    [MC_OP_BATCH_EXIST_KEY] = op_batch_exist,
-    [MC_OP_GET_REPLICA_LIST_BY_REGEX] = op_replicas_by_regex,
-    [MC_OP_REMOVE] = op_remove,
-    [MC_OP_BATCH_REMOVE] = op_batch_remove,
-    [MC_OP_REMOVE_BY_REGEX] = op_remove_by_regex,
-    [MC_OP_REMOVE_ALL] = op_remove_all,
-    [MC_OP_QUERY_SEGMENTS] = op_query_segments,
-    [MC_OP_RESERVE_EXTENT] = mc_op_reserve_extent,
-    [MC_OP_COMMIT_PUT] = mc_op_commit_put,
-    [MC_OP_BATCH_COMMIT_PUT] = mc_op_batch_commit_put,
-    [MC_OP_RELEASE_EXTENT] = mc_op_release_extent,
-    [MC_OP_REPORT_CLIENT_STATS] = op_report_stats,
-    [MC_OP_BATCH_REPLICA_CLEAR] = op_batch_replica_clear,
-};
+#define DISPATCH_(name, code, metric, batch, handler) [MC_OP_##name] = handler,
+static const op_fn ops[MC_OP_MAX + 1] = {MC_MASTER_OPS(DISPATCH_)};
+#undef DISPATCH_
 
 int mc_master_dispatch_as(struct mc_master *m, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
                           struct mc_wbuf *reply) {

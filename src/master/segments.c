@@ -69,7 +69,7 @@ static int try_seg(struct place *p, struct mseg *s) {
   if (b) atomic_store(&s->used, mc_tlsf_used(s->tlsf));
   pthread_mutex_unlock(&s->alloc_mu);
   if (!b) return 0;
-  p->reps[p->got++] = (struct replica){.seg = s, .blk = b, .off = off, .status = REP_PROCESSING};
+  p->reps[p->got++] = (struct replica){.seg = s, .blk = b, .off = off, .status = MC_REPLICA_PROCESSING};
   return 1;
 }
 

@@ -14,6 +14,20 @@
 
 #include "common/alloc.h"
 
+/* Little-endian integers at p: the one set of such helpers for every wire format of ours (the master RPC,
+ * the control RPC's frame header, the TCP transport's request and status frames). */
+static inline void mc_le_put32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+static inline void mc_le_put64(uint8_t *p, uint64_t v) {
+  mc_le_put32(p, (uint32_t)v);
+  mc_le_put32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t mc_le_get32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t mc_le_get64(const uint8_t *p) { return mc_le_get32(p) | (uint64_t)mc_le_get32(p + 4) << 32; }
+
 struct mc_wbuf {
   uint8_t *p;
   size_t len, cap;
@@ -64,7 +78,8 @@ static inline void mc_w_bytes_raw(struct mc_wbuf *w, const void *d, size_t n) {
 }
 static inline void mc_w_u8(struct mc_wbuf *w, uint8_t v) { mc_w_bytes_raw(w, &v, 1); }
 static inline void mc_w_u32(struct mc_wbuf *w, uint32_t v) {
-  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+  uint8_t b[4];
+  mc_le_put32(b, v);
   mc_w_bytes_raw(w, b, 4);
 }
 static inline void mc_w_u64(struct mc_wbuf *w, uint64_t v) {
@@ -106,7 +121,7 @@ static inline uint8_t mc_r_u8(struct mc_rbuf_rd *r) {
 }
 static inline uint32_t mc_r_u32(struct mc_rbuf_rd *r) {
   const uint8_t *p = mc_r_take(r, 4);
-  return p ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24 : 0;
+  return p ? mc_le_get32(p) : 0;
 }
 static inline uint64_t mc_r_u64(struct mc_rbuf_rd *r) {
   uint64_t lo = mc_r_u32(r);

@@ -17,6 +17,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/codec.h"
 #include "net/conn_server.h"
 #include "net/sock.h"
 
@@ -35,8 +36,7 @@ uint64_t mc_rpc_max_length(void) {
 }
 
 int mc_rpc_decode_header(const uint8_t hdr[9], uint64_t max_len, int *type, uint64_t *json_len, int *legacy) {
-  uint64_t len = 0;
-  for (int i = 7; i >= 0; i--) len = (len << 8) | hdr[i];
+  uint64_t len = mc_le_get64(hdr);
   if (len == 0 || len > max_len) return -EPROTO;
   if (hdr[8] <= MC_RPC_PROBE) {
     *type = hdr[8];
@@ -50,14 +50,10 @@ int mc_rpc_decode_header(const uint8_t hdr[9], uint64_t max_len, int *type, uint
   return 0;
 }
 
-static void put_u64le(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static int send_frame(int fd, int type, const char *json, int timeout_ms) {
   size_t jl = strlen(json);
   uint8_t hdr[9];
-  put_u64le(hdr, jl + 1);
+  mc_le_put64(hdr, jl + 1);
   hdr[8] = (uint8_t)type;
   int rc = mc_sock_write_deadline(fd, hdr, 9, timeout_ms);
   return rc ? rc : mc_sock_write_deadline(fd, json, jl, timeout_ms);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/tsan.h"
 #include "common/util.h"
+#include "net/codec.h"
 #include "net/conn_server.h"
 #include "net/sock.h"
 #include "te/engine_internal.h"
@@ -74,15 +75,6 @@ struct tcp_tp {
   int nlanes, io_timeout_ms, connect_timeout_ms, direct;
   size_t chunk;
 };
-
-static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 /* ---------------------------------------------------------------- progress-aware I/O */
 
@@ -275,7 +267,7 @@ static int serve_reads(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf
   if (b && !cold && size <= RD_GROUP_ITEM) {
     while (m < RD_GROUP && pd->hi - pd->lo >= HDR_LEN) { /* the READs already read ahead */
       const uint8_t *x = pd->ra + pd->lo;
-      uint64_t l = get_u64(x), a = get_u64(x + 8);
+      uint64_t l = mc_le_get64(x), a = mc_le_get64(x + 8);
       if (x[16] != (OPCODE_READ | OP_V2) || l > RD_GROUP_ITEM || l > RD_GROUP_BYTES - bytes) break;
       struct mc_buf *bb = mc_engine_pin_range(tp->base.eng, a, l);
       if (bb && !mc_buf_warm(bb, a, l)) {
@@ -287,7 +279,7 @@ static int serve_reads(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf
       pd->lo += HDR_LEN;
     }
   }
-  put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
+  mc_le_put64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
   uint8_t st[RD_GROUP][8];
   struct iovec iov[2 * RD_GROUP];
   int c = 0;
@@ -295,7 +287,7 @@ static int serve_reads(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf
   /* never hand the kernel an unvalidated address, even with length 0 */
   if (b && !cold) iov[c++] = (struct iovec){(void *)(uintptr_t)addr, size};
   for (int i = 1; i < m; i++) {
-    put_u64(st[i], (STATUS_MAGIC << 32) | STATUS_OK);
+    mc_le_put64(st[i], (STATUS_MAGIC << 32) | STATUS_OK);
     iov[c++] = (struct iovec){st[i], 8};
     iov[c++] = (struct iovec){(void *)(uintptr_t)ad[i], sz[i]};
   }
@@ -337,7 +329,7 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   int rc = ra_fill(tp, fd, pd, HDR_LEN, progress, 1);
   if (rc) return rc;
   const uint8_t *h = pd->ra + pd->lo;
-  uint64_t size = get_u64(h), addr = get_u64(h + 8);
+  uint64_t size = mc_le_get64(h), addr = mc_le_get64(h + 8);
   int op = h[16] & 0x7f, v2 = h[16] & OP_V2;
   if (!v2 || op > OPCODE_WRITE) {
     LOG_WARN_LIMITED("tcp: dropping a connection that speaks an unsupported framing (opcode byte 0x%02x)", h[16]);
@@ -351,7 +343,7 @@ static int serve_one(struct tcp_tp *tp, int fd, atomic_uint_least64_t *progress,
   int cold = b && !mc_buf_warm(b, addr, size);
   if (op == OPCODE_WRITE) {
     rc = recv_write(tp, fd, pd, b, cold, addr, size, progress);
-    if (!rc) put_u64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
+    if (!rc) mc_le_put64(pd->buf + 8 * pd->n++, (STATUS_MAGIC << 32) | (b ? STATUS_OK : STATUS_REJECTED));
     if (b) mc_engine_unpin(b);
     return rc;
   }
@@ -492,8 +484,8 @@ static void attribute_sent(struct lane *l, uint64_t sent) {
  * read only while the iovec is built: none can complete before its header is on the wire. */
 static void encode_hdr(uint8_t *h, const struct mc_slice *s) {
   memset(h, 0, HDR_LEN);
-  put_u64(h, s->len);
-  put_u64(h + 8, s->remote);
+  mc_le_put64(h, s->len);
+  mc_le_put64(h + 8, s->remote);
   h[16] = (uint8_t)(s->opcode | OP_V2);
 }
 
@@ -588,7 +580,7 @@ static int recv_reply(struct lane *l, int fd, struct mc_slice *s, int *ok, struc
     l->st_have = 0;
     return rc;
   }
-  uint64_t v = get_u64(st);
+  uint64_t v = mc_le_get64(st);
   if ((v >> 32) != STATUS_MAGIC) return -EPROTO;
   *ok = (uint32_t)v == STATUS_OK;
   if (*ok && s->opcode == OPCODE_READ)

@@ -46,7 +46,7 @@ static inline int x_commit(struct mc_mrpc_client *c, struct mc_uuid client, uint
   mc_w_str(&w, key);
   mc_w_u64(&w, off);
   mc_w_u64(&w, len);
-  mc_w_u8(&w, MC_SOFT_PIN_PRESERVE);
+  mc_w_u8(&w, MC_SOFT_PIN_KEEP);
   mc_w_i64(&w, -1);
   mc_w_u8(&w, 0);
   return mt_simple(c, MC_OP_COMMIT_PUT, &w);
@@ -58,7 +58,7 @@ static inline int x_batch_commit(struct mc_mrpc_client *c, struct mc_uuid client
   struct mc_wbuf w = {0}, rep;
   mc_put_uuid(&w, client);
   mc_w_u64(&w, ext);
-  mc_w_u8(&w, MC_SOFT_PIN_PRESERVE);
+  mc_w_u8(&w, MC_SOFT_PIN_KEEP);
   mc_w_i64(&w, -1);
   mc_w_u8(&w, 0);
   mc_w_u32(&w, n);

@@ -104,7 +104,7 @@ static inline struct mc_segment_rec mt_seg(uint64_t id, const char *name, uint64
 }
 
 static inline struct mc_put_config mt_cfg(uint32_t replicas) {
-  struct mc_put_config c = {.replica_num = replicas, .soft_pin_action = MC_SOFT_PIN_PRESERVE, .soft_pin_ttl_ms = -1};
+  struct mc_put_config c = {.replica_num = replicas, .soft_pin_action = MC_SOFT_PIN_KEEP, .soft_pin_ttl_ms = -1};
   c.writer_host_id = (char *)"";
   c.writer_zone = (char *)"";
   return c;
