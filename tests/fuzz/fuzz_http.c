@@ -18,7 +18,7 @@
 #define RESTART_EVERY 500
 #define REPLY_TIMEOUT_MS 3000
 #define REPLY_CAP (1u << 20)
-#define QUIET_MS 50 /* the servers answer a complete request at once; an incomplete one gets no answer */
+#define QUIET_MS 10 /* the servers answer a complete request at once; an incomplete one gets no answer */
 #define NKEYS 4
 
 static struct mc_master *master;
