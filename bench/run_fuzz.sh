@@ -3,12 +3,13 @@
 #   bench/run_fuzz.sh 10000000   # ten million executions per target
 #   bench/run_fuzz.sh 600s       # ten minutes per target
 # Builds the libFuzzer binaries with clang into $BUILD_DIR (default build-fuzz; configured with
-# -DMC_FUZZ=ON when it has none), runs each target of $TARGETS (default: all six) from its committed
+# -DMC_FUZZ=ON when it has none), runs each target of $TARGETS (default: all seven) from its committed
 # seed and regression corpora plus what earlier runs kept in $BUILD_DIR/fuzz/corpus/<target>, and prints
 # one line per target: executions, seconds, executions per second, crashes (inputs that crashed,
 # leaked, timed out or ran out of memory; kept in $BUILD_DIR/fuzz/crashes/<target>). libFuzzer stops a
 # target at its first crash. Exit status 1 when any target crashed.
-# MC_FUZZ_SKIP_REGEX=1 is passed through (fuzz_master skips the regex opcodes while that defect is open).
+# First it prints the reference for the per-connection targets: what a bare loopback connection costs
+# on this machine (bench/conn_rate.c). MC_FUZZ_SKIP_REGEX=1 is passed through (fuzz_master skips the regex opcodes while that defect is open).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+s?$ ]]; then
@@ -16,13 +17,16 @@ if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+s?$ ]]; then
   exit 2
 fi
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
-TARGETS=${TARGETS:-"master dataport desc ctrl http config"}
+TARGETS=${TARGETS:-"master dataport desc ctrl http config auth"}
 if [[ $1 == *s ]]; then limit=(-max_total_time="${1%s}"); else limit=(-runs="$1"); fi
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   CC=clang cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMC_FUZZ=ON >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target $(for t in $TARGETS; do printf 'fuzz_%s_libfuzzer ' "$t"; done) >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target conn_rate $(for t in $TARGETS; do printf 'fuzz_%s_libfuzzer ' "$t"; done) >/dev/null
+# the machine's own rate for the targets that open a connection per input (dataport, ctrl, http): a bare
+# loopback request/answer per connection served by a thread (bench/conn_rate.c)
+echo "reference: $("$BUILD_DIR/tools/conn_rate" 5) (bare loopback connection, request and answer)"
 
 src=tests/fuzz
 failed=0

@@ -7,3 +7,6 @@ add_executable(shm_pages ${CMAKE_CURRENT_SOURCE_DIR}/../bench/shm_pages.c)
 # auth_cost: what the cluster-secret handshake adds to a new connection (bench/run_auth_cost.sh).
 add_executable(auth_cost ${CMAKE_CURRENT_SOURCE_DIR}/../bench/auth_cost.c)
 target_link_libraries(auth_cost PRIVATE mooncake_te)
+# conn_rate: loopback connections per second, the reference of the per-connection fuzz targets (bench/run_fuzz.sh).
+add_executable(conn_rate ${CMAKE_CURRENT_SOURCE_DIR}/../bench/conn_rate.c)
+target_link_libraries(conn_rate PRIVATE pthread)
