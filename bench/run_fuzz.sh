@@ -22,6 +22,8 @@ if [[ $1 == *s ]]; then limit=(-max_total_time="${1%s}"); else limit=(-runs="$1"
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   CC=clang cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMC_FUZZ=ON >/dev/null
+else
+  cmake -S . -B "$BUILD_DIR" >/dev/null # targets added since it was configured
 fi
 cmake --build "$BUILD_DIR" -j"$(nproc)" --target conn_rate $(for t in $TARGETS; do printf 'fuzz_%s_libfuzzer ' "$t"; done) >/dev/null
 # the machine's own rate for the targets that open a connection per input (dataport, ctrl, http): a bare
