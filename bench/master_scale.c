@@ -9,8 +9,8 @@
  * /proc/<master pid>/status before and after the writes. Then, once the read leases of the lookups have
  * ended (<lease ms>, the master's default_kv_lease_ttl: until then the forced removals keep the space
  * of leased objects), twice as many fresh keys are written into a pool they overfill: eviction runs
- * meanwhile, and puts the pool cannot take at once get -200 (master.md: a full pool is answered at
- * once, eviction is asynchronous). One line per phase:
+ * meanwhile, and puts the pool cannot take at once get -200 (docs/master.md, "Design decisions": a full pool is
+ * answered at once, eviction is asynchronous). One line per phase:
  *   SCALE phase=<name> keys=<n> secs=<s> rate=<keys/s> ok=<n> failed=<n> [rss_kib=<master RSS>]
  * plus "SCALE phase=slow_batches count=<batches slower than 100 ms> worst_ms=<ms>" for the overfill. */
 #include <stdint.h>

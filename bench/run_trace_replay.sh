@@ -5,7 +5,7 @@
 # Each capacity gets its own cluster: mooncake_master (embedded metadata server) + NODES mooncake_store_node
 # processes sharing the pool; trace_replay is a pure client (time scale 0: as fast as possible).
 # Usage: bench/run_trace_replay.sh [BUILD_DIR=./build]
-#   TRACE    trace file (default ../shared/data/conversation_trace.jsonl next to the repository)
+#   TRACE    trace file (default: MC_TRACE_FILE of the build's CMake cache; docs/testing.md, "Data sets")
 #   CAPS     pool sizes (default "512MB 2GB"), BLOCK block bytes (default 16KiB), NODES (default 2)
 #   MAX_REQ  requests replayed (default 0 = the whole trace), LEASE_MS master lease (default 20)
 # The master's lease is shortened because the replay runs ~1000x faster than the trace's clock: with the
@@ -16,7 +16,7 @@ set -u -o pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$(dirname "$0")/.."
 BUILD=${1:-./build}
-TRACE=${TRACE:-../shared/data/conversation_trace.jsonl}
+TRACE=${TRACE:-$(sed -n 's/^MC_TRACE_FILE:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)}
 CAPS=${CAPS:-"512MB 2GB"}
 BLOCK=${BLOCK:-16KiB}
 NODES=${NODES:-2}

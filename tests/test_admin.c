@@ -1,6 +1,6 @@
-/* Black-box tests of the master's admin/metrics HTTP server (master.md §3, docs/admin.md, decisions
- * D4/D6/D7) against real mooncake_master processes over real sockets: every endpoint's status codes,
- * Content-Type and JSON (parsed with jansson), /query_key granting no lease, removal codes, drain jobs,
+/* Black-box tests of the master's admin/metrics HTTP server (docs/admin.md) against real mooncake_master
+ * processes over real sockets: every endpoint's status codes, Content-Type and JSON (parsed with jansson),
+ * /query_key granting no lease, removal codes, drain jobs,
  * malformed query strings, the metric values after a scripted workload (puts, hits and misses, batch
  * lookups, evictions, client statistics reports), the same values through a real Prometheus scraping
  * every second and its query API, `promtool check metrics` flagging only exempt names, reports from real
@@ -214,7 +214,7 @@ static void check_key_queries(void) {
   CHECK_STR(jstr(rep, "protocol_"), "tcp");
   CHECK_EQ(jint(rep, "buffer_address_"), 0x10000000);
   json_decref(j);
-  /* D4: the admin read granted no lease, so a plain (non-forced) remove succeeds at once */
+  /* the admin read granted no lease, so a plain (non-forced) remove succeeds at once */
   CHECK_EQ(mt_remove(C, "a1", 0), 0);
   j = get_json("/query_key?key=a1", &st);
   CHECK_EQ(st, 404);
@@ -720,7 +720,7 @@ static int five_ok(const struct five *f, const struct expected *e) {
          near(f->hit_ratio, e->hits / (e->hits + e->misses)) && near(f->qps, e->rpcs / 10.0);
 }
 
-/* Names promtool may flag: upstream-compatible ones and the guide's master_segment_count (decisions D7). */
+/* Names promtool may flag: upstream-compatible ones and the guide's master_segment_count (docs/admin.md). */
 static const char *const lint_exempt[] = {
     "master_segment_count", "master_key_count", "master_soft_pin_key_count", "master_evicted_key_count",
     "master_evicted_key_count_mem", "master_evicted_key_count_nof", "master_evicted_size_bytes",

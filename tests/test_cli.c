@@ -460,7 +460,7 @@ static void test_teardown(void) {
  * equals the master's store_hit_ratio, from the same integer counts. */
 static void test_trace_replay(void) {
   const char *trace = getenv("MC_TRACE");
-  REQUIRE(trace && !access(trace, R_OK)); /* the trace of issue 5: ../shared/data/conversation_trace.jsonl */
+  REQUIRE(trace && !access(trace, R_OK)); /* MC_TRACE_FILE: docs/testing.md, "Data sets" */
   struct cluster c = {0};
   REQUIRE(start_master(&c, "replay", "20") == 0);
   char a1[96], a2[128], a3[96];

@@ -162,7 +162,7 @@ try:
         ready = "ready" in open(os.path.join(tmp, "node.log")).read()
         time.sleep(0.05)
     check(ready, "mooncake_store_node starts from deploy/storage-node/store-node.json")
-    # Let the node's statistics reach the master (D7: reported every <= 5 s).
+    # Let the node's statistics reach the master (reported every <= 5 s, docs/admin.md).
     time.sleep(1)
     st, body = http(admin, "/metrics")
     check(st == 200, f"GET /metrics answers 200 (got {st})")

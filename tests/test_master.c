@@ -1,4 +1,4 @@
-/* Black-box tests of mooncake_master's object and segment rules (master.md §2.1-2.10, decisions D4/D6):
+/* Black-box tests of mooncake_master's object and segment rules (docs/master.md: segments, placement, objects):
  * each test starts the real binary on a free port and talks to it over the master RPC. */
 #include <pthread.h>
 
@@ -457,7 +457,7 @@ static void test_graceful_unmount(void) {
   env_stop(&e);
 }
 
-/* D6: preferred -> writer's host -> writer's zone -> rest; replicas carry zone and host_id. */
+/* Placement: preferred -> writer's host -> writer's zone -> rest; replicas carry zone and host_id. */
 static void test_zone_preference(void) {
   struct env e;
   REQUIRE(env_start(&e, NULL) == 0);
@@ -932,7 +932,7 @@ static void test_throughput(void) {
   env_stop(&e);
 }
 
-/* ------------------------------------------------------------------ upsert (master.md §2.4) */
+/* ------------------------------------------------------------------ upsert (docs/master.md, "Upsert") */
 
 static uint64_t seg_used(struct mc_mrpc_client *c) {
   uint32_t count = 0;

@@ -1,4 +1,4 @@
-/* Black-box eviction tests (master.md §2.11): counts by objects, oldest lease first, the ratio formulas,
+/* Black-box eviction tests (docs/master.md, "Eviction"): counts by objects, oldest lease first, the ratio formulas,
  * soft-pinned objects only in pass 2 (and only when allowed), hard pins and leases never, watermark- and
  * failure-triggered runs, and the operator log lines. */
 #include "lib/master_client.h"

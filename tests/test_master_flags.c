@@ -1,6 +1,7 @@
-/* Black-box tests of mooncake_master's command line (master.md §1): gflags syntax, the guide's commands
- * verbatim, unknown flags, --help/--version, durations with units, config files (JSON, YAML) and their
- * precedence, boolean forms, unsupported flags, --flagfile, --log_dir, and signal-driven shutdown. */
+/* Black-box tests of mooncake_master's command line (docs/master.md, "Command line"): gflags syntax, the
+ * guide's commands verbatim, unknown flags, --help/--version, durations with units, config files (JSON,
+ * YAML) and their precedence, boolean forms, unsupported flags, --flagfile, --log_dir, and signal-driven
+ * shutdown. */
 #include "common/util.h"
 #include "lib/master_client.h"
 #include "lib/test.h"
@@ -88,7 +89,7 @@ static void test_guide_commands(void) {
   CHECK_EQ(mt_log_count(&mm, "eviction_thread_num=4,"), 1);
   CHECK_EQ(mt_log_count(&mm, "client_ttl=10,"), 1); /* defaults */
   CHECK_EQ(mt_log_count(&mm, "default_kv_lease_ttl=10000,"), 1);
-  CHECK_EQ(mt_log_count(&mm, "enable_metadata_cleanup_on_timeout=1"), 1); /* D4 */
+  CHECK_EQ(mt_log_count(&mm, "enable_metadata_cleanup_on_timeout=1"), 1); /* on by default here */
   stop_ok(&mm);
 }
 

@@ -1,6 +1,7 @@
-/* Black-box liveness tests (master.md §2.12, decisions D4): ping status and remount, expiry of a client
- * that stops pinging (segments, objects and TE metadata keys gone within client_ttl + 1 s), the restart
- * rule for a segment name still held by an older incarnation (probe answered vs not). */
+/* Black-box liveness tests (docs/master.md, "Liveness and metadata cleanup"): ping status and remount,
+ * expiry of a client that stops pinging (segments, objects and TE metadata keys gone within
+ * client_ttl + 1 s), the restart rule for a segment name still held by an older incarnation (probe
+ * answered vs not). */
 #include "lib/master_client.h"
 #include "lib/test.h"
 #include "net/ctrl_rpc.h"
@@ -211,7 +212,7 @@ static void test_metadata_cleanup_external(void) {
   env_stop(&svc);
 }
 
-/* ------------------------------------------------------------------ D4 restart rule */
+/* ------------------------------------------------------------------ restart rule (segment ownership) */
 
 static void probe_handler(void *ctx, int type, const char *req, size_t len, char **reply) {
   (void)ctx, (void)type, (void)req, (void)len;

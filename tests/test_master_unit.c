@@ -365,7 +365,7 @@ static const uint16_t all_ops[] = {MC_MASTER_OPS(ALL_OPS_)};
 #undef ALL_OPS_
 
 static void test_dispatch_truncated_and_random(void) {
-  mc_log_set_level(MC_LOG_ERROR); /* mutated mounts trigger (harmless) D4 warnings by the thousand */
+  mc_log_set_level(MC_LOG_ERROR); /* mutated mounts trigger (harmless) ownership warnings by the thousand */
   struct mc_master_cfg c;
   struct mc_master *m = in_process_master(&c);
   REQUIRE(m);

@@ -1,6 +1,7 @@
-/* Metadata service tests: the HTTP, etcd and Redis client backends against real servers (the embedded
- * and the standalone HTTP metadata server, etcd, redis-server), the HTTP server's contract (metadata.md
- * §4), persistence across restarts, the key layout, and bounded failures against dead or silent peers. */
+/* Metadata service tests: the HTTP, etcd and Redis client backends against real servers (the embedded and
+ * the standalone HTTP metadata server, etcd, redis-server), the HTTP server's contract
+ * (docs/transfer-engine.md, "The HTTP metadata server"), persistence across restarts, the key layout, and
+ * bounded failures against dead or silent peers. */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -691,7 +692,7 @@ static void test_redis_backend(void) {
   mc_tp_service_stop(&r);
 }
 
-/* ---- keys bound to the writer's liveness (decisions D4) ---- */
+/* ---- keys bound to the writer's liveness (docs/transfer-engine.md, "Metadata") ---- */
 
 #define BOUND_KEY "mooncake/test/bound"
 

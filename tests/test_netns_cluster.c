@@ -12,7 +12,7 @@
  * and 3) stays readable right after one holder is killed with SIGKILL (the read fails over at once, < 1 s,
  * while the master still lists the dead segment); the dead holder's segment and its metadata keys are
  * gone within client_ttl + 2 s; the surviving node is unaffected; the killed node restarts under the
- * same name and serves again; and (D4) a node killed and restarted at once, while the master still holds
+ * same name and serves again; and (segment ownership) a node killed and restarted at once, while the master still holds
  * its old incarnation and the write-once HTTP metadata server still holds its old rpc_meta key, mounts
  * immediately and serves.
  *
@@ -603,7 +603,7 @@ static int node_quit(struct node *n) {
  * process saturated. The prefault threads ran at SCHED_IDLE then and held the process's mmap lock while
  * populating 16 MiB with MADV_POPULATE_WRITE; starved of CPU for seconds, they left every other thread
  * of the node that maps memory waiting in D state, the node stopped pinging and the master expired it
- * (its holder, restarted by the D4 phase just before, was still warming). That was fixed in the engine
+ * (its holder, restarted by the fast-restart phase just before, was still warming). That was fixed in the engine
  * (src/te/prefault.c: nice 10, 2 MiB at a time; test_faults pins it); the checks of this scenario are
  * about the network, so they still run on warm nodes. */
 static long node_wait_warm(struct node *n, long timeout_ms) {
@@ -817,7 +817,7 @@ static void scenario(void) {
   CHECK(gone_at >= 0);
   CHECK_EQ(q.n, 1);
   CHECK(q.n == 1 && !strcmp(q.name[0], nodes[survivor].name));
-  /* D4 cleanup: its TE metadata keys are deleted with it */
+  /* dead-client cleanup: its TE metadata keys are deleted with it */
   char mkey[200], body[1024];
   int st_rpc = 0, st_ram = 0;
   for (long t = mc_tp_now_ms(); mc_tp_now_ms() - t < 2000; mc_tp_sleep_ms(50)) {
@@ -889,7 +889,7 @@ static void scenario(void) {
   }
   phase("restarted node serves puts and gets again");
 
-  /* ---- D4: kill the other holder and restart it at once, before its old incarnation expires; the
+  /* ---- fast restart: kill the other holder and restart it at once, before its old incarnation expires; the
    *      master still lists it and the write-once metadata server still holds its rpc_meta key ---- */
   int d4 = survivor;
   char d4_name[64], d4_client[40] = "", old_rpc[256] = "";
@@ -943,7 +943,7 @@ static void scenario(void) {
     CHECK_EQ(node_cmd(&nodes[n], NULL, "GET d4-0 %llu 70", (unsigned long long)obj_size(3)), (long long)obj_size(3));
     CHECK_EQ(node_cmd(&nodes[n], NULL, "GET d4-1 %llu 71", (unsigned long long)obj_size(4)), (long long)obj_size(4));
   }
-  phase("D4 restart with the old rpc_meta key: mounted at once, serves");
+  phase("fast restart with the old rpc_meta key: mounted at once, serves");
 
 
   /* ---- a network partition isolates holder P (its link at the bridge goes down: no reset, packets

@@ -79,7 +79,7 @@ static void test_basic_staging_limit(void) {
   uint64_t n = 2 * MiB;
   char *v = malloc(n), *out = malloc(n);
   fill(v, n, 9);
-  CHECK_EQ(mooncake_store_put(s, "big", v, n, NULL), -600); /* larger than local_buffer_size (D4) */
+  CHECK_EQ(mooncake_store_put(s, "big", v, n, NULL), -600); /* larger than local_buffer_size, as upstream */
   CHECK_EQ(mooncake_store_is_exist(s, "big"), 0);
   CHECK_EQ(mooncake_store_put_from(s, "big", v, n, NULL), 0); /* unregistered: bounced in chunks */
   CHECK_EQ(mooncake_store_get_into(s, "big", out, n), (long long)n);
@@ -123,7 +123,7 @@ static void test_basic_misses(void) {
   mooncake_store_destroy(s);
 }
 
-/* Segment memory is committed lazily: setup time does not grow with global_segment_size (D5). */
+/* Segment memory is committed lazily: setup time does not grow with global_segment_size. */
 static void test_basic_setup_lazy_segment(void) {
   long t0 = mc_tp_now_ms();
   mooncake_store_t s = must_client(16 * MiB, 16 * MiB);
@@ -246,7 +246,7 @@ static void test_batch_apis(void) {
   mooncake_store_destroy(s);
 }
 
-/* ------------------------------------------------------------ upsert (master.md §2.4) */
+/* ------------------------------------------------------------ upsert (docs/master.md, "Upsert") */
 
 static void test_upsert_replaces(void) {
   mooncake_store_t s = must_client(32 * MiB, 1 * MiB);

@@ -6,7 +6,7 @@
  *
  * Meanwhile holders are killed with SIGKILL and restarted under the same name, or frozen with SIGSTOP
  * for up to 0.7 s and thawed; two more writers (victims, with segments of their own) are killed and
- * restarted; and now and then the master is killed and restarted on the same ports (it starts empty, D4:
+ * restarted; and now and then the master is killed and restarted on the same ports (it starts empty:
  * clients remount and republish). What must hold throughout:
  *   - every read that succeeds returns exactly one value some worker wrote under that key: a 32-byte
  *     header (magic, key, writer, version, size) and the body that (writer, version) defines. A torn

@@ -72,7 +72,7 @@ static void test_fast_path_used(void) {
   CHECK_EQ(check_keys(r, "fast", 200, 4 * KiB, 1), 0); /* readable by anyone once put returned */
   CHECK_EQ(log_count(&m, "action=reserve_extent"), 1); /* 800 KiB in one 1 MiB extent */
   CHECK_EQ(log_count(&m, "ObjectAllocated key=fast-"), 200);
-  /* D4: an existing key returns 0 and keeps the value */
+  /* an existing key returns 0 and keeps the value */
   CHECK_EQ(put_keys(s, "fast", 10, 4 * KiB, 99), 0);
   CHECK_EQ(check_keys(r, "fast", 200, 4 * KiB, 1), 0);
   /* sizes the fast path declines (and odd sizes it takes) all round-trip */
@@ -140,7 +140,7 @@ static void test_batch_fast_path(void) {
   CHECK_EQ(metric(&m, "master_batch_put_start_requests_total"), 0);
   CHECK_EQ(check_sized(r, "bat", 64, sz, 300), 0);
 
-  /* again with new values: every key exists, so each keeps its first value (D4) and answers 0 */
+  /* again with new values: every key exists, so each keeps its first value and answers 0 */
   CHECK_EQ(batch_put(s, "bat", 64, sz, 900, res), 0);
   for (int i = 0; i < 64; i++) bad += res[i] != 0;
   CHECK_EQ(bad, 0);
@@ -212,7 +212,7 @@ static void test_pure_client_extents(void) {
 }
 
 /* The master answers a client's first ping after mount with NEED_REMOUNT (the OK set is filled by
- * ReMountSegment only, master.md), while it still holds that client's extent: the retired extent must
+ * ReMountSegment only, docs/master.md), while it still holds that client's extent: the retired extent must
  * be released then, not left reserved until its lease (put_start_release_timeout_sec). */
 static void test_first_ping_releases_extent(void) {
   struct master m;

@@ -81,7 +81,7 @@ static inline int master_start(struct master *m, const char *const *extra) {
   return 0;
 }
 
-/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty, D4). 0, -1 when
+/* Kills the master with SIGKILL and starts a new one on the same ports (it starts empty). 0, -1 when
  * the new one does not start, -2 when the old one had already exited by itself (a crash; its log is
  * printed). */
 static inline int master_restart(struct master *m, const char *const *extra) {

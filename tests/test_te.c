@@ -700,7 +700,7 @@ static void test_notify_once(void) {
   for (int i = 0; i < 4; i++) r[i] = (struct transfer_request){OPCODE_WRITE, buf + i * 1024, seg, p.addr + i * 1024, 1024};
   notify_msg_t nm = {"sender", "batch-done"};
   REQUIRE(submitTransferWithNotify(e, b, r, 4, nm) == 0);
-  /* no polling: the engine sends the notification itself when the batch completes (D3) */
+  /* no polling: the engine sends the notification itself when the batch completes */
   CHECK_EQ(mc_te_wait_batch(e, b, 10000), STATUS_COMPLETED);
   CHECK_EQ(freeBatchID(e, b), 0);
   char reply[256] = "";
@@ -1031,7 +1031,7 @@ static void test_registration_rules(void) {
   struct transfer_status st;
   CHECK_EQ(getTransferStatus(e, b, 2, &st), MC_TE_STATUS_INVALID_ARGUMENT);
   CHECK_EQ(mc_te_wait_batch(e, b, 5000), STATUS_COMPLETED);
-  CHECK_EQ(freeBatchID(e, b), 0); /* terminal though never polled (D3) */
+  CHECK_EQ(freeBatchID(e, b), 0); /* terminal though never polled */
   CHECK_EQ(freeBatchID(e, b), MC_TE_STATUS_INVALID_ARGUMENT);
   r[0].target_id = 77;
   b = allocateBatchID(e, 1);

@@ -1,4 +1,5 @@
-# transfer_engine_bench (transfer-engine.md §5) and the memcpy reference it is compared with.
+# transfer_engine_bench (docs/transfer-engine.md, "`transfer_engine_bench`") and the memcpy reference it is
+# compared with.
 mc_tool(transfer_engine_bench ${CMAKE_CURRENT_SOURCE_DIR}/transfer_engine_bench.c)
 add_executable(memcpy_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/memcpy_ref.c)
 target_link_libraries(memcpy_ref PRIVATE mooncake_common)

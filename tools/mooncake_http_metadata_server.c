@@ -1,4 +1,4 @@
-/* mooncake_http_metadata_server: the standalone HTTP metadata server (metadata.md §4), same command line
+/* mooncake_http_metadata_server: the standalone HTTP metadata server (docs/transfer-engine.md), same command line
  * as upstream's console script plus --persist_path. Serves until SIGINT/SIGTERM, then exits 0. */
 #include <pthread.h>
 #include <signal.h>

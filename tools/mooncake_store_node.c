@@ -24,7 +24,7 @@ static const struct mc_cfg_opt opts[] = {
     OPT(master_server_addr, MC_CFG_STRING, "127.0.0.1:50051", "master RPC address"),
     OPT(protocol, MC_CFG_STRING, "tcp", "transfer protocol"),
     OPT(device_name, MC_CFG_STRING, "", "NIC list (ignored for tcp)"),
-    OPT(zone, MC_CFG_STRING, "", "zone label kept in the segment record (decisions D6); empty = $MC_ZONE or none"),
+    OPT(zone, MC_CFG_STRING, "", "zone label kept in the segment record; empty = $MC_ZONE or none"),
     OPT(global_segment_size, MC_CFG_SIZE, "1GB", "memory contributed to the pool"),
     OPT(local_buffer_size, MC_CFG_SIZE, "16MB", "staging buffer (unused by the node itself)"),
     MC_CFG_END,

@@ -1,8 +1,8 @@
-/* transfer_engine_bench: upstream's throughput tool (transfer-engine.md §5) over our C API. A target
+/* transfer_engine_bench: upstream's throughput tool (docs/transfer-engine.md) over our C API. A target
  * allocates and registers one buffer and idles until SIGINT/SIGTERM; an initiator runs --threads
  * loops of batched READs or WRITEs against it for --duration seconds and prints one result line.
  * There is no RDMA in this build: --protocol defaults to "tcp" (network path + same-host shortcut,
- * decisions D3); MC_FORCE_TCP=1 forces real TCP between same-host processes. */
+ * docs/transfer-engine.md, "Design decisions"); MC_FORCE_TCP=1 forces real TCP between same-host processes. */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
  * immutable once written.
  *
  * Two layers, one header:
- *   mooncake_store_*   the upstream API (c-api.md §1): names, parameter order, return conventions are
+ *   mooncake_store_*   the upstream API (docs/store-client.md, "C API"): names, parameter order, return conventions are
  *                      binding. -1 = "bad call" (NULL handle, NULL required pointer); otherwise 0 or a
  *                      negative store ErrorCode (store_errors.h, mooncake_store_strerror()).
  *   mc_store_*         native additions (copy-out get, copying batch put, batch remove, a setup that
@@ -59,7 +59,7 @@ mooncake_store_t mooncake_store_create(void);
  * The handle must not be used afterwards; calls still in flight on other threads finish first. */
 void mooncake_store_destroy(mooncake_store_t store);
 
-/* Connects the client. Arguments as Python's positional setup (python-api.md §4.1):
+/* Connects the client. Arguments as Python's positional setup (docs/python.md, "`setup`"):
  *   local_hostname      "host" (a free port in [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT] =
  *                       12300-14300 is picked and held bound for the client's lifetime), "host:port" or
  *                       "[v6]:port" (used verbatim as the segment name). NULL/"" -> -600.
@@ -72,7 +72,7 @@ void mooncake_store_destroy(mooncake_store_t store);
  *                       back to TCP (logged). NULL -> "tcp".
  *   device_name         NIC list, ignored for TCP. NULL -> "".
  *   master_server_addr  "host[:port]" (port 50051 by default). NULL -> "127.0.0.1:50051".
- * Zone (decisions D6) comes from the environment variable MC_ZONE.
+ * Zone (docs/master.md, "Placement") comes from the environment variable MC_ZONE.
  * Returns 0, or: -600 bad arguments / local allocation failure; -900 master unreachable; -901 master
  * accepts but does not answer; -1000 metadata service unreachable; -300 master version mismatch;
  * -1 auto-port attempts exhausted; the master's code for a refused mount. Bounded: at most ~10 s.
@@ -122,7 +122,7 @@ int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, voi
 /* Reads the whole object into buffer. Returns its size (may be smaller than `size`), or: -600 buffer
  * smaller than the object; -704 missing; -703 still being written; -707 the read lease ran out
  * before the transfer finished (data discarded); -800 every replica failed. Replicas are tried in the
- * order: this client's memory, same host, same zone, any (decisions D6); a failed replica falls over
+ * order: this client's memory, same host, same zone, any (docs/store-client.md, "Reads"); a failed replica falls over
  * to the next. The call grants a read lease on the object. */
 int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size);
 
@@ -181,12 +181,12 @@ struct mc_store_config {
    * create one. It must outlive the client's teardown, which frees what the client allocated in it and
    * unregisters the client's buffers but leaves the engine running. */
   void *engine;
-  /* Client HTTP server (python-api.md §4.1, docs/store-client.md): when enable_http_server != 0 the
+  /* Client HTTP server (docs/store-client.md, "Client HTTP server"): when enable_http_server != 0 the
    * client serves GET /health, /metrics and /metrics/summary on http_port (0 = 9300) on every address.
    * A port that cannot be bound only logs a warning. Stopped at teardown. */
   int enable_http_server;
   int http_port; /* 0 = 9300; outside 0-65535 -> -600 */
-  /* Object-key namespace (python-api.md tenant_id): NULL, "" or "default" = the shared default namespace.
+  /* Object-key namespace (Python's tenant_id, docs/python.md): NULL, "" or "default" = the shared default namespace.
    * Another id isolates this client's keys: every key it sends is stored as "<tenant_id>\x1f<key>", and
    * remove_all / remove_by_regex only see its own namespace (the regex applies to the key without the
    * prefix). Up to 128 bytes, no control characters, else -600. Admin listings show the stored form. */
@@ -208,7 +208,7 @@ int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out);
 int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                        size_t count, const mooncake_replicate_config_t *config, int *results_out);
 
-/* Upsert (master.md §2.4): insert or replace. Conventions as mooncake_store_put (copying, through the
+/* Upsert (docs/master.md, "Upsert"): insert or replace. Conventions as mooncake_store_put (copying, through the
  * staging buffer: -600 for a value larger than local_buffer_size), except that an existing key is
  * replaced instead of kept: a value of the same size is rewritten in place in the existing replicas,
  * another size is stored in a fresh allocation (the old space is freed), and an unfinished put of the
@@ -237,8 +237,8 @@ int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t coun
 
 /* ------------------------------------------------------------------ additions for the Python package */
 
-/* The full placement policy of Python's ReplicateConfig (python-api.md §2) that the master understands.
- * Zero the struct, then set what you need; replica_num 0 fails the write with -600. */
+/* The full placement policy of Python's ReplicateConfig that the master understands (docs/python.md,
+ * "`ReplicateConfig`"). Zero the struct, then set what you need; replica_num 0 fails the write with -600. */
 enum mc_soft_pin { MC_SOFT_PIN_KEEP = 0, MC_SOFT_PIN_SET = 1, MC_SOFT_PIN_CLEAR = 2 };
 struct mc_replicate_config {
   size_t replica_num;
@@ -298,7 +298,7 @@ void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count);
  * segment included), else 0 (also before setup); -1 for a NULL handle. */
 int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
 
-/* BatchReplicaClear (python-api.md §4.3): drops the replicas of keys[0..count) that this client wrote,
+/* BatchReplicaClear (docs/master.md, "BatchReplicaClear"): drops the replicas of keys[0..count) that this client wrote,
  * that are complete and whose lease has expired; segment_name NULL or "" = all replicas of the key, else
  * only the one on that segment (an object left without replicas is removed). cleared_out[i] = 1 for each
  * key cleared, else 0 (missing, empty, another writer's, leased, being written, no replica there).

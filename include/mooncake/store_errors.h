@@ -1,6 +1,6 @@
-/* Store error codes (errors.md). Numbers and names are binding. One X-macro table generates the enum,
- * mooncake_store_strerror() and mooncake_store_err_name(); transfer-engine codes live in their own table
- * (transfer_engine.h) and are never mixed with these (decisions D2). */
+/* Store error codes (docs/store-client.md, "Error codes"). Numbers and names are binding. One X-macro table
+ * generates the enum, mooncake_store_strerror() and mooncake_store_err_name(); transfer-engine codes live
+ * in their own table (transfer_engine.h) and are never mixed with these. */
 #ifndef MOONCAKE_STORE_ERRORS_H
 #define MOONCAKE_STORE_ERRORS_H
 

@@ -4,9 +4,9 @@
  * owns one segment (named by local_server_name); peers find each other through a metadata service
  * (embedded HTTP server, etcd, Redis, or none with P2PHANDSHAKE).
  *
- * The upstream names (createTransferEngine, submitTransfer, ...) keep their upstream semantics and
- * return conventions (c-api.md §2). Ownership: every const char * argument is copied before the call
- * returns. Handles are opaque. All calls are thread-safe unless noted. */
+ * The upstream names (createTransferEngine, submitTransfer, ...) keep their upstream semantics and return
+ * conventions (docs/transfer-engine.md, "C API"). Ownership: every const char * argument is copied before
+ * the call returns. Handles are opaque. All calls are thread-safe unless noted. */
 #ifndef MOONCAKE_TRANSFER_ENGINE_H
 #define MOONCAKE_TRANSFER_ENGINE_H
 
@@ -138,7 +138,7 @@ struct segment_desc {
 };
 typedef struct segment_desc segment_desc_t;
 
-/* ---- Upstream API (c-api.md §2.4) ---- */
+/* ---- Upstream API (docs/transfer-engine.md, "C API") ---- */
 
 /* NULL on failure. metadata_conn_string: "P2PHANDSHAKE", "etcd://h:p[,h:p]" or bare "h:p",
  * "redis://h:p", "http(s)://h:p/path". auto_discover != 0 installs the best transport. */
@@ -213,7 +213,7 @@ char *mc_te_segment_json(transfer_engine_t engine, segment_id_t segment_id);
 segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *name);
 /* Path the engine uses to reach a segment: "tcp", "shm", or NULL when unknown. */
 const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
-/* Batch status as defined in c-api.md: COMPLETED iff all tasks completed; FAILED if any failed or
+/* Batch status (docs/transfer-engine.md, "C API"): COMPLETED iff all tasks completed; FAILED if any failed or
  * timed out; else WAITING. Does not mark tasks as observed. */
 int mc_te_batch_status(transfer_engine_t engine, batch_id_t batch_id);
 /* Blocks until every task of the batch is terminal or timeout_ms passes (-1: no limit); returns the

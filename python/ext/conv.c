@@ -1,5 +1,5 @@
 /* Argument conversion for the extension: Python objects -> C values, with TypeError (naming the
- * argument) as the only failure, as python-api.md G1 requires. */
+ * argument) as the only failure (docs/python.md, "Conventions"). */
 #include "mcpy.h"
 
 #include <string.h>

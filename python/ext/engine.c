@@ -1,6 +1,6 @@
-/* mooncake._mooncake.Engine: TransferEngine of python-api.md §5 over libmooncake_te. Before a successful
+/* mooncake._mooncake.Engine: TransferEngine (docs/python.md, "What is there") over libmooncake_te. Before a successful
  * initialize every method returns its failure value (-1, 0, [], b"") instead of touching a NULL engine.
- * Transfers collapse failures to -1 (c-api.md §2.7); registrations return the engine's ERR_* codes. */
+ * Transfers collapse failures to -1 (as upstream's binding does); registrations return the engine's ERR_* codes. */
 #include <stdlib.h>
 #include <string.h>
 

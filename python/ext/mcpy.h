@@ -1,4 +1,4 @@
-/* The C extension mooncake._mooncake: shared argument conversion (G1 of python-api.md: only TypeError,
+/* The C extension mooncake._mooncake: shared argument conversion (docs/python.md, "Conventions": only TypeError,
  * naming the argument) and the types it defines. The extension never raises anything else: failures
  * are return values. Every call that can block runs with the GIL released. */
 #ifndef MCPY_H

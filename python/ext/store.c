@@ -1,6 +1,6 @@
-/* mooncake._mooncake.Store: the data methods of MooncakeDistributedStore (python-api.md §4.2-§4.3) over
+/* mooncake._mooncake.Store: the data methods of MooncakeDistributedStore (docs/python.md, "What is there") over
  * libmooncake_store. The Python subclass (mooncake/store.py) adds setup's argument forms and the P2
- * names. Failures are return values (G1/G3); the GIL is released around every library call (G2); the
+ * names. Failures are return values; the GIL is released around every library call (docs/python.md, "Conventions"); the
  * library handle lives as long as the object, so close() never frees memory another thread may use. */
 #include <stdlib.h>
 #include <string.h>
@@ -324,7 +324,7 @@ static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int hand
   struct mcpy_strs keys;
   if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
   size_t n = keys.n;
-  if (!handles && (!n || !self->ready)) { /* upstream quirk (§4.3): no result at all -> [b""] */
+  if (!handles && (!n || !self->ready)) { /* upstream quirk (docs/python.md): no result at all -> [b""] */
     mcpy_strs_free(&keys);
     return Py_BuildValue("[y]", "");
   }

@@ -1,4 +1,4 @@
-"""mooncake.engine: the Transfer Engine (python-api.md §5).
+"""mooncake.engine: the Transfer Engine (docs/python.md, "What is there").
 
 TransferEngine's methods are implemented in C (mooncake._mooncake.Engine, over libmooncake_te); this
 module adds initialize()'s metadata forms, the helper names and the P2 methods. Before a successful

@@ -1,9 +1,9 @@
-"""mooncake.store: the Mooncake Store client (python-api.md §1-§4).
+"""mooncake.store: the Mooncake Store client (docs/python.md).
 
 MooncakeDistributedStore's data methods are implemented in C (mooncake._mooncake.Store, over
 libmooncake_store); this module adds setup()'s argument forms, the helper classes and enums, and the
 long-tail (P2) names, which return their documented failure values. Failures are return values, never
-exceptions, except TypeError from argument conversion (G1).
+exceptions, except TypeError from argument conversion (docs/python.md, "Conventions").
 """
 
 import atexit
@@ -88,7 +88,7 @@ def _check_uint(name, v):
 
 
 class ReplicateConfig:
-    """Per-put placement policy (python-api.md §2). Takes no arguments; every field is an attribute."""
+    """Per-put placement policy (docs/python.md, "`ReplicateConfig`"). No arguments; every field is an attribute."""
 
     __slots__ = ("_replica_num", "_nof_replica_num", "_dfs_replica_num", "_soft_pin_action", "_soft_pin_ttl_ms",
                  "with_hard_pin", "preferred_segments", "preferred_segment", "preferred_nof_segments",
@@ -275,7 +275,7 @@ _live = weakref.WeakSet()
 
 @atexit.register
 def _close_all():
-    """Interpreter exit tears every store down as close() would (G4; SGLang never calls close)."""
+    """Interpreter exit tears every store down as close() would (SGLang never calls close)."""
     for s in list(_live):
         try:
             s.close()
@@ -284,7 +284,7 @@ def _close_all():
 
 
 def _dict_setup_args(cfg):
-    """The dict form of setup (python-api.md §4.1): (positional tuple, keywords) or an error code."""
+    """The dict form of setup (docs/python.md, "`setup`"): (positional tuple, keywords) or an error code."""
     def get(key, alias=None, default=""):
         if key in cfg:
             return str(cfg[key])
@@ -317,7 +317,7 @@ def _dict_setup_args(cfg):
 
 
 class MooncakeDistributedStore(_mooncake.Store):
-    """A store client (python-api.md §4). States: NEW -> setup -> READY -> close -> CLOSED -> setup ..."""
+    """A store client (docs/python.md, "Conventions"). States: NEW -> setup -> READY -> close -> CLOSED -> setup ..."""
 
     def __init__(self):
         _live.add(self)

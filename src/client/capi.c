@@ -131,7 +131,7 @@ int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, 
   return mc_store_write(store, key, buffer, size, native_config(config, &c), MC_WRITE_UPSERT);
 }
 
-/* The batch no-touch rules (c-api.md §1.2). */
+/* The batch no-touch rules (docs/store-client.md, "C API"). */
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results) {
   if (!keys || !bufs || !sizes || !results) return 0;

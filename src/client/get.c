@@ -1,7 +1,7 @@
-/* The read path: look replicas up (one master RPC per batch), order them (decisions D6: this client's
+/* The read path: look replicas up (one master RPC per batch), order them (docs/store-client.md, "Reads": this client's
  * memory, same host, same zone, any; within a rank, peers a read failed from in the last SHUN_NS go last),
  * read the first choice of every key in one transfer batch, fall
- * over to the next replica for the keys that failed (D4), and finally enforce the read lease: data that
+ * over to the next replica for the keys that failed, and finally enforce the read lease: data that
  * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. A read that took longer than
  * LONG_READ_MS also checks that the master which granted the lease still runs: a restarted master knows
  * nothing of the old leases and hands out a re-mounted segment's space again after its quiet period

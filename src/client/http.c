@@ -1,4 +1,4 @@
-/* The store client's own HTTP server (python-api.md §4.1 enable_client_http_server, docs/store-client.md):
+/* The store client's own HTTP server (Python's enable_client_http_server; docs/store-client.md, "Client HTTP server"):
  * GET /health, /metrics (Prometheus text 0.0.4) and /metrics/summary, from this client's statistics
  * (stats.c) on a libmicrohttpd daemon (net/httpd.c). The handlers never take store->life: teardown
  * stops the daemon (joining its threads) before it frees anything they read, so they use s->master and

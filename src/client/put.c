@@ -1,8 +1,9 @@
-/* The put contract (master.md §2.3), shared by upsert (§2.4) through struct mc_write_ops: PutStart (OBJECT_ALREADY_EXISTS is success and the stored value
- * is kept) -> write every allocated replica -> PutEnd if all writes landed, else PutRevoke and the
- * first error. Batches make one master call per phase and one transfer batch for all replicas; a key
- * repeated in a batch is written once (its first occurrence, decisions D4). Puts (not upserts) go
- * through write extents first where they can (fastput.c: one round trip, for batches too). */
+/* The put contract (docs/master.md, "Put"), shared by upsert ("Upsert") through struct mc_write_ops:
+ * PutStart (OBJECT_ALREADY_EXISTS is success and the stored value is kept) -> write every allocated replica
+ * -> PutEnd if all writes landed, else PutRevoke and the first error. Batches make one master call per
+ * phase and one transfer batch for all replicas; a key repeated in a batch is written once (its first
+ * occurrence, docs/store-client.md, "Put"). Puts (not upserts) go through write extents first where they
+ * can (fastput.c: one round trip, for batches too). */
 #include <string.h>
 
 #include "client/client.h"

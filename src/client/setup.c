@@ -1,4 +1,4 @@
-/* Building and tearing down a client: argument checks, the memory check of decisions D5, the held
+/* Building and tearing down a client: argument checks, the memory check (docs/store-client.md, "Setup"), the held
  * auto port, the master connection, the metadata probe, the transfer engine, the segment and staging
  * buffer, the mount, and the heartbeat thread that keeps the client alive at the master (pings, for
  * clients with a segment) and reports its statistics (every client, stats.c). Every dependency
@@ -58,7 +58,7 @@ static int remaining_ms(uint64_t deadline) {
   return now >= deadline ? 1 : (int)(deadline - now);
 }
 
-/* ------------------------------------------------------------------ memory check (D5) */
+/* ------------------------------------------------------------------ memory check */
 
 /* A field of /proc/meminfo in bytes, 0 if absent. */
 static uint64_t meminfo(const char *field) {
@@ -298,8 +298,9 @@ static void ping(struct mc_store *s, int *failures) {
     *failures = 0;
     if (status == MC_PING_OK) atomic_store(&s->ping_ok_ns, sent);
     /* Retired and released: NEED_REMOUNT comes both from a master that forgot us (the release is then a
-     * no-op) and, by design (master.md: only ReMountSegment fills the OK set), as the answer to the first
-     * ping after a mount, when the master still holds the extent and would keep it for its whole lease. */
+     * no-op) and, by design (docs/master.md, "Segments": only ReMountSegment fills the OK set), as the
+     * answer to the first ping after a mount, when the master still holds the extent and would keep it for
+     * its whole lease. */
     if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 0), remount(s);
   }
 }

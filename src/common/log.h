@@ -1,5 +1,5 @@
 /* The one level-checked logger every library and binary uses. Libraries never printf.
- * Levels: TRACE < DEBUG < INFO < WARN < ERROR. Default WARN for libraries (D2); binaries
+ * Levels: TRACE < DEBUG < INFO < WARN < ERROR. Default WARN for libraries; binaries
  * raise it with -v / --v=N (1 = INFO, 2 = DEBUG, 3 = TRACE) or MC_LOG_LEVEL. */
 #ifndef MC_LOG_H
 #define MC_LOG_H

@@ -1,8 +1,8 @@
-/* The master's admin/metrics HTTP server (master.md §3, docs/admin.md) on libmicrohttpd: metrics,
+/* The master's admin/metrics HTTP server (docs/admin.md) on libmicrohttpd: metrics,
  * health and role, the effective configuration, key and segment queries, removal, and drain jobs.
  * It runs on its own threads and takes the master's locks only to copy numbers out (one shard or the
  * segment registry at a time); the key listing is streamed shard by shard. Admin reads never grant
- * leases (decisions D4). Every request is bounded (64 KiB body, 10000 keys per batch query). */
+ * leases (docs/master.md, "Design decisions"). Every request is bounded (64 KiB body, 10000 keys per batch query). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +64,7 @@ static mc_mhd_ret reply_json(struct MHD_Connection *c, unsigned status, json_t *
   return rc;
 }
 
-/* master.md §3: INVALID_PARAMS 400, *_NOT_FOUND 404, UNAVAILABLE_* / TENANT_NOT_EMPTY 409, else 500;
+/* docs/admin.md, "Endpoints": INVALID_PARAMS 400, *_NOT_FOUND 404, UNAVAILABLE_* / TENANT_NOT_EMPTY 409, else 500;
  * ours: a leased or still-being-written object (OBJECT_HAS_LEASE, REPLICA_IS_NOT_READY) is 409 too. */
 static unsigned http_status(int code) {
   const char *name = mooncake_store_err_name(code);

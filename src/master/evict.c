@@ -1,4 +1,4 @@
-/* Eviction (master.md §2.11). One thread wakes every 10 ms; it runs when the used ratio passes the high
+/* Eviction (docs/master.md, "Eviction"). One thread wakes every 10 ms; it runs when the used ratio passes the high
  * watermark, or when a PutStart failed for space (need_eviction) and eviction_ratio > 0. A run scans
  * the shards one lock at a time (optionally with eviction_thread_num scanners), collecting candidates
  * (lease expired, not hard-pinned, complete on a mounted segment) and the base count, then evicts the

@@ -18,7 +18,7 @@
  *   - client expiry (no ping for client_ttl) or replacement by a new incarnation: the reply carries
  *     client_ttl; the client starts no write unless a ping it sent less than client_ttl minus the margin
  *     ago was answered OK (the master's expiry clock starts no earlier than that ping's arrival).
- *     LEASE-ONLY extents are exempt: a client the master does not track (a pure client, D7: it has no
+ *     LEASE-ONLY extents are exempt: a client the master does not track (a pure client: it has no
  *     segment and sends no pings) gets an extent whose lease is min(put_start_release_timeout_sec,
  *     client_ttl) and whose grant says client_ttl = 0; only its lease, RELEASE_EXTENT or an unmount
  *     end it, never the expiry of a client record under that id. So a pure client that dies holds its

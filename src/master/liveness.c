@@ -1,9 +1,9 @@
-/* Client liveness (master.md §2.12, decisions D4): the housekeeping thread expires clients whose last
+/* Client liveness (docs/master.md, "Liveness and metadata cleanup"): the housekeeping thread expires clients whose last
  * ping is older than client_ttl, fires graceful-unmount timers, takes the metrics snapshots and logs the
  * metrics summary. Expiry unmounts the client's segments, sweeps their replicas and deletes the client's
  * TE metadata keys: only keys that name the client's own control-RPC address (what it mounted with)
- * and whose owner no longer answers (docs/master.md, "Liveness, D4 and metadata cleanup"). The metadata
- * calls and the probes of D4 are blocking I/O and run with no lock held. */
+ * and whose owner no longer answers. The metadata calls and the ownership probes ("Segment ownership")
+ * are blocking I/O and run with no lock held. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>

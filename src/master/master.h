@@ -1,6 +1,6 @@
 /* The master service: segment registry, per-segment allocators, the key -> replica map with leases and
- * pins, eviction and client liveness (master.md §2). Metadata only: it never touches object bytes.
- * Every operation is safe to call from many threads (the RPC server runs one thread per connection);
+ * pins, eviction and client liveness (docs/master.md). Metadata only: it never touches object bytes.
+ * Every operation is safe to call from many threads (the RPC server's workers, src/net/mrpc_server.c);
  * locks are short and documented in master_int.h. Status results are 0 or a negative store ErrorCode;
  * reply bodies are appended to a caller's buffer in the encodings of proto.h. */
 #ifndef MC_MASTER_MASTER_H
@@ -41,7 +41,7 @@ void mc_master_set_verbosity(int v);
  * docs/admin.md). It has its own threads and takes the master's locks only briefly. 0 or INTERNAL_ERROR. */
 int mc_master_start_admin(struct mc_master *m, uint16_t *port_out);
 
-/* ---- segments and clients (master.md §2.1, §2.12) ---- */
+/* ---- segments and clients (docs/master.md, "Segments", "Liveness and metadata cleanup") ---- */
 int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client);
 int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client);
 /* tenant: the realm of the request (NULL = the whole cluster); a tenant touches only its realm's segments. */
@@ -54,13 +54,13 @@ int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status);
  * tenant's realm (tenant non-NULL). */
 void mc_master_query_segments(struct mc_master *m, const char *tenant, struct mc_wbuf *w);
 
-/* ---- objects (master.md §2.2-2.9); keys are byte strings of klen bytes ---- */
+/* ---- objects (docs/master.md, "Objects"); keys are byte strings of klen bytes ---- */
 /* On success appends list<replica> (PROCESSING). */
 int mc_master_put_start(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
                         const struct mc_put_config *pc, struct mc_wbuf *w);
 int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
 int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type);
-/* UpsertStart (master.md §2.4): insert or replace, never OBJECT_ALREADY_EXISTS. Absent key: as PutStart.
+/* UpsertStart (docs/master.md, "Upsert"): insert or replace, never OBJECT_ALREADY_EXISTS. Absent key: as PutStart.
  * A complete object of the same length keeps its replicas (back to PROCESSING, same addresses); another
  * length frees them and allocates anew; an unfinished put is preempted at once. The caller becomes the
  * owner. On success appends list<replica> (PROCESSING). UpsertEnd/Revoke are mc_master_put_end/revoke. */
@@ -68,12 +68,12 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const voi
                            const struct mc_put_config *pc, struct mc_wbuf *w);
 /* On success grants a lease and appends list<replica> (readable ones). */
 int mc_master_get_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
-/* As mc_master_get_replicas without granting a lease (admin reads are side-effect free, decisions D4). */
+/* As mc_master_get_replicas without granting a lease (admin reads are side-effect free). */
 int mc_master_peek_replicas(struct mc_master *m, const void *key, uint32_t klen, struct mc_wbuf *w);
 /* 1 readable (lease granted), 0 absent or not yet readable. */
 int mc_master_exist(struct mc_master *m, const void *key, uint32_t klen);
 int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force);
-/* BatchReplicaClear for one key (python-api.md §4.3): when key's object was written by `client`, every
+/* BatchReplicaClear for one key (docs/master.md, "BatchReplicaClear"): when key's object was written by `client`, every
  * replica is COMPLETE and its lease has expired, drops its replicas (seg_len 0) or only the one on the
  * segment named seg (seg_len bytes); an object left without replicas is removed. 1 cleared, 0 not. */
 int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen,

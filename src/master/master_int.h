@@ -77,7 +77,7 @@ struct mseg {
 struct mclient {
   struct mc_uuid id;
   uint64_t deadline_ns;
-  int ok; /* in the OK set: set by ReMountSegment only (master.md §2.12) */
+  int ok; /* in the OK set: set by ReMountSegment only (docs/master.md, "Segments") */
 };
 
 struct replica {

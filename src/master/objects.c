@@ -1,4 +1,4 @@
-/* The object table: key -> replicas, striped over MC_NSHARDS shards by key hash (master.md §2.2-2.9).
+/* The object table: key -> replicas, striped over MC_NSHARDS shards by key hash (docs/master.md, "Objects").
  * Every function here takes exactly one shard lock at a time (see master_int.h for the lock order). */
 #include <stdio.h>
 #include <string.h>
@@ -192,7 +192,7 @@ static uint32_t count_status(const struct object *o, uint8_t status) {
   return n;
 }
 
-/* Readable = COMPLETE on a mounted segment (master.md §2.2). */
+/* Readable = COMPLETE on a mounted segment (docs/master.md, "Objects"). */
 static uint32_t count_readable(const struct object *o) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < o->nrep; i++) n += o->rep[i].status == MC_REPLICA_COMPLETE && seg_readable(o->rep[i].seg);
@@ -222,7 +222,7 @@ static struct object *lookup_live(struct mc_master *m, struct shard *sh, uint64_
 
 /* ------------------------------------------------------------------ put */
 
-/* Soft pin rules of master.md §2.8. */
+/* Soft pin rules (docs/master.md, "Pins"). */
 static int soft_pin_ttl(const struct mc_master *m, const struct mc_put_config *pc, uint64_t *ttl_ms) {
   int given = pc->soft_pin_ttl_ms != -1;
   if (pc->soft_pin_ttl_ms < -1) return MC_INVALID_PARAMS;
@@ -304,7 +304,7 @@ static void install_put(struct mc_master *m, struct object *o, struct replica *r
   log_allocated(o, client);
 }
 
-/* Upsert over an existing object (master.md §2.4). An unfinished put is preempted at once (its space
+/* Upsert over an existing object (docs/master.md, "Upsert"). An unfinished put is preempted at once (its space
  * kept until put_start + release timeout, as a stale put's: its writer may still be writing). A complete
  * object under a read lease gets fresh space, and its old replicas wait for the lease to end (see
  * release_after_lease): returns 1 with the reply encoded, or OBJECT_REPLICA_BUSY with the object

@@ -1,4 +1,4 @@
-/* Segment registry, client table and replica placement (master.md §2.1, §2.10, decisions D4/D6).
+/* Segment registry, client table and replica placement (docs/master.md, "Segments", "Placement").
  * seg_mu guards the registry; allocation on a segment takes its alloc_mu inside seg_mu (read). */
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
-/* D4: a holder whose probe goes unanswered keeps its name until it has not pinged for this long (three
+/* A holder whose probe goes unanswered keeps its name until it has not pinged for this long (three
  * ping intervals of the store client, docs/master.md "Segment ownership"), or client_ttl if shorter. */
 #define TAKEOVER_SILENCE_MS 3000
 
@@ -369,7 +369,7 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
   return 0;
 }
 
-/* D4 (docs/master.md, "Segment ownership"): whether a new incarnation may take the name from holder. It
+/* docs/master.md, "Segment ownership": whether a new incarnation may take the name from holder. It
  * may when nothing listens at the holder's probe address any more (a crashed holder), or when the probe
  * goes unanswered and the holder has not pinged for TAKEOVER_SILENCE_MS (a hung one). A holder that
  * still pings keeps its name even when its probe fails: flooding its control port must not hand its

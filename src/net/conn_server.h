@@ -1,6 +1,7 @@
-/* A listening TCP socket served by one thread per accepted connection: the master RPC server
- * (net/mrpc.c), the TCP transport's data port (te/transport_tcp.c) and the control RPC server
- * (net/ctrl_rpc.c). One slow client never stalls the others. */
+/* A listening TCP socket served by one thread per accepted connection: the TCP transport's data port
+ * (te/transport_tcp.c) and the control RPC server (net/ctrl_rpc.c). One slow client never stalls the
+ * others. (The master RPC server is not one of these: a few workers serve all its connections through
+ * one epoll set, net/mrpc_server.c.) */
 #pragma once
 
 struct mc_conn_server;

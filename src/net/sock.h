@@ -71,8 +71,9 @@ void mc_local_ip(char *buf, size_t len);
 /* Splits "host:port", "[v6]:port", "host" or a raw IPv6 address. Missing port -> def_port.
  * Returns 0, or -1 for an empty host or a bad port. */
 int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port, uint16_t def_port);
-/* The RPC port range from MC_MIN_RPC_PORT / MC_MAX_RPC_PORT with the fallback rule of decisions D3:
- * a range below 1024, inverted, or overlapping 32768-60999 falls back to 15000-17000. */
+/* The RPC port range from MC_MIN_RPC_PORT / MC_MAX_RPC_PORT with the fallback rule
+ * (docs/transfer-engine.md, "Design decisions"): a range below 1024, inverted, or overlapping 32768-60999
+ * falls back to 15000-17000. */
 void mc_rpc_port_range(int *min_port, int *max_port);
 
 #endif

@@ -1,6 +1,6 @@
-/* The backend-independent part of the metadata client (metadata.md §1-2): picks a backend from the
- * connection string and builds the key layout. An unknown scheme is an error returned to the caller,
- * never an abort (metadata.md §6.3). */
+/* The backend-independent part of the metadata client: picks a backend from the connection string and
+ * builds the key layout (docs/transfer-engine.md, "Connection strings and keys"). An unknown scheme is
+ * an error returned to the caller, never an abort. */
 #include "te/metadata.h"
 
 #include <errno.h>

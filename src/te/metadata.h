@@ -1,7 +1,7 @@
-/* Metadata backends: a plain key -> JSON-text store (metadata.md). The engine uses only get, set and
- * remove. Backends: embedded/standalone HTTP server ("http://h:p/path"), etcd v3 ("etcd://h:p[,h:p]" or
- * bare "h:p"), Redis ("redis://h:p"). "P2PHANDSHAKE" has no backend (the engine pulls descriptors from
- * peers over the control RPC). Every call is bounded in time; none blocks forever. Thread-safe. */
+/* Metadata backends: a plain key -> JSON-text store (docs/transfer-engine.md, "Metadata"). The engine
+ * uses only get, set and remove. Backends: embedded/standalone HTTP server ("http://h:p/path"), etcd v3
+ * ("etcd://h:p[,h:p]" or bare "h:p"), Redis ("redis://h:p"). "P2PHANDSHAKE" has no backend (the engine
+ * pulls descriptors from peers over the control RPC). Every call is bounded in time; none blocks forever. Thread-safe. */
 #ifndef MC_TE_METADATA_H
 #define MC_TE_METADATA_H
 #include <stddef.h>
@@ -43,7 +43,7 @@ int mc_meta_is_p2p(const char *conn);
 int mc_meta_open(const char *conn, struct mc_meta **out);
 void mc_meta_close(struct mc_meta *m);
 static inline int mc_meta_get(struct mc_meta *m, const char *key, char **v) { return m->ops->get(m, key, v); }
-/* Writes key. On etcd and Redis the key is bound to this process's liveness (decisions D4): it carries
+/* Writes key. On etcd and Redis the key is bound to this process's liveness: it carries
  * a lease / EXPIRE of MC_METADATA_TTL_S seconds (default 10; 0 = unbound, keys stay until removed) that
  * a background thread of this mc_meta renews every third of it, writing the key again if it was lost
  * while the process lives. A process that dies leaves no key behind after the TTL. On the HTTP server

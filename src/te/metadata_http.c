@@ -1,4 +1,4 @@
-/* HTTP metadata backend (metadata.md §1: GET/PUT/DELETE <url>?key=<escaped key>, only 200 is success)
+/* HTTP metadata backend (GET/PUT/DELETE <url>?key=<escaped key>, only 200 is success; docs/transfer-engine.md)
  * and the libcurl plumbing it shares with the etcd backend (metadata_curl.h). Every request is bounded
  * by a 3 s total / 1.5 s connect timeout; nothing here may block forever or raise signals. */
 #include <curl/curl.h>

@@ -1,4 +1,4 @@
-/* The HTTP metadata server (metadata.md §4, "embedded server" behaviour) on libmicrohttpd: a mutex-guarded
+/* The HTTP metadata server (docs/transfer-engine.md, "The HTTP metadata server") on libmicrohttpd: a mutex-guarded
  * map key -> body and the realm that created the key (its owner), optionally persisted by an atomic rewrite (temp file + fsync + rename) after every change.
  * The rewrite runs outside the map's mutex, on a snapshot, in a persister thread: a burst of changes is
  * written once or twice, a change is answered once it is on disk (its request suspended meanwhile), and no

@@ -1,6 +1,6 @@
-/* The HTTP metadata server (metadata.md §4), embeddable in any binary (mooncake_master embeds it; the
- * standalone mooncake_http_metadata_server wraps it). An in-memory map key -> body, optionally persisted
- * to a file so that a restart loses nothing (metadata.md §6.1). */
+/* The HTTP metadata server (docs/transfer-engine.md, "The HTTP metadata server"), embeddable in any binary
+ * (mooncake_master embeds it; the standalone mooncake_http_metadata_server wraps it). An in-memory map key
+ * -> body, optionally persisted to a file so that a restart loses nothing. */
 #ifndef MC_TE_METADATA_SERVER_H
 #define MC_TE_METADATA_SERVER_H
 #include <stdint.h>

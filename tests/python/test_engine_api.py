@@ -1,7 +1,7 @@
-"""mooncake.engine.TransferEngine (python-api.md §5): names, failure values before initialize, registration
-codes, sync/async transfers and upstream's engine test pattern (random small write_bytes_to_buffer /
-transfer_sync_write / transfer_sync_read / read_bytes_from_buffer rounds; 100-entry batch sync and async
-transfers checked with get_batch_transfer_status)."""
+"""mooncake.engine.TransferEngine (docs/python.md, "What is there"): names, failure values before initialize,
+registration codes, sync/async transfers and upstream's engine test pattern (random small
+write_bytes_to_buffer / transfer_sync_write / transfer_sync_read / read_bytes_from_buffer rounds; 100-entry
+batch sync and async transfers checked with get_batch_transfer_status)."""
 
 import random
 import time

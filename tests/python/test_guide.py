@@ -1,7 +1,7 @@
-"""The deployment guide's §3.3, verbatim: etcd, then `mooncake_master --rpc_port=50051
+"""The deployment guide's single-machine walk-through, verbatim: etcd, then `mooncake_master --rpc_port=50051
 --eviction_high_watermark_ratio=0.9 --default_kv_lease_ttl=5000`, then the guide's Python snippet, which
 must print b'hello_mooncake'. Ports are the guide's (2379, 50051) unless another process holds them; then
-free ones are substituted (decisions D1: ports may differ in tests) and the snippet names them."""
+free ones are substituted (only ports may differ: docs/python.md, "Tests and benchmark") and the snippet names them."""
 
 import os
 import textwrap

@@ -1,4 +1,4 @@
-"""The integration call sequences of python-api.md §7, replayed end to end with numpy arrays standing in
+"""The integration call sequences (docs/python.md, "Integrations"), replayed end to end with numpy arrays standing in
 for KV-cache memory: vLLM's MooncakeStoreConnector, SGLang HiCache, LMCache's mooncakestore:// connector
 and the prefill/decode connectors' TransferEngine writes."""
 

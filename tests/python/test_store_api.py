@@ -1,5 +1,5 @@
-"""Every P0/P1 method of MooncakeDistributedStore and its conventions (python-api.md §0-§4), including each
-invariant of §4.5, against a real mooncake_master (500 ms lease) and real clients."""
+"""Every P0/P1 method of MooncakeDistributedStore and its conventions (docs/python.md), including each
+invariant (docs/python.md, "Invariants"), against a real mooncake_master (500 ms lease) and real clients."""
 
 import gc
 import json
@@ -66,7 +66,7 @@ def test_host_mem_allocator():
     assert p > 0 and a.free(p) == 0 and a.alloc(0) == 0
 
 
-# ------------------------------------------------------------------ lifecycle (G4)
+# ------------------------------------------------------------------ lifecycle
 
 
 def test_not_initialized_values():
@@ -193,7 +193,7 @@ def test_health_check_master_down():
     s.close()
 
 
-# ------------------------------------------------------------------ P0 data methods and §4.5 invariants
+# ------------------------------------------------------------------ P0 data methods and the invariants
 
 
 def test_put_get_invariant_1(make_store):
