@@ -32,13 +32,6 @@ ALLOW_FOR_NOW = {
     "src/common/lifecycle.c",
     "src/common/lifecycle.h",
     "tests/test_lifecycle.c",
-    "src/master/proto.h",
-    "src/master/rpc.c",
-    "src/master/metrics.c",
-    "src/master/metrics.h",
-    "src/net/codec.h",
-    "src/net/ctrl_rpc.c",
-    "src/te/transport_tcp.c",
 }
 # Data, not text: fuzz corpora are byte strings a fuzzer may grow in any direction.
 DATA_DIRS = ("tests/fuzz/corpus/",)

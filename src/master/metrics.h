@@ -1,4 +1,4 @@
-/* The master's metrics (decisions D7, master.md §3): counters bumped on the RPC path (relaxed atomics,
+/* The master's metrics (docs/admin.md): counters bumped on the RPC path (relaxed atomics,
  * no lock), the client-reported transfer statistics, one-second snapshots for the windowed figures
  * (eviction_rate over 60 s, master_rpc_qps over 10 s, te_transfer_latency_p99 over 60 s), and the three
  * renderings: the Prometheus exposition, the summary line, and the key=value log line.

@@ -14,7 +14,7 @@
  *   BATCH_PUT_START    client id, list<{str key, u64 length}>, config -> list<{i32 status, list<replica>}>
  *   BATCH_PUT_END/REVOKE client id, list<str key>, u8 replica_type -> list<i32 status>
  *   UPSERT_START, UPSERT_END/REVOKE, BATCH_UPSERT_START, BATCH_UPSERT_END/REVOKE: bodies and replies
- *                      exactly as the PUT forms above (master.md §2.4; insert or replace, never
+ *                      exactly as the PUT forms above (docs/master.md, "Upsert"; insert or replace, never
  *                      OBJECT_ALREADY_EXISTS). Opcodes 16-19, 25, 26.
  *   GET_REPLICA_LIST   str key -> u64 lease_ttl_ms, list<replica>
  *   BATCH_GET_REPLICA_LIST list<str key> -> u64 lease_ttl_ms, list<{i32 status, list<replica>}>
@@ -39,8 +39,8 @@
  *   BATCH_COMMIT_PUT   client id, u64 extent id, u8 soft_pin_action, i64 soft_pin_ttl_ms, u8 with_hard_pin,
  *                      list<{str key, u64 offset, u64 length}> -> list<i32 status> (each as COMMIT_PUT's
  *                      answer, in request order)
- * Segment records carry zone and host_id (decisions D6) and the owner's control-RPC address, which the
- * master probes when a client re-mounts under a name still held by an older incarnation (D4). */
+ * Segment records carry zone and host_id (docs/master.md, "Segments") and the owner's control-RPC address, which the
+ * master probes when a client re-mounts under a name still held by an older incarnation (docs/master.md, "Segment ownership"). */
 #ifndef MC_MASTER_PROTO_H
 #define MC_MASTER_PROTO_H
 #include <stdint.h>
@@ -144,7 +144,7 @@ struct mc_put_config {
   uint8_t with_hard_pin;
   uint32_t n_preferred;
   char *preferred[MC_MAX_PREFERRED];
-  char *writer_host_id; /* placement: the writer's host and zone (D6) */
+  char *writer_host_id; /* placement: the writer's host and zone (docs/master.md, "Placement") */
   char *writer_zone;
   const char *tenant; /* not on the wire: the writer's tenant (NULL = the whole cluster); placement uses
                          only that realm's segments (docs/security.md, "Tenants"); not owned */
@@ -182,7 +182,7 @@ void mc_replica_rec_free(struct mc_replica_rec *rep);
 uint32_t mc_get_replicas(struct mc_rbuf_rd *r, struct mc_replica_rec **out);
 void mc_replicas_free(struct mc_replica_rec *reps, uint32_t n);
 
-/* What a client saw since its previous report (decisions D7): transfer latencies in the fixed log-scale
+/* What a client saw since its previous report (docs/admin.md, "Client reports"): transfer latencies in the fixed log-scale
  * buckets below (1-2-5 steps from 1 us to 10 s; lat[i] counts latencies <= mc_lat_bound_us(i) and above
  * the previous bound, lat[MC_LAT_NBUCKETS - 1] those above 10 s), their sum, bytes moved, and the lookups
  * it made that found a readable object (hits) or not (misses). Wire: client id, u32 bucket count (must be

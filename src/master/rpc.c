@@ -1,6 +1,6 @@
 /* The master's RPC dispatcher: decodes each request of proto.h completely (total, bounds-checked
  * readers; any decode error -> INVALID_PARAMS before anything runs), calls the service, encodes the
- * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: decisions D7).
+ * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: docs/admin.md, "Metrics").
  * Knows the wire layout, not the locking. Key patterns are compiled here with PCRE2 under fixed limits
  * (docs/master.md "Limits"): at most MC_STR_MAX bytes, 8 nested groups, 1 MiB of compile memory, no
  * back-references; each key's match is bounded in steps, depth and heap. A substring search, as before;
@@ -466,7 +466,7 @@ static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   return rc;
 }
 
-/* python-api.md §4.3: per key, the caller's own complete unleased objects; answers the cleared keys. */
+/* docs/master.md, "BatchReplicaClear": per key, the caller's own complete unleased objects; answers the cleared keys. */
 static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid client = mc_get_uuid(r);
   uint32_t n;
@@ -514,7 +514,7 @@ static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
 
 /* ------------------------------------------------------------------ statistics */
 
-/* Any client, pure ones included: merged into the cluster figures; never touches liveness (D7). */
+/* Any client, pure ones included: merged into the cluster figures; never touches liveness (docs/admin.md, "Client reports"). */
 static int op_report_stats(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_client_stats st;
   mc_get_client_stats(r, &st);
