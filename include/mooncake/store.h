@@ -20,7 +20,8 @@
  * Process exit (atexit) tears down every live handle as destroy would. In a process without an
  * embedded Python interpreter the library also handles SIGINT/SIGTERM/SIGHUP (only where the
  * application left the default disposition): a dedicated thread tears down all handles, then the
- * signal is re-raised with its default action. */
+ * signal is re-raised with its default action. A forked child leaves its parent's handles alone
+ * (docs/store-client.md, "Process lifecycle: exit and signals"). */
 #ifndef MOONCAKE_STORE_H
 #define MOONCAKE_STORE_H
 

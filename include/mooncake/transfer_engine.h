@@ -141,11 +141,13 @@ typedef struct segment_desc segment_desc_t;
 /* ---- Upstream API (docs/transfer-engine.md, "C API") ---- */
 
 /* NULL on failure. metadata_conn_string: "P2PHANDSHAKE", "etcd://h:p[,h:p]" or bare "h:p",
- * "redis://h:p", "http(s)://h:p/path". auto_discover != 0 installs the best transport. */
+ * "redis://h:p", "http(s)://h:p/path". auto_discover != 0 installs the best transport. A server name
+ * whose rpc_meta key is held by a live engine fails the creation, and that engine's keys stay. */
 transfer_engine_t createTransferEngine(const char *metadata_conn_string, const char *local_server_name,
                                        const char *ip_or_host_name, uint64_t rpc_port,
                                        int auto_discover);
-/* Stops the engine, deletes its metadata keys, frees it. NULL is ignored. */
+/* Stops the engine, deletes the metadata keys it published, frees it. NULL is ignored. Waits for a
+ * teardown of the engine by a signal in progress (enableGracefulShutdown). */
 void destroyTransferEngine(transfer_engine_t engine);
 int discoverTopology(transfer_engine_t engine);
 int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
@@ -183,6 +185,10 @@ int genNotifyInEngine(transfer_engine_t engine, uint64_t target_id, notify_msg_t
 
 int syncSegmentCache(transfer_engine_t engine);
 int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
+/* On SIGINT, SIGTERM or SIGHUP the engine's control RPC stops and its metadata keys are deleted, then the
+ * signal's default action ends the process (docs/store-client.md, "Process lifecycle: exit and signals").
+ * Only signals still at SIG_DFL are handled: the application's own handlers and SIG_IGN are kept. Any
+ * number of engines; destroyTransferEngine takes the engine out again. */
 void enableGracefulShutdown(transfer_engine_t engine);
 int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
 

@@ -3,7 +3,8 @@
  * Layers: capi.c (argument rules, not-initialized values) -> put.c / get.c (the put contract and the
  * read path) -> mcli.c (master RPC encodings, no transfers) and xfer.c (moving bytes: own-segment
  * memcpy, Transfer Engine batches, staging bounce). setup.c builds and tears down a client; live.c
- * keeps the process-wide list of live handles (atexit, signals). stage.c allocates staging space.
+ * puts every handle in the process's registry of live handles (common/lifecycle.h: atexit, signals).
+ * stage.c allocates staging space.
  *
  * Locking: store->life is a writer-preferring rwlock; every API call holds it for reading for its
  * whole duration, setup/teardown hold it for writing, so the fields under "valid while ready" never
@@ -16,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/lifecycle.h"
 #include "master/proto.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
@@ -41,7 +43,7 @@ struct mc_cstats {
 struct mc_store {
   pthread_rwlock_t life;
   int ready; /* guarded by life */
-  struct mc_store *live_next; /* live.c's list, guarded by its mutex */
+  struct mc_lifecycle lc; /* the process's registry of live handles (live.c), guarded by its lock */
 
   /* ---- valid while ready ---- */
   char name[300];    /* segment name "host:port" (get_hostname) */
@@ -101,8 +103,8 @@ static inline int mc_api_enter(struct mc_store *s) {
   return 0;
 }
 static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->life); }
-/* The batch no-touch rules (c-api.md §1.2): 0 when an array or a key is NULL, or a buffer is NULL with
- * a size > 0. */
+/* The batch no-touch rules (docs/store-client.md, "C API"): 0 when an array or a key is NULL, or a buffer
+ * is NULL with a size > 0. */
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
@@ -115,8 +117,8 @@ void mc_fastput_free(struct mc_store *s);
 void mc_fastput_retire(struct mc_store *s, int dead);
 /* Sends the releases the put path left for the heartbeat thread (fastput.c, "Releases"). */
 void mc_fastput_flush(struct mc_store *s);
-/* A put through an extent: 0 when done (stored, or the key existed: D4), 1 when the caller must run
- * the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
+/* A put through an extent: 0 when done (stored, or the key existed and keeps its value), 1 when the caller
+ * must run the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
 int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
 /* The eligible keys of a batch put through write extents (fastput.c, "Batches"); done[i] = 1 for each key
  * it finished (its result is 0); the others take the PutStart/PutEnd path. Keys must be distinct. */
@@ -158,8 +160,9 @@ int mc_http_start(struct mc_store *s, int port);
 /* Stops it (joins its threads); no-op when not running. */
 void mc_http_stop(struct mc_store *s);
 
-/* ---- live.c ---- */
+/* ---- live.c: the store's part of the process lifecycle (common/lifecycle.h) ---- */
 void mc_live_add(struct mc_store *s);
+/* First thing in destroy: waits for a teardown of s by exit or a signal in progress. */
 void mc_live_remove(struct mc_store *s);
 
 /* ---- stage.c: first-fit allocator over the staging buffer, thread-safe ---- */
@@ -206,8 +209,8 @@ int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struc
 int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);
 int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo);
-/* The opcodes of one write protocol: put (master.md §2.3) or upsert (§2.4). Both follow the same client
- * contract (put.c); only the master's treatment of an existing key differs. */
+/* The opcodes of one write protocol: put (docs/master.md, "Put") or upsert ("Upsert"). Both follow the same
+ * client contract (put.c); only the master's treatment of an existing key differs. */
 struct mc_write_ops {
   uint16_t start, end, revoke, batch_start, batch_end, batch_revoke;
   const char *name; /* "put" / "upsert", for logs */

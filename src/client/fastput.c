@@ -2,9 +2,10 @@
  *
  * A client reserves an extent from the master once, then for each eligible put carves [cursor, cursor +
  * size) locally, writes the bytes there and sends one COMMIT_PUT. A client with a mounted segment pings
- * and is subject to liveness; a pure client (no segment, no pings: D7) gets a lease-only extent, which
- * the master ends only by its lease (min(put_start_release_timeout_sec, client_ttl), renewed by every
- * commit), RELEASE_EXTENT or an unmount, never by a client expiry; its grant says client_ttl = 0.
+ * and is subject to liveness; a pure client (no segment, no pings: docs/master.md, "Liveness and metadata
+ * cleanup") gets a lease-only extent, which the master ends only by its lease (min(put_start_release_timeout_sec,
+ * client_ttl), renewed by every commit), RELEASE_EXTENT or an unmount, never by a client expiry; its grant says
+ * client_ttl = 0.
  * Anything unusual (no extent to be had, a failed write, a commit error other than "already exists")
  * makes that one put take the PutStart/PutEnd path instead, so callers see exactly the results of that
  * path. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
@@ -81,41 +82,13 @@ struct mc_fastput {
   struct fp_ext *released; /* retired extents whose RELEASE_EXTENT the heartbeat thread sends; mu */
 };
 
-/* Segment endpoints of the handles of THIS process that hold extents state. The engine writes to a
- * same-process peer through its raw address, so an extent on another handle of this process would be
- * written through a pointer that dies with that handle (its teardown does not know about our extent).
- * Such extents are released at once and those puts take PutStart/PutEnd. Leaf lock. */
-static pthread_mutex_t local_mu = PTHREAD_MUTEX_INITIALIZER;
-static char **local_eps;
-static size_t n_local_eps;
-
-static void local_add(const char *ep) {
-  pthread_mutex_lock(&local_mu);
-  local_eps = mc_realloc(local_eps, sizeof(*local_eps) * (n_local_eps + 1));
-  local_eps[n_local_eps++] = mc_strdup(ep);
-  pthread_mutex_unlock(&local_mu);
-}
-
-static void local_remove(const char *ep) {
-  pthread_mutex_lock(&local_mu);
-  for (size_t i = 0; i < n_local_eps; i++)
-    if (!strcmp(local_eps[i], ep)) {
-      mc_free(local_eps[i]);
-      local_eps[i] = local_eps[--n_local_eps];
-      break;
-    }
-  if (!n_local_eps) mc_free(local_eps), local_eps = NULL;
-  pthread_mutex_unlock(&local_mu);
-}
-
-/* 1 when ep is the segment of another handle in this process. */
+/* Extents on the segment of another handle of THIS process are refused. The engine writes to a
+ * same-process peer through its raw address, so an extent there would be written through a pointer that
+ * dies with that handle (its teardown does not know about our extent). Each handle with extents state is
+ * known in the process's registry of live handles (common/lifecycle.h) by its segment endpoint; such
+ * extents are released at once and those puts take PutStart/PutEnd. */
 static int other_local(const struct mc_store *s, const char *ep) {
-  if (!strcmp(ep, s->te_name)) return 0;
-  int found = 0;
-  pthread_mutex_lock(&local_mu);
-  for (size_t i = 0; i < n_local_eps && !found; i++) found = !strcmp(local_eps[i], ep);
-  pthread_mutex_unlock(&local_mu);
-  return found;
+  return strcmp(ep, s->te_name) && mc_lifecycle_name_taken(&s->lc, ep);
 }
 
 static int enabled_by_env(void) {
@@ -132,7 +105,7 @@ void mc_fastput_init(struct mc_store *s) {
   struct mc_fastput *fp = mc_calloc(1, sizeof(*fp));
   pthread_mutex_init(&fp->mu, NULL);
   s->fastput = fp;
-  local_add(s->te_name);
+  mc_lifecycle_set_name(&s->lc, s->te_name);
 }
 
 /* ------------------------------------------------------------------ RPCs */
@@ -290,7 +263,7 @@ void mc_fastput_free(struct mc_store *s) {
   if (!fp) return;
   mc_fastput_retire(s, 0); /* no put is in flight: teardown holds life for writing */
   mc_fastput_flush(s);      /* the heartbeat thread has stopped: what it had not sent yet */
-  local_remove(s->te_name);
+  mc_lifecycle_set_name(&s->lc, NULL);
   pthread_mutex_destroy(&fp->mu);
   mc_free(fp);
   s->fastput = NULL;
@@ -331,7 +304,7 @@ static struct fp_ext *reserve_locked(struct mc_store *s, struct mc_fastput *fp, 
     ext_free(e);
     return NULL;
   }
-  if (other_local(s, e->endpoint)) { /* see local_eps */
+  if (other_local(s, e->endpoint)) {
     rpc_release(s, e->id);
     ext_free(e);
     fp->retry_after_ns = mc_now_ns() + FP_RETRY_NS;
@@ -400,7 +373,8 @@ int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_
   uint64_t sent = mc_now_ns();
   if (!rc) {
     rc = rpc_commit(s, e, key, off, len, cfg);
-    done = !rc || rc == MC_OBJECT_ALREADY_EXISTS; /* D4: an existing key keeps its value, put returns 0 */
+    /* an existing key keeps its value, the put returns 0 (docs/store-client.md, "Put") */
+    done = !rc || rc == MC_OBJECT_ALREADY_EXISTS;
   } else {
     LOG_WARN("put key=%s: writing into write extent %llu failed (%s); retiring it", key, (unsigned long long)e->id,
              mooncake_store_err_name(rc));
@@ -472,7 +446,7 @@ void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *
     rpc_batch_commit(s, e, ck, co, cl, c, cfg, st);
     if (st[0] == MC_NOT_SUPPORTED) atomic_store(&fp->batch_unsupported, 1); /* these keys take the slow path */
     for (size_t q = 0; q < c; q++) {
-      done[cj[q]] = !st[q] || st[q] == MC_OBJECT_ALREADY_EXISTS; /* D4: an existing key keeps its value */
+      done[cj[q]] = !st[q] || st[q] == MC_OBJECT_ALREADY_EXISTS; /* an existing key keeps its value */
       if (st[q] && !done[cj[q]])
         LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", ck[q],
                   mooncake_store_err_name(st[q]));

@@ -64,9 +64,15 @@ struct mc_buf *mc_local_pin_range(uint64_t addr, uint64_t len) {
 /* ------------------------------------------------------------------ lifecycle */
 
 /* Publishes rpc_meta/<name>. An entry left by a dead incarnation (which write-once servers would keep
- * forever) is replaced when its owner does not answer; one held by a live engine is a name collision. */
+ * forever) is replaced when its owner does not answer; one held by a live engine is a name collision,
+ * and the key stays the owner's: this engine never deletes it (MC_PUB_RPC stays clear). */
 static int publish_rpc_meta(struct mc_engine *e) {
   char key[512], *old = NULL;
+  pthread_mutex_lock(&e->pub_mu);
+  if (e->withdrawn) {
+    pthread_mutex_unlock(&e->pub_mu);
+    return 0;
+  }
   json_t *v = json_pack("{s:s, s:i}", "ip_or_host_name", e->ip, "rpc_port", (int)e->rpc_port);
   char *body = json_dumps(v, JSON_COMPACT);
   json_decref(v);
@@ -82,10 +88,42 @@ static int publish_rpc_meta(struct mc_engine *e) {
     }
   }
   if (!rc) rc = mc_meta_set(e->meta, key, body);
+  if (!rc) e->published |= MC_PUB_RPC;
+  pthread_mutex_unlock(&e->pub_mu);
   mc_free(old);
   free(body);
   if (rc) LOG_ERROR("cannot publish %s to metadata service %s", key, e->conn);
   return rc;
+}
+
+/* Deletes the keys this engine published, and nothing else: a creation that failed on a name collision
+ * must leave the live owner's keys alone. Nothing is published afterwards. */
+static void unpublish(struct mc_engine *e) {
+  char key[512];
+  pthread_mutex_lock(&e->pub_mu);
+  e->withdrawn = 1;
+  if (e->published & MC_PUB_SEG) {
+    mc_meta_segment_key(key, sizeof(key), e->name);
+    mc_meta_remove(e->meta, key);
+  }
+  if (e->published & MC_PUB_RPC) {
+    mc_meta_rpc_key(key, sizeof(key), e->name);
+    mc_meta_remove(e->meta, key);
+  }
+  e->published = 0;
+  pthread_mutex_unlock(&e->pub_mu);
+}
+
+/* The registry's teardown on a signal (common/lifecycle.h): the control RPC stops and the engine's keys
+ * go, as in destroyTransferEngine, so that peers stop finding it (the HTTP metadata server deletes an
+ * rpc_meta key only when its engine no longer answers: docs/transfer-engine.md, "Metadata"). The rest
+ * stays for destroyTransferEngine: application threads may still be using the engine until the signal's
+ * default action ends the process. Only the creator and destroy read e->rpc besides this. */
+static void engine_teardown(struct mc_lifecycle *n) {
+  struct mc_engine *e = mc_container_of(n, struct mc_engine, lc);
+  mc_rpc_server_stop(e->rpc);
+  e->rpc = NULL;
+  if (e->meta) unpublish(e);
 }
 
 static int init_rpc(struct mc_engine *e, const char *server_name) {
@@ -166,6 +204,7 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   }
   struct mc_engine *e = mc_calloc(1, sizeof(*e));
   pthread_mutex_init(&e->tp_mu, NULL);
+  pthread_mutex_init(&e->pub_mu, NULL);
   pthread_mutex_init(&e->reg_mu, NULL);
   pthread_mutex_init(&e->seg_mu, NULL);
   pthread_mutex_init(&e->batch_mu, NULL);
@@ -183,6 +222,7 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   if (pthread_create(&e->notifier, NULL, notifier_main, e)) goto fail_rpc;
   e->prefault = mc_prefault_create(e);
   local_add(e);
+  mc_lifecycle_add(&e->lc, engine_teardown);
   if (!e->p2p && publish_rpc_meta(e)) {
     destroyTransferEngine(e);
     return NULL;
@@ -207,6 +247,7 @@ fail:
 void destroyTransferEngine(transfer_engine_t engine) {
   struct mc_engine *e = engine;
   if (!e) return;
+  mc_lifecycle_remove(&e->lc); /* first: a teardown by a signal in progress finishes before we go on */
   pthread_mutex_lock(&e->out_mu);
   e->out_stop = 1;
   pthread_cond_signal(&e->out_cv);
@@ -218,11 +259,7 @@ void destroyTransferEngine(transfer_engine_t engine) {
   mc_rpc_server_stop(e->rpc);
   for (int i = e->ntps - 1; i >= 0; i--) e->tps[i]->ops->fini(e->tps[i]);
   if (e->meta) {
-    char key[512];
-    mc_meta_segment_key(key, sizeof(key), e->name);
-    mc_meta_remove(e->meta, key);
-    mc_meta_rpc_key(key, sizeof(key), e->name);
-    mc_meta_remove(e->meta, key);
+    unpublish(e);
     mc_meta_close(e->meta);
   }
   while (e->outbox) {
@@ -266,7 +303,7 @@ static struct mc_transport *install_one(struct mc_engine *e, const char *proto) 
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args) {
   struct mc_engine *e = engine;
   if (!e || !proto) return NULL;
-  /* "tcp" is the network path with the same-host shortcut (decisions D3). */
+  /* "tcp" is the network path with the same-host shortcut (docs/transfer-engine.md, "Path choice"). */
   if (!strcmp(proto, "tcp") && !e->force_tcp && !install_one(e, "shm")) return NULL;
   struct mc_transport *t = install_one(e, proto);
   if (!t) return NULL;
@@ -315,9 +352,12 @@ static void invalidate_local(struct mc_engine *e);
 int mc_engine_publish(struct mc_engine *e) {
   invalidate_local(e);
   if (e->p2p || !e->meta) return 0;
-  char key[512], *d = mc_engine_describe(e);
+  char key[512], *d = NULL;
   mc_meta_segment_key(key, sizeof(key), e->name);
-  int rc = mc_meta_set(e->meta, key, d);
+  pthread_mutex_lock(&e->pub_mu); /* described under it too: concurrent publishes land in order */
+  int rc = e->withdrawn ? 0 : mc_meta_set(e->meta, key, d = mc_engine_describe(e));
+  if (!rc && !e->withdrawn) e->published |= MC_PUB_SEG;
+  pthread_mutex_unlock(&e->pub_mu);
   free(d);
   if (rc) LOG_ERROR("cannot publish segment descriptor %s to %s", key, e->conn);
   return rc ? ERR_METADATA : 0;

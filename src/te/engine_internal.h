@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/lifecycle.h"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
 #include "te/metadata.h"
@@ -126,12 +127,18 @@ const struct mc_transport_ops *mc_transport_lookup(const char *name);
 
 /* ---- engine ---- */
 #define MC_MAX_TRANSPORTS 4
+enum { MC_PUB_RPC = 1, MC_PUB_SEG = 2 }; /* struct mc_engine.published: rpc_meta/<name>, ram/<name> */
 
 struct mc_engine {
   char *conn;
   struct mc_spin wait_spin; /* mc_te_wait_batch: poll before sleeping while batches finish that soon */
   struct mc_meta *meta; /* NULL under P2PHANDSHAKE */
   int p2p;
+  /* pub_mu (a leaf but for the locks mc_engine_describe takes) guards the two below and is held across
+   * every write and delete of our keys, so that nothing is published after the keys were withdrawn */
+  pthread_mutex_t pub_mu;
+  unsigned published; /* MC_PUB_*: the keys this engine wrote, the only ones it ever deletes */
+  int withdrawn;      /* the keys were deleted (a signal or destroy): no publish any more */
   char *name; /* segment name */
   char ip[256];
   uint16_t rpc_port;
@@ -171,6 +178,7 @@ struct mc_engine {
 
   struct mc_prefault *prefault; /* NULL when MC_SEGMENT_PREFAULT=0 */
   struct mc_engine *local_next; /* the process's list of live engines (engine.c, guarded by its lock) */
+  struct mc_lifecycle lc;       /* the process's registry of live handles (common/lifecycle.h) */
 };
 
 /* ---- warming memory ahead of use (prefault.c) ---- */

@@ -1,9 +1,7 @@
-/* The small diagnostic corners of the upstream C API (c-api.md §2.4). */
+/* The small diagnostic corners of the upstream C API (docs/transfer-engine.md, "C API"). */
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/alloc.h"
 #include "te/engine_internal.h"
@@ -42,39 +40,11 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
   return 0;
 }
 
-/* Graceful shutdown: a signal handler may only flag; a watcher thread does the teardown. */
-static pthread_mutex_t gs_mu = PTHREAD_MUTEX_INITIALIZER;
-static transfer_engine_t gs_engines[16];
-static int gs_count, gs_pipe[2] = {-1, -1};
-
-static void gs_signal(int sig) {
-  unsigned char s = (unsigned char)sig;
-  ssize_t w = write(gs_pipe[1], &s, 1);
-  (void)w;
-}
-
-static void *gs_watch(void *arg) {
-  unsigned char s;
-  if (read(gs_pipe[0], &s, 1) != 1) return NULL;
-  pthread_mutex_lock(&gs_mu);
-  for (int i = 0; i < gs_count; i++) destroyTransferEngine(gs_engines[i]);
-  gs_count = 0;
-  pthread_mutex_unlock(&gs_mu);
-  signal(s, SIG_DFL);
-  raise(s);
-  return NULL;
-}
-
+/* Graceful shutdown: the engine's keys are deleted on SIGINT/SIGTERM/SIGHUP before the signal's default
+ * action ends the process (common/lifecycle.h; docs/store-client.md, "Process lifecycle: exit and
+ * signals"). A signal the application handles or ignores is left to it. destroyTransferEngine takes the
+ * engine out of the registry. */
 void enableGracefulShutdown(transfer_engine_t engine) {
-  if (!engine) return;
-  pthread_mutex_lock(&gs_mu);
-  if (gs_pipe[0] < 0 && pipe(gs_pipe) == 0) {
-    pthread_t t;
-    pthread_create(&t, NULL, gs_watch, NULL);
-    pthread_detach(t);
-    signal(SIGINT, gs_signal);
-    signal(SIGTERM, gs_signal);
-  }
-  if (gs_count < 16) gs_engines[gs_count++] = engine;
-  pthread_mutex_unlock(&gs_mu);
+  struct mc_engine *e = engine;
+  if (e) mc_lifecycle_watch(&e->lc, MC_LIFECYCLE_ON_SIGNAL);
 }
