@@ -1,6 +1,8 @@
 /* Internals shared by the engine core and its transports. Not a public header.
  *
- * Lock order: eng->seg_mu, then eng->reg_mu, then desc->shm_mu; batch locks are leaves.
+ * Lock order: eng->seg_mu, then eng->reg_mu, then desc->shm_mu; eng->tp_mu comes after reg_mu; batch,
+ * inbox and outbox locks are leaves; pub_mu is described with its fields below. Each lock's note sits
+ * beside it.
  * A remote descriptor (mc_desc) is immutable once published in a segment and refcounted: a slice holds
  * a reference for its whole life, so a refresh can swap descriptors under running transfers. */
 #ifndef MC_TE_ENGINE_INTERNAL_H
@@ -146,30 +148,33 @@ struct mc_engine {
   int force_tcp;
   uint64_t tcp_split; /* TCP requests above this many bytes are cut into pieces (0 = never) */
 
+  /* tp_mu guards tps/ntps (transports are only ever added); taken after reg_mu (mem_changed replays
+   * registrations into every transport), never before it */
   pthread_mutex_t tp_mu;
   struct mc_transport *tps[MC_MAX_TRANSPORTS];
   int ntps;
 
-  pthread_mutex_t reg_mu;
+  pthread_mutex_t reg_mu; /* guards bufs: this engine's registrations (order: see the top of this file) */
   struct mc_buf **bufs; /* sorted by addr */
   size_t nbufs, capbufs;
 
-  pthread_mutex_t seg_mu;
+  pthread_mutex_t seg_mu; /* guards segs: the opened remote segments (taken first of the engine's locks) */
   struct mc_seg **segs; /* index = id; segs[0] is this engine */
   size_t nsegs, capsegs;
 
-  pthread_mutex_t batch_mu;
+  pthread_mutex_t batch_mu; /* guards the batch slot table (a leaf); each batch has its own lock, a leaf too */
   struct mc_batch **batches;
   size_t nbatch_slots;
   uint32_t batch_gen;
 
-  pthread_mutex_t inbox_mu;
+  pthread_mutex_t inbox_mu; /* guards the received notifications below (a leaf) */
   notify_msg_t *inbox;
   int ninbox, capinbox;
   int inbox_max;          /* MC_NOTIFY_INBOX_MAX: unread messages kept at most */
   size_t inbox_bytes, inbox_max_bytes; /* unread bytes (names + messages) and MC_NOTIFY_INBOX_MAX_BYTES */
 
-  /* notifications to send, drained by the notifier thread */
+  /* notifications to send, drained by the notifier thread; out_mu guards outbox and out_stop (a leaf),
+   * out_cv wakes the notifier */
   pthread_mutex_t out_mu;
   pthread_cond_t out_cv;
   struct mc_outnote *outbox;

@@ -35,6 +35,20 @@
 
 struct tcp_tp;
 
+/* Locks. tcp_tp.mu guards the peer list only (peers are never freed while the transport runs) and is
+ * never held with a lane's mu. Each lane's mu guards the lane's state below, and cv announces every
+ * change of it; the I/O itself runs without the lock:
+ *   - under mu: q_*, f_*, fd (replaced only under mu; a thread that copied it uses its copy and checks
+ *     l->fd == copy before acting on the lane), alive, stop, started, direct, recovering, ngrp;
+ *   - owned by the sender between setting ngrp and clearing it (under mu): grp, grp_len, hdrs — the
+ *     receiver's recovery waits for ngrp == 0 before it takes the in-flight list;
+ *   - owned by the connection's one reader: stbuf and st_have, read by the receiver thread, or by the
+ *     submitting thread of direct_io while `direct` is set (the lane is idle then: nothing in flight, so
+ *     the receiver is parked on cv); both reset st_have under mu when the connection is lost;
+ *   - atomics, no lock: progress_ns (bumped by whoever moves bytes), timed_out (set by the sender before
+ *     its shutdown, consumed by the receiver's recovery or cleared by the next connect).
+ * A slice is on exactly one of q (to send) and f (sent, awaiting its status), or handed to recover() /
+ * mc_slice_done() after it left both. */
 struct lane {
   struct tcp_peer *peer;
   pthread_mutex_t mu;
