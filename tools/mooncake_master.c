@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "master/master.h"
 
@@ -196,7 +197,7 @@ static int serve(struct mc_master_cfg *cfg) {
 }
 
 int main(int argc, char **argv) {
-  int env_level_set = getenv("MC_LOG_LEVEL") && *getenv("MC_LOG_LEVEL");
+  int env_level_set = mc_knob_str(MC_KNOB_LOG_LEVEL) != NULL;
   mc_log_init_from_env();
   struct mc_master_cfg cfg;
   mc_master_cfg_defaults(&cfg);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/knobs.h"
 #include "mooncake/store.h"
 
 struct node_cfg {
@@ -67,7 +68,7 @@ int main(int argc, char **argv) {
   char name[256] = "";
   mooncake_store_get_hostname(s, name, sizeof(name));
   printf("mooncake_store_node: segment %s ready (%llu bytes, zone '%s')\n", name,
-         (unsigned long long)c.global_segment_size, *c.zone ? c.zone : (getenv("MC_ZONE") ? getenv("MC_ZONE") : ""));
+         (unsigned long long)c.global_segment_size, *c.zone ? c.zone : (mc_knob_str(MC_KNOB_ZONE) ? mc_knob_str(MC_KNOB_ZONE) : ""));
   fflush(stdout);
   while (!stop_sig) sigsuspend(&old);
   printf("mooncake_store_node: signal %d, unmounting %s\n", (int)stop_sig, name);

@@ -178,7 +178,7 @@ static PyObject *Eng_read_bytes_from_buffer(EngObj *self, PyObject *args, PyObje
 /* ------------------------------------------------------------------ transfers */
 
 static int transfer_timeout_ms(uint64_t total_bytes) {
-  const char *v = getenv("MC_TRANSFER_TIMEOUT");
+  const char *v = getenv("MC_TRANSFER_TIMEOUT"); /* listed with every variable in src/common/knobs.h */
   long s = v ? atol(v) : 30;
   if (s < 5) s = 5;
   uint64_t ms = (uint64_t)s * 1000 + total_bytes / 1000000;

@@ -52,6 +52,7 @@
 
 #include "client/client.h"
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
@@ -92,7 +93,7 @@ static int other_local(const struct mc_store *s, const char *ep) {
 }
 
 static int enabled_by_env(void) {
-  const char *e = getenv("MC_STORE_PUT_EXTENTS");
+  const char *e = mc_knob_str(MC_KNOB_STORE_PUT_EXTENTS);
   return !e || strcmp(e, "0");
 }
 

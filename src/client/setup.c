@@ -15,6 +15,7 @@
 #include "client/client.h"
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
@@ -118,8 +119,8 @@ static int check_memory(uint64_t gss, uint64_t lbs) {
 /* ------------------------------------------------------------------ auto port */
 
 static void client_port_range(int *lo, int *hi) {
-  long a = mc_env_long("MC_STORE_CLIENT_MIN_PORT", 12300, 1, 65535);
-  long b = mc_env_long("MC_STORE_CLIENT_MAX_PORT", 14300, 1, 65535);
+  long a = mc_knob_long(MC_KNOB_STORE_CLIENT_MIN_PORT);
+  long b = mc_knob_long(MC_KNOB_STORE_CLIENT_MAX_PORT);
   if (a < 1024 || b < a || (a <= 60999 && b >= 32768)) {
     LOG_WARN("store client port range %ld-%ld is unusable; using 12300-14300", a, b);
     a = 12300, b = 14300;
@@ -132,7 +133,7 @@ static void client_port_range(int *lo, int *hi) {
 static int hold_port(uint16_t *port_out) {
   int lo, hi;
   client_port_range(&lo, &hi);
-  long tries = mc_env_long("MC_STORE_CLIENT_SETUP_RETRIES", 20, 1, 10000);
+  long tries = mc_knob_long(MC_KNOB_STORE_CLIENT_SETUP_RETRIES);
   uint64_t x = mc_now_ns() ^ ((uint64_t)getpid() << 20);
   for (long t = 0; t < tries; t++) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -162,8 +163,8 @@ static int connect_master(struct mc_store *s, const char *addr, uint64_t deadlin
     LOG_ERROR("setup: invalid master address '%s'", addr);
     return MC_INVALID_PARAMS;
   }
-  int tmo = (int)mc_env_long("MC_RPC_TIMEOUT_MS", 30000, -(1L << 30), 1L << 30);
-  int ctmo = (int)mc_env_long("MC_RPC_CONNECT_TIMEOUT_MS", 30000, 1, 1L << 30);
+  int tmo = (int)mc_knob_long(MC_KNOB_RPC_TIMEOUT_MS);
+  int ctmo = (int)mc_knob_long(MC_KNOB_RPC_CONNECT_TIMEOUT_MS);
   s->master = mc_mrpc_client_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
   char *version = NULL;
   uint64_t view = 0;
@@ -389,7 +390,7 @@ static int tenant_ok(const char *t) {
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   uint64_t deadline = mc_now_ms() + SETUP_BUDGET_MS;
   const char *meta = or_default(cfg->metadata_server, ""), *master = or_default(cfg->master_server_addr, "127.0.0.1:50051");
-  const char *zone = cfg->zone ? cfg->zone : or_default(getenv("MC_ZONE"), "");
+  const char *zone = cfg->zone ? cfg->zone : or_default(mc_knob_str(MC_KNOB_ZONE), "");
   mc_log_init_from_env();
   snprintf(s->zone, sizeof(s->zone), "%s", zone);
   s->client_id = mc_uuid_random();

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
@@ -66,4 +67,4 @@ int mc_stats_report(struct mc_store *s, int tmo_ms) {
   return rc;
 }
 
-int mc_stats_interval_ms(void) { return (int)mc_env_long("MC_STORE_STATS_INTERVAL_MS", 5000, 50, 5000); }
+int mc_stats_interval_ms(void) { return (int)mc_knob_long(MC_KNOB_STORE_STATS_INTERVAL_MS); }

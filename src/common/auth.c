@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/sock.h"
@@ -95,7 +96,7 @@ static int read_secret_file(const char *path) {
 static void load_secret(void) {
   pthread_mutex_lock(&secret_mu);
   if (!secret_read) {
-    const char *file = getenv("MC_CLUSTER_SECRET_FILE"), *env = getenv("MC_CLUSTER_SECRET");
+    const char *file = mc_knob_str(MC_KNOB_CLUSTER_SECRET_FILE), *env = mc_knob_str(MC_KNOB_CLUSTER_SECRET);
     secret[0] = tenant[0] = 0;
     int bad = 0;
     if (file && *file) bad = read_secret_file(file);

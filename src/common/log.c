@@ -1,4 +1,5 @@
 /* Logger: one line per call, written with a single write(2) so lines from threads never interleave. */
+#include "common/knobs.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -33,7 +34,7 @@ int mc_log_parse_level(const char *s) {
 }
 
 int mc_log_init_from_env(void) {
-  int l = mc_log_parse_level(getenv("MC_LOG_LEVEL"));
+  int l = mc_log_parse_level(mc_knob_str(MC_KNOB_LOG_LEVEL));
   if (l >= 0) mc_log_level_cur = l;
   return mc_log_level_cur;
 }

@@ -1,3 +1,4 @@
+#include "common/knobs.h"
 #include "common/util.h"
 
 #include <ctype.h>
@@ -97,7 +98,7 @@ static char boot_id[64];
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
 
 static void read_boot_id(void) {
-  const char *env = getenv("MC_HOST_ID");
+  const char *env = mc_knob_str(MC_KNOB_HOST_ID);
   if (env && *env) {
     snprintf(boot_id, sizeof(boot_id), "%s", env);
     return;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -436,7 +437,7 @@ static int check_choices(struct mc_master_cfg *c, char *err, size_t errlen) {
     snprintf(err, errlen, "Invalid allocation strategy: %s", c->allocation_strategy);
     return -1;
   }
-  const char *env_cluster = getenv("MC_STORE_CLUSTER_ID");
+  const char *env_cluster = mc_knob_str(MC_KNOB_STORE_CLUSTER_ID);
   if (!strcmp(c->cluster_id, "mooncake_cluster") && env_cluster && *env_cluster) {
     mc_free(c->cluster_id);
     c->cluster_id = mc_strdup(env_cluster);
@@ -454,7 +455,7 @@ int mc_master_cfg_finalize(struct mc_master_cfg *c, char *err, size_t errlen) {
       duration("max_kv_soft_pin_ttl", c->max_kv_soft_pin_ttl, &c->max_soft_pin_ttl_ms, err, errlen))
     return -1;
   if (check_choices(c, err, errlen) || derive_network(c, err, errlen)) return -1;
-  const char *proto = getenv("MC_RPC_PROTOCOL");
+  const char *proto = mc_knob_str(MC_KNOB_RPC_PROTOCOL);
   if (proto && *proto && strcasecmp(proto, "tcp"))
     LOG_WARN("MC_RPC_PROTOCOL=%s is not supported by this build; the RPC runs over tcp", proto);
   warn_unsupported(c);

@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/codec.h"
@@ -32,7 +33,7 @@ struct mc_rpc_server {
 };
 
 uint64_t mc_rpc_max_length(void) {
-  return (uint64_t)mc_env_long("MC_HANDSHAKE_MAX_LENGTH", 1 << 20, 1, 128l << 20);
+  return (uint64_t)mc_knob_long(MC_KNOB_HANDSHAKE_MAX_LENGTH);
 }
 
 int mc_rpc_decode_header(const uint8_t hdr[9], uint64_t max_len, int *type, uint64_t *json_len, int *legacy) {
@@ -114,7 +115,7 @@ static void serve_conn(void *arg, int fd) {
 }
 
 struct mc_rpc_server *mc_rpc_server_start(uint16_t port, mc_rpc_handler h, void *ctx, uint16_t *port_out) {
-  int backlog = (int)mc_env_long("MC_HANDSHAKE_LISTEN_BACKLOG", 128, 1, 65535);
+  int backlog = (int)mc_knob_long(MC_KNOB_HANDSHAKE_LISTEN_BACKLOG);
   int fd;
   if (port) {
     fd = mc_sock_listen(mc_te_bind_ip(), port, backlog);
@@ -147,7 +148,7 @@ void mc_rpc_server_stop(struct mc_rpc_server *s) {
 }
 
 int mc_rpc_call(const char *host, uint16_t port, int type, const char *json, char **reply, int timeout_ms) {
-  int cto = (int)mc_env_long("MC_HANDSHAKE_CONNECT_TIMEOUT", 5, 1, 3600) * 1000;
+  int cto = (int)mc_knob_long(MC_KNOB_HANDSHAKE_CONNECT_TIMEOUT) * 1000;
   int fd = mc_sock_connect(host, port, MC_MIN(cto, timeout_ms));
   if (fd < 0) return fd;
   int rtype = -1, rc = mc_auth_client(fd, "te-ctrl", timeout_ms);

@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -43,8 +44,8 @@ struct MHD_Daemon *mc_httpd_start(const struct mc_httpd_opts *o, uint16_t *port_
   struct addrinfo *ai = resolve(o);
   if (!ai) return NULL;
   /* docs/operations.md, "Connection limits": one client address cannot take every connection */
-  unsigned per_ip = (unsigned)mc_env_long("MC_HTTP_MAX_CONNECTIONS_PER_IP", 64, 1, MAX_CONNECTIONS);
-  unsigned idle_s = (unsigned)mc_env_long("MC_HTTP_CONNECTION_TIMEOUT_S", 10, 1, 3600);
+  unsigned per_ip = (unsigned)mc_knob_long(MC_KNOB_HTTP_MAX_CONNECTIONS_PER_IP); /* at most MAX_CONNECTIONS */
+  unsigned idle_s = (unsigned)mc_knob_long(MC_KNOB_HTTP_CONNECTION_TIMEOUT_S);
   unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | family_flags(ai) |
                    (o->suspend ? MHD_ALLOW_SUSPEND_RESUME : 0);
   /* MHD's default SO_REUSEADDR allows a quick restart; LISTENING_ADDRESS_REUSE would add SO_REUSEPORT

@@ -53,6 +53,7 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/tsan.h"
 #include "common/util.h"
@@ -68,8 +69,6 @@
 #define TAKEOVER_NS 5000000ull /* a polling worker busy serving for this long is relieved by a follower */
 #define FOLLOW_NS 5000000L     /* how often followers look while requests come */
 #define DEFAULT_IDLE_S 600     /* idle_timeout_s 0 */
-#define DEFAULT_MAX_CONNS 4096
-#define DEFAULT_MAX_INFLIGHT (1ull << 30)
 
 struct conn {
   struct conn *prev, *next; /* s->conns, under s->mu */
@@ -672,19 +671,6 @@ static void *worker_main(void *arg) {
 }
 
 /* A positive integer from the environment within [min, max], else def (a bad value is logged). */
-static uint64_t env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max) {
-  const char *v = getenv(name);
-  if (!v || !*v) return def;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno || *end || x < min || x > max) {
-    LOG_WARN("master RPC: ignoring %s=%s (want %llu..%llu); using %llu", name, v, (unsigned long long)min,
-             (unsigned long long)max, (unsigned long long)def);
-    return def;
-  }
-  return x;
-}
 
 struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t port, mc_mrpc_handler h,
                                                  mc_mrpc_on_close on_close, void *ctx,
@@ -702,9 +688,9 @@ struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t p
   s->listen_fd = fd;
   int idle = o ? o->idle_timeout_s : 0;
   s->idle_timeout_s = idle > 0 ? idle : idle < 0 ? 0 : DEFAULT_IDLE_S;
-  s->max_conns = o && o->max_conns > 0 ? o->max_conns : (int)env_u64("MC_MASTER_MAX_CONNECTIONS", DEFAULT_MAX_CONNS, 1, 1 << 20);
+  s->max_conns = o && o->max_conns > 0 ? o->max_conns : (int)mc_knob_long(MC_KNOB_MASTER_MAX_CONNECTIONS);
   s->max_inflight = o && o->max_inflight ? o->max_inflight
-                                         : env_u64("MC_MASTER_MAX_INFLIGHT_BYTES", DEFAULT_MAX_INFLIGHT, 1 << 20, UINT64_MAX);
+                                         : (uint64_t)mc_knob_long(MC_KNOB_MASTER_MAX_INFLIGHT_BYTES);
   s->nagle = o && o->nagle;
   s->stall_ns = (uint64_t)(o && o->stall_ms > 0 ? o->stall_ms : 10000) * 1000000ull;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -170,7 +171,7 @@ uint64_t mc_spin_ns(void) {
   static atomic_llong ns = -1;
   long long v = atomic_load_explicit(&ns, memory_order_relaxed);
   if (v < 0) {
-    v = mc_env_long("MC_SPIN_US", 50, 0, 100000) * 1000;
+    v = mc_knob_long(MC_KNOB_SPIN_US) * 1000;
     atomic_store(&ns, v);
   }
   return (uint64_t)v;
@@ -303,7 +304,7 @@ static char bind_ip[INET_ADDRSTRLEN];
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 
 static void read_bind_ip(void) {
-  const char *env = getenv("MC_TCP_BIND_ADDRESS");
+  const char *env = mc_knob_str(MC_KNOB_TCP_BIND_ADDRESS);
   struct in_addr a;
   if (env && *env && inet_pton(AF_INET, env, &a) == 1) snprintf(bind_ip, sizeof(bind_ip), "%s", env);
   else if (env && *env) LOG_WARN("MC_TCP_BIND_ADDRESS=%s is not an IPv4 address: listening on every address", env);
@@ -315,7 +316,7 @@ const char *mc_te_bind_ip(void) {
 }
 
 void mc_local_ip(char *buf, size_t len) {
-  const char *env = getenv("MC_TCP_BIND_ADDRESS");
+  const char *env = mc_knob_str(MC_KNOB_TCP_BIND_ADDRESS);
   if (env && *env) {
     snprintf(buf, len, "%s", env);
     return;
@@ -365,8 +366,8 @@ int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port
 }
 
 void mc_rpc_port_range(int *min_port, int *max_port) {
-  long lo = mc_env_long("MC_MIN_RPC_PORT", 15000, 1, 65535);
-  long hi = mc_env_long("MC_MAX_RPC_PORT", 17000, 1, 65535);
+  long lo = mc_knob_long(MC_KNOB_MIN_RPC_PORT);
+  long hi = mc_knob_long(MC_KNOB_MAX_RPC_PORT);
   if (lo < 1024 || hi < lo || (lo <= 60999 && hi >= 32768)) {
     if (lo != 15000 || hi != 17000)
       LOG_WARN("RPC port range %ld-%ld is unusable (below 1024 or overlapping 32768-60999); using 15000-17000", lo, hi);

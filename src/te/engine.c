@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/tsan.h"
 #include "common/util.h"
@@ -130,11 +131,11 @@ static int init_rpc(struct mc_engine *e, const char *server_name) {
   char host[256];
   uint16_t port = 0, fixed = 0;
   if (mc_split_host_port(server_name, host, sizeof(host), &port,
-                         (uint16_t)mc_env_long("MC_HANDSHAKE_PORT", 12001, 1, 65535))) {
+                         (uint16_t)mc_knob_long(MC_KNOB_HANDSHAKE_PORT))) {
     LOG_ERROR("invalid local server name '%s'", server_name);
     return -1;
   }
-  int legacy = mc_env_bool("MC_LEGACY_RPC_PORT_BINDING", 0);
+  int legacy = mc_knob_bool(MC_KNOB_LEGACY_RPC_PORT_BINDING);
   if (legacy) fixed = port;
   if (e->p2p || legacy) snprintf(e->ip, sizeof(e->ip), "%s", host);
   else mc_local_ip(e->ip, sizeof(e->ip));
@@ -213,10 +214,10 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   pthread_cond_init(&e->out_cv, NULL);
   e->conn = mc_strdup(conn);
   e->p2p = mc_meta_is_p2p(conn);
-  e->force_tcp = mc_env_bool("MC_FORCE_TCP", 0);
-  e->tcp_split = (uint64_t)mc_env_long("MC_TCP_SPLIT_SIZE", 1 << 20, 0, 1l << 40);
-  e->inbox_max = (int)mc_env_long("MC_NOTIFY_INBOX_MAX", 65536, 1, 1 << 24);
-  e->inbox_max_bytes = (size_t)mc_env_long("MC_NOTIFY_INBOX_MAX_BYTES", 64l << 20, 1, 1l << 40);
+  e->force_tcp = mc_knob_bool(MC_KNOB_FORCE_TCP);
+  e->tcp_split = (uint64_t)mc_knob_long(MC_KNOB_TCP_SPLIT_SIZE);
+  e->inbox_max = (int)mc_knob_long(MC_KNOB_NOTIFY_INBOX_MAX);
+  e->inbox_max_bytes = (size_t)mc_knob_long(MC_KNOB_NOTIFY_INBOX_MAX_BYTES);
   if (mc_meta_open(conn, &e->meta) || init_rpc(e, local_server_name)) goto fail;
   new_seg(e, e->name, NULL, MC_PATH_NONE);
   if (pthread_create(&e->notifier, NULL, notifier_main, e)) goto fail_rpc;

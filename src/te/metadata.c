@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/transfer_engine.h"
@@ -156,7 +157,7 @@ int mc_meta_open(const char *conn, struct mc_meta **out) {
     return ERR_METADATA;
   }
   m->conn = mc_strdup(conn);
-  int ttl = (int)mc_env_long("MC_METADATA_TTL_S", 10, 0, 86400);
+  int ttl = (int)mc_knob_long(MC_KNOB_METADATA_TTL_S);
   if (ttl > 0 && m->ops->set_bound && m->ops->keepalive) {
     struct mc_meta_live *l = mc_calloc(1, sizeof(*l));
     l->ttl_s = ttl < 3 ? 3 : ttl;
@@ -181,7 +182,7 @@ static pthread_once_t prefix_once = PTHREAD_ONCE_INIT;
 
 /* "mooncake/" + id + "/", with the id's own leading and trailing '/' dropped so none is doubled. */
 static void prefix_init(void) {
-  const char *id = getenv("MC_METADATA_CLUSTER_ID");
+  const char *id = mc_knob_str(MC_KNOB_METADATA_CLUSTER_ID);
   if (!id) id = "";
   while (*id == '/') id++;
   size_t n = strlen(id);

@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/transfer_engine.h"
@@ -227,9 +228,9 @@ bad:
   return -1;
 }
 
-static char *env_dup(const char *name) {
-  const char *v = getenv(name);
-  return v && *v ? mc_strdup(v) : NULL;
+static char *env_dup(enum mc_knob k) {
+  const char *v = mc_knob_str(k);
+  return v ? mc_strdup(v) : NULL;
 }
 
 int mc_meta_redis_open(const char *hostport, struct mc_meta **out) {
@@ -241,9 +242,9 @@ int mc_meta_redis_open(const char *hostport, struct mc_meta **out) {
     return ERR_METADATA;
   }
   r->base.ops = &redis_ops;
-  r->user = env_dup("MC_REDIS_USERNAME");
-  r->password = env_dup("MC_REDIS_PASSWORD");
-  r->db = (int)mc_env_long("MC_REDIS_DB_INDEX", 0, 0, 255);
+  r->user = env_dup(MC_KNOB_REDIS_USERNAME);
+  r->password = env_dup(MC_KNOB_REDIS_PASSWORD);
+  r->db = (int)mc_knob_long(MC_KNOB_REDIS_DB_INDEX);
   pthread_mutex_init(&r->mu, NULL);
   *out = &r->base;
   return 0;

@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/ctrl_rpc.h"
@@ -30,8 +31,6 @@ typedef mc_mhd_ret mhd_ret;
 #define BODY_MAX (16u << 20)
 #define BUFFERED_MAX (256u << 20) /* all uploads in flight together */
 #define POOL_THREADS 4u
-#define MAX_KEYS_DEFAULT 65536l
-#define MAX_BYTES_DEFAULT (256l << 20)
 #define PROBE_TIMEOUT_MS 2000
 
 struct mc_meta_server {
@@ -467,8 +466,8 @@ struct mc_meta_server *mc_meta_server_start(const char *host, uint16_t port, con
   struct mc_meta_server *s = mc_calloc(1, sizeof(*s));
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->pmu, NULL);
-  s->max_keys = (size_t)mc_env_long("MC_METADATA_SERVER_MAX_KEYS", MAX_KEYS_DEFAULT, 1, 1l << 30);
-  s->max_bytes = (size_t)mc_env_long("MC_METADATA_SERVER_MAX_BYTES", MAX_BYTES_DEFAULT, 1, 1l << 40);
+  s->max_keys = (size_t)mc_knob_long(MC_KNOB_METADATA_SERVER_MAX_KEYS);
+  s->max_bytes = (size_t)mc_knob_long(MC_KNOB_METADATA_SERVER_MAX_BYTES);
   s->persist_path = persist_path ? mc_strdup(persist_path) : NULL;
   s->map = load_map(persist_path);
   const char *k;

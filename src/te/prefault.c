@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/tsan.h"
 #include "common/util.h"
@@ -110,7 +111,7 @@ int mc_shmem_thp_mode(char *out, size_t n) {
 
 void mc_shm_advise_huge(void *p, uint64_t len) {
   static atomic_int told;
-  if (len < (2ull << 20) || !mc_env_bool("MC_SEGMENT_HUGEPAGE", 1)) return;
+  if (len < (2ull << 20) || !mc_knob_bool(MC_KNOB_SEGMENT_HUGEPAGE)) return;
   (void)madvise(p, len, MADV_HUGEPAGE); /* EINVAL on kernels without THP: nothing to do */
   if (atomic_exchange(&told, 1)) return;
   char mode[32] = "never"; /* a kernel without the file has no THP */
@@ -229,13 +230,13 @@ static void *prefault_main(void *arg) {
 }
 
 struct mc_prefault *mc_prefault_create(struct mc_engine *e) {
-  const char *mode = getenv("MC_SEGMENT_PREFAULT");
+  const char *mode = mc_knob_str(MC_KNOB_SEGMENT_PREFAULT);
   int populate_only = mode && !strcmp(mode, "populate");
-  if (!populate_only && !mc_env_bool("MC_SEGMENT_PREFAULT", 1)) return NULL;
+  if (!populate_only && !mc_env_bool(mc_knob_info(MC_KNOB_SEGMENT_PREFAULT)->name, 1)) return NULL;
   struct mc_prefault *p = mc_calloc(1, sizeof(*p));
   p->populate_only = populate_only;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  p->nthreads = (int)mc_env_long("MC_PREFAULT_THREADS", cpus < 1 ? 1 : MC_MIN(cpus, PF_MAX_THREADS), 1, PF_MAX_THREADS);
+  p->nthreads = (int)mc_knob_long_or(MC_KNOB_PREFAULT_THREADS, cpus < 1 ? 1 : MC_MIN(cpus, PF_MAX_THREADS));
   p->eng = e;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "common/tsan.h"
 #include "common/util.h"
@@ -793,13 +794,13 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
   struct tcp_tp *tp = mc_calloc(1, sizeof(*tp));
   tp->base.eng = e;
   tp->port = port;
-  long lanes = getenv("MC_TCP_LANES_PER_PEER") ? mc_env_long("MC_TCP_LANES_PER_PEER", 4, 1, MAX_LANES)
-                                               : mc_env_long("MC_TCP_MAX_CONNECTIONS_PER_PEER", 4, 1, MAX_LANES);
+  long lanes = mc_knob_str(MC_KNOB_TCP_LANES_PER_PEER) ? mc_knob_long(MC_KNOB_TCP_LANES_PER_PEER)
+                                               : mc_knob_long(MC_KNOB_TCP_MAX_CONNECTIONS_PER_PEER); /* at most MAX_LANES */
   tp->nlanes = (int)lanes;
-  tp->io_timeout_ms = (int)mc_env_long("MC_TCP_IO_TIMEOUT_MS", 10000, 100, 3600000);
-  tp->direct = (int)mc_env_long("MC_TCP_DIRECT", 1, 0, 1);
-  tp->connect_timeout_ms = (int)mc_env_long("MC_TCP_CONNECT_TIMEOUT_MS", 3000, 100, 600000);
-  tp->chunk = (size_t)mc_env_long("MC_TCP_SLICE_SIZE", 65536, 4096, 1l << 30) * 16;
+  tp->io_timeout_ms = (int)mc_knob_long(MC_KNOB_TCP_IO_TIMEOUT_MS);
+  tp->direct = (int)mc_knob_long(MC_KNOB_TCP_DIRECT);
+  tp->connect_timeout_ms = (int)mc_knob_long(MC_KNOB_TCP_CONNECT_TIMEOUT_MS);
+  tp->chunk = (size_t)mc_knob_long(MC_KNOB_TCP_SLICE_SIZE) * 16;
   pthread_mutex_init(&tp->mu, NULL);
   tp->base.ops = mc_transport_lookup("tcp");
   /* the data port's bounds (docs/transfer-engine.md, "TCP"): a cap on connections, and a first-byte
@@ -809,8 +810,8 @@ static int tcp_init(struct mc_engine *e, struct mc_transport **out) {
       .on_accept = conn_accepted,
       .ctx = tp,
       .name = "tcp data port",
-      .max_conns = (int)mc_env_long("MC_TCP_SERVER_MAX_CONNECTIONS", 1024, 1, 65536),
-      .first_byte_timeout_ms = (int)mc_env_long("MC_TCP_FIRST_BYTE_TIMEOUT_MS", 5000, 100, 3600000),
+      .max_conns = (int)mc_knob_long(MC_KNOB_TCP_SERVER_MAX_CONNECTIONS),
+      .first_byte_timeout_ms = (int)mc_knob_long(MC_KNOB_TCP_FIRST_BYTE_TIMEOUT_MS),
   };
   if (!(tp->srv = mc_conn_server_start_opts(fd, &so))) {
     close(fd);

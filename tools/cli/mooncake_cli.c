@@ -15,6 +15,7 @@
 
 #include "cli/admin.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
 
@@ -689,6 +690,31 @@ static int cmd_secret(struct cli *c, int argc, char **argv) {
   return EX_OK;
 }
 
+/* mooncake env [--markdown]: every environment variable of the project, its default and effect
+ * (src/common/knobs.h); --markdown prints the README's table, a '*' after a value marks one set here. */
+static int cmd_env(struct cli *c, int argc, char **argv) {
+  (void)c;
+  int md = 0;
+  struct opt opts[] = {{"markdown", 0, NULL, &md}, {NULL}};
+  const char *pos[1];
+  int npos;
+  PARSE("env", opts, pos, 0, npos);
+  if (md) printf("| Variable | Default | Effect |\n|---|---|---|\n");
+  for (int k = 0; k < MC_KNOB_COUNT; k++) {
+    const struct mc_knob_info *i = mc_knob_info((enum mc_knob)k);
+    if (md) {
+      printf("| `%s` | %s | %s |\n", i->name, i->shown, i->doc);
+      continue;
+    }
+    const char *set = getenv(i->name);
+    int secret = k == MC_KNOB_CLUSTER_SECRET || k == MC_KNOB_REDIS_PASSWORD;
+    printf("%-32s %-28s %s", i->name, i->shown, i->doc);
+    if (set && *set) printf(" [set: %s]", secret ? "***" : set);
+    printf("\n");
+  }
+  return EX_OK;
+}
+
 static int cmd_help(struct cli *c, int argc, char **argv) {
   (void)c;
   if (argc > 0) {
@@ -726,6 +752,10 @@ static const struct command command_table[] = {
      "tenant ID's secret, derived from the cluster secret of MC_CLUSTER_SECRET_FILE; processes started with\n"
      "it are confined to that tenant's keys and storage (docs/security.md).",
      cmd_secret},
+    {"env", "[--markdown]",
+     "Every environment variable the libraries and programs read, with its default and effect (and the value\n"
+     "set in this environment, secrets masked); --markdown prints the README's table.",
+     cmd_env},
     {"help", "[command]", "Describes the commands.", cmd_help},
     {NULL, NULL, NULL, NULL},
 };
