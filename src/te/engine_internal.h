@@ -237,4 +237,27 @@ struct mc_desc *mc_desc_decode(const char *json);
 /* The local descriptor as JSON text (malloc'ed). */
 char *mc_engine_describe(struct mc_engine *e);
 
+/* ---- the engine core, one concern per file: engine.c (live engines, create/destroy, transports, the
+ * local descriptor), engine_mem.c (registrations), engine_seg.c (segments), engine_batch.c (batches),
+ * engine_notify.c (notifications, the control RPC handler). What one of them uses of another: ---- */
+#define MC_ENG_RPC_CALL_TIMEOUT_MS 10000 /* a control RPC call to a peer (metadata, notify) */
+struct mc_outnote { /* a notification waiting for the notifier thread (out_mu) */
+  struct mc_outnote *next;
+  int32_t target;
+  char *name, *msg;
+};
+/* engine.c */
+int mc_eng_publish_rpc_meta(struct mc_engine *e);
+struct mc_seg *mc_eng_new_seg(struct mc_engine *e, const char *name, struct mc_desc *d, int path);
+/* engine_mem.c: tells every transport the registrations changed (reg_mu held); whether [p, p+len) lies in
+ * one registration of this engine */
+void mc_eng_mem_changed(struct mc_engine *e);
+int mc_eng_local_registered(struct mc_engine *e, const void *p, uint64_t len);
+/* engine_seg.c: segment id's descriptor (a reference) and path; drops the cached local descriptor */
+struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, int *path);
+void mc_eng_invalidate_local(struct mc_engine *e);
+/* engine_notify.c */
+void *mc_eng_notifier_main(void *arg);
+void mc_eng_rpc_handler(void *ctx, int type, const char *req, size_t len, char **reply);
+
 #endif
