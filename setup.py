@@ -8,6 +8,7 @@ built for the same Python); MC_BUILD_JOBS (default 2) sets the parallelism of a 
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(ROOT, "build", "pip-setuptools")
+with open(os.path.join(ROOT, "include", "mooncake", "version.h")) as f: # the one place the version is written
+    VERSION = re.search(r'#define MOONCAKE_VERSION_STRING "([0-9.]+)"', f.read()).group(1)
 BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
 
 
@@ -39,8 +42,10 @@ class CMakeBuild(build_ext):
         os.makedirs(os.path.join(pkg, "lib"), exist_ok=True)
         os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
         shutil.copy2(ext[0], out)
-        for lib in glob.glob(os.path.join(stage, "lib", "libmooncake_*.so*")):
-            shutil.copy2(lib, os.path.join(pkg, "lib"))
+        # the names the extension loads: the SONAMEs libmooncake_*.so.<major> (links to the real files)
+        for lib in glob.glob(os.path.join(stage, "lib", "libmooncake_*.so.*")):
+            if re.fullmatch(r"libmooncake_\w+\.so\.\d+", os.path.basename(lib)):
+                shutil.copy2(lib, os.path.join(pkg, "lib"))
         for name in BINARIES:
             shutil.copy2(os.path.join(stage, "bin", name), os.path.join(pkg, "bin", name))
 
@@ -48,7 +53,7 @@ class CMakeBuild(build_ext):
 os.makedirs(WORK, exist_ok=True)
 setup(
     name="mooncake",
-    version="0.1.0",
+    version=VERSION,
     description="Mooncake KV-cache store and transfer engine (C implementation) for Python",
     package_dir={"": "python"},
     packages=["mooncake"],

@@ -8,7 +8,7 @@
 #                              empty, and the engines write their keys again (metadata_http.c)
 # 20 s of chaos in optimized builds, 8 s under the sanitizers (MC_CHAOS_SECS overrides).
 mc_test(test_store_chaos ${CMAKE_CURRENT_SOURCE_DIR}/test_store_chaos.c)
-target_link_libraries(test_store_chaos PRIVATE mooncake_store)
+target_link_libraries(test_store_chaos PRIVATE mc_client)
 foreach(dep mooncake_master mooncake_http_metadata_server)
   if(TARGET ${dep})
     add_dependencies(test_store_chaos ${dep})

@@ -3,7 +3,7 @@
 foreach(t test_master_unit test_master test_master_evict test_master_live test_master_flags)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     mc_test(${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
-    target_link_libraries(${t} PRIVATE mooncake_master_core m)
+    target_link_libraries(${t} PRIVATE mc_master m)
     add_dependencies(${t} mooncake_master)
     set_tests_properties(${t} PROPERTIES TIMEOUT 120)
   endif()

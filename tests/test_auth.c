@@ -1,4 +1,4 @@
-/* The cluster-secret handshake and HTTP signatures (src/common/auth.c, docs/security.md) over real
+/* The cluster-secret handshake and HTTP signatures (src/net/auth.c, docs/security.md) over real
  * sockets. The secret is per process, so a peer with another secret (or none) is a forked child. */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "lib/proc.h"
 #include "lib/test.h"
 #include "net/sock.h"

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/tsan.h"
 #include "test_store_harness.c"
 #include "mooncake/transfer_engine.h"
@@ -22,8 +22,8 @@
 #include "te/engine_internal.h"
 #include "net/ctrl_rpc.h"
 #include "net/mrpc.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 
 #define SECRET "auth-cluster-test-secret-0123456789"
 #define OTHER "auth-cluster-test-other-secret-9876"

@@ -14,7 +14,7 @@
 
 #include "lib/master_client.h"
 #include "net/ctrl_rpc.h"
-#include "te/metadata.h"
+#include "meta/metadata.h"
 #include "test_store_harness.c"
 
 #define OBJ_SIZE (64 * KiB)

@@ -19,8 +19,8 @@
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
 #include "te/engine_internal.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 #include "net/sock.h"
 
 #define KiB 1024ull

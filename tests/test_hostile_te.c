@@ -21,7 +21,7 @@
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 #define MiB (1024ull * 1024)
 #define PEER_LEN MiB

@@ -22,8 +22,8 @@
 #include "lib/test.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 
 #define BUF_LEN (1 << 20)
 #define REPLY_MS 30000

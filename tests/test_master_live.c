@@ -5,7 +5,7 @@
 #include "lib/master_client.h"
 #include "lib/test.h"
 #include "net/ctrl_rpc.h"
-#include "te/metadata.h"
+#include "meta/metadata.h"
 
 #define BASE 0x7f0000000000ull
 #define MIB (1ull << 20)

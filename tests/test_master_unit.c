@@ -359,7 +359,7 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
   }
 }
 
-/* Every opcode of the protocol (master/proto.h's list). */
+/* Every opcode of the protocol (proto/proto.h's list). */
 #define ALL_OPS_(name, code, metric, batch, handler) MC_OP_##name,
 static const uint16_t all_ops[] = {MC_MASTER_OPS(ALL_OPS_)};
 #undef ALL_OPS_

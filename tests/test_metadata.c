@@ -9,8 +9,8 @@
 #include "lib/proc.h"
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 
 /* ---- helpers ---- */
 

@@ -16,11 +16,11 @@
 #include "client/client.h"
 #include "lib/proc.h"
 #include "lib/test.h"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "mooncake/store.h"
 #include "mooncake/store_c.h"
 #include "net/mrpc.h"
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 /* ------------------------------------------------------------ a scripted stand-in master */
 

@@ -22,10 +22,10 @@
 #include "lib/test.h"
 #include "lib/proc.h"
 #include "te/engine_internal.h"
-#include "te/metadata.h"
+#include "meta/metadata.h"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 #define GUARD 65536
 #define MiB (1024ull * 1024)

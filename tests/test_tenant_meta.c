@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "lib/proc.h"
 #include "lib/test.h"
 

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "test_store_harness.c"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "mooncake/store_errors.h"
 #include "mooncake/transfer_engine.h"
 #include "net/mrpc.h"

@@ -1,13 +1,13 @@
 # transfer_engine_bench (docs/transfer-engine.md, "`transfer_engine_bench`") and the memcpy reference it is
 # compared with.
-mc_tool(transfer_engine_bench ${CMAKE_CURRENT_SOURCE_DIR}/transfer_engine_bench.c)
+mc_tool(transfer_engine_bench te ${CMAKE_CURRENT_SOURCE_DIR}/transfer_engine_bench.c)
 add_executable(memcpy_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/memcpy_ref.c)
-target_link_libraries(memcpy_ref PRIVATE mooncake_common)
+target_link_libraries(memcpy_ref PRIVATE mc_common)
 # shm_pages: the cost of a shared-memory page with 4 KiB and 2 MiB pages (bench/RESULTS.md, eighth session).
 add_executable(shm_pages ${CMAKE_CURRENT_SOURCE_DIR}/../bench/shm_pages.c)
 # auth_cost: what the cluster-secret handshake adds to a new connection (bench/run_auth_cost.sh).
 add_executable(auth_cost ${CMAKE_CURRENT_SOURCE_DIR}/../bench/auth_cost.c)
-target_link_libraries(auth_cost PRIVATE mooncake_te)
+target_link_libraries(auth_cost PRIVATE mc_te)
 # conn_rate: loopback connections per second, the reference of the per-connection fuzz targets (bench/run_fuzz.sh).
 add_executable(conn_rate ${CMAKE_CURRENT_SOURCE_DIR}/../bench/conn_rate.c)
 target_link_libraries(conn_rate PRIVATE pthread)

@@ -1,1 +1,1 @@
-mc_tool(te_demo ${CMAKE_CURRENT_SOURCE_DIR}/te_demo.c)
+mc_tool(te_demo te ${CMAKE_CURRENT_SOURCE_DIR}/te_demo.c)

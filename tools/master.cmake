@@ -1,2 +1,1 @@
-mc_tool(mooncake_master ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_master.c)
-target_link_libraries(mooncake_master PRIVATE mooncake_master_core)
+mc_tool(mooncake_master master ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_master.c)

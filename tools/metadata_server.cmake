@@ -1,1 +1,1 @@
-mc_tool(mooncake_http_metadata_server ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_http_metadata_server.c)
+mc_tool(mooncake_http_metadata_server meta ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_http_metadata_server.c)

@@ -11,7 +11,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 struct opts {
   int64_t port;

@@ -1,15 +1,15 @@
 # Operator tools (issue 5): the `mooncake` CLI over the master's admin HTTP port, the storage-node
 # daemon used by deploy/, and bench/trace_replay. tools/cli/admin.c is their shared HTTP + Prometheus glue.
 add_library(mooncake_ops STATIC ${CMAKE_CURRENT_SOURCE_DIR}/cli/admin.c)
-target_link_libraries(mooncake_ops PUBLIC mooncake_common PkgConfig::CURL PkgConfig::JANSSON m)
+target_link_libraries(mooncake_ops PUBLIC mc_net PkgConfig::CURL PkgConfig::JANSSON m)
 target_include_directories(mooncake_ops PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 # trace_replay (bench/run_trace_replay.sh): replays a KV-block trace against a cluster.
-mc_tool(trace_replay ${CMAKE_SOURCE_DIR}/bench/trace_replay.c)
-target_link_libraries(trace_replay PRIVATE mooncake_store mooncake_ops)
+mc_tool(trace_replay client ${CMAKE_SOURCE_DIR}/bench/trace_replay.c)
+target_link_libraries(trace_replay PRIVATE mc_client mooncake_ops)
 # The `mooncake` command-line tool (docs/operations.md).
 add_executable(mooncake ${CMAKE_CURRENT_SOURCE_DIR}/cli/mooncake_cli.c)
 target_link_libraries(mooncake PRIVATE mooncake_ops)
 install(TARGETS mooncake RUNTIME DESTINATION bin)
 # mooncake_store_node: the storage-node daemon the systemd unit in deploy/ runs.
-mc_tool(mooncake_store_node ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_store_node.c)
-target_link_libraries(mooncake_store_node PRIVATE mooncake_store)
+mc_tool(mooncake_store_node client ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_store_node.c)
+target_link_libraries(mooncake_store_node PRIVATE mc_client)

@@ -1,10 +1,10 @@
 # store_bench (bench/run_store_bench.sh): store-client and master RPC benchmarks, and the memcached reference
 # client it is compared with.
-mc_tool(store_bench ${CMAKE_SOURCE_DIR}/bench/store_bench.c)
-target_link_libraries(store_bench PRIVATE mooncake_store)
+mc_tool(store_bench client ${CMAKE_SOURCE_DIR}/bench/store_bench.c)
+target_link_libraries(store_bench PRIVATE mc_client)
 target_include_directories(store_bench PRIVATE ${CMAKE_SOURCE_DIR}/tests) # lib/master_client.h (raw master RPCs)
 add_executable(memcached_ref ${CMAKE_SOURCE_DIR}/bench/memcached_ref.c)
-target_link_libraries(memcached_ref PRIVATE mooncake_common)
+target_link_libraries(memcached_ref PRIVATE mc_common)
 # master_scale (bench/run_master_scale.sh): the store at a million keys.
-mc_tool(master_scale ${CMAKE_SOURCE_DIR}/bench/master_scale.c)
-target_link_libraries(master_scale PRIVATE mooncake_store)
+mc_tool(master_scale client ${CMAKE_SOURCE_DIR}/bench/master_scale.c)
+target_link_libraries(master_scale PRIVATE mc_client)

@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/version.h"
+
 #include "mooncake/store_errors.h"
 
 #ifdef __cplusplus
@@ -53,12 +55,12 @@ typedef struct mooncake_replicate_config mooncake_replicate_config_t;
 /* ------------------------------------------------------------------ lifecycle */
 
 /* An un-setup client, or NULL on allocation failure. Free with mooncake_store_destroy(). */
-mooncake_store_t mooncake_store_create(void);
+MC_API mooncake_store_t mooncake_store_create(void);
 
 /* Full teardown (ping thread stopped, segments unmounted so objects stored only here are gone
  * cluster-wide, engine destroyed, held port released), then frees the handle. NULL is ignored.
  * The handle must not be used afterwards; calls still in flight on other threads finish first. */
-void mooncake_store_destroy(mooncake_store_t store);
+MC_API void mooncake_store_destroy(mooncake_store_t store);
 
 /* Connects the client. Arguments as Python's positional setup (docs/python.md, "`setup`"):
  *   local_hostname      "host" (a free port in [MC_STORE_CLIENT_MIN_PORT, MC_STORE_CLIENT_MAX_PORT] =
@@ -78,21 +80,21 @@ void mooncake_store_destroy(mooncake_store_t store);
  * accepts but does not answer; -1000 metadata service unreachable; -300 master version mismatch;
  * -1 auto-port attempts exhausted; the master's code for a refused mount. Bounded: at most ~10 s.
  * A handle already set up is torn down first. A failed setup leaves the handle un-setup. */
-int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server,
-                         uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
-                         const char *device_name, const char *master_server_addr);
+MC_API int mooncake_store_setup(mooncake_store_t store, const char *local_hostname, const char *metadata_server,
+                                uint64_t global_segment_size, uint64_t local_buffer_size, const char *protocol,
+                                const char *device_name, const char *master_server_addr);
 
 /* Legacy: setup("localhost:12345", "127.0.0.1:2379" (etcd), mount_segment_size, 1 GiB staging,
  * protocol (NULL -> "tcp"), device_name, "127.0.0.1:50051"). Already set up -> -600. */
-int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name,
-                            uint64_t mount_segment_size);
+MC_API int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const char *device_name,
+                                   uint64_t mount_segment_size);
 
 /* 0 healthy, 1 not set up or torn down, 2 master unreachable; -1 for a NULL handle. */
-int mooncake_store_health_check(mooncake_store_t store);
+MC_API int mooncake_store_health_check(mooncake_store_t store);
 
 /* Copies this client's segment name ("host:port") with its NUL into buf_out. -1 (nothing written) for
  * NULL buf_out, buf_len 0, or a name that does not fit (strlen >= buf_len). Before setup writes "". */
-int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len);
+MC_API int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len);
 
 /* ------------------------------------------------------------------ writes */
 
@@ -101,22 +103,22 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t bu
  * staging space (local_buffer_size), replica_num 0. -200: no space in the pool / no segment mounted.
  * -800: a replica could not be written (the put is revoked; nothing partial remains).
  * An existing key returns 0 and keeps its value. */
-int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
-                       const mooncake_replicate_config_t *config);
+MC_API int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
+                              const mooncake_replicate_config_t *config);
 
 /* Zero-copy put from the caller's memory (best registered with register_buffer; unregistered memory
  * is bounced through the staging buffer). No size limit. size == 0 -> 0, nothing stored.
  * Otherwise as mooncake_store_put. `buffer` is only read during the call. */
-int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
-                            const mooncake_replicate_config_t *config);
+MC_API int mooncake_store_put_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                                   const mooncake_replicate_config_t *config);
 
 /* Batch zero-copy put. Returns -1 without touching results_out when keys, buffers, sizes or
  * results_out is NULL, a keys[i] is NULL, or a buffers[i] is NULL with sizes[i] > 0; else 0 with one
  * code per key in results_out[0..count): 0 stored (or already present), negative otherwise
  * (sizes[i] == 0 -> -600). A key repeated in the batch: the first occurrence's bytes are stored and
  * every occurrence gets its result. Master lookups and transfers are batched. */
-int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
-                                  size_t count, const mooncake_replicate_config_t *config, int *results_out);
+MC_API int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                         size_t count, const mooncake_replicate_config_t *config, int *results_out);
 
 /* ------------------------------------------------------------------ reads */
 
@@ -125,45 +127,45 @@ int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, voi
  * before the transfer finished (data discarded); -800 every replica failed. Replicas are tried in the
  * order: this client's memory, same host, same zone, any (docs/store-client.md, "Reads"); a failed replica falls over
  * to the next. The call grants a read lease on the object. */
-int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size);
+MC_API int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size);
 
 /* Batch get_into; the -1/no-touch rules of batch_put_from apply (with int64_t results). Per key bytes
  * read or a negative code as get_into. One master lookup and one transfer batch for all keys. */
-int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
-                                  size_t count, int64_t *results_out);
+MC_API int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                         size_t count, int64_t *results_out);
 
 /* 1 present (a complete replica on a live segment; grants a lease), 0 absent or still being written,
  * negative on error (-900 master unreachable). */
-int mooncake_store_is_exist(mooncake_store_t store, const char *key);
+MC_API int mooncake_store_is_exist(mooncake_store_t store, const char *key);
 
 /* Per key 1/0/negative. -1 without touching results_out for NULL keys/results_out or a NULL keys[i]. */
-int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count, int *results_out);
+MC_API int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, size_t count, int *results_out);
 
 /* Object size in bytes, or negative (-704 missing, -703 being written). Grants a lease. */
-int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
+MC_API int64_t mooncake_store_get_size(mooncake_store_t store, const char *key);
 
 /* ------------------------------------------------------------------ removal */
 
 /* 0 or: -704 missing; -706 leased (force != 0 bypasses only the lease: the key goes at once, a leased
  * object's space is reused only after the lease ends); -703 being written; -708 replication task. */
-int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
+MC_API int mooncake_store_remove(mooncake_store_t store, const char *key, int force);
 
 /* Removes every key matching the ECMAScript regex (search semantics). Count removed, or negative
  * (-600 bad pattern). Leased keys are skipped unless force; keys being written are always skipped. */
-int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);
+MC_API int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force);
 
 /* Removes every object; count removed or negative. Skips as remove_by_regex. */
-int64_t mooncake_store_remove_all(mooncake_store_t store, int force);
+MC_API int64_t mooncake_store_remove_all(mooncake_store_t store, int force);
 
 /* ------------------------------------------------------------------ registered memory */
 
 /* Registers [buffer, buffer+size) for zero-copy transfers (it stays owned by the caller and must stay
  * valid until unregister_buffer or destroy). -1 for NULL buffer or size 0; -600 overlap with any
  * registered range (the same range twice included) or transport failure. Adjacent ranges are fine. */
-int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size);
+MC_API int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size);
 
 /* buffer must be the start of a registered range, else -600. No transfer may be using it. */
-int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer);
+MC_API int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer);
 
 /* ------------------------------------------------------------------ native additions */
 
@@ -196,18 +198,18 @@ struct mc_store_config {
 typedef struct mc_store_config mc_store_config_t;
 
 /* As mooncake_store_setup. */
-int mc_store_setup(mooncake_store_t store, const mc_store_config_t *config);
+MC_API int mc_store_setup(mooncake_store_t store, const mc_store_config_t *config);
 
 /* Copy-out get through the staging buffer. On success returns the size (> 0) and stores a malloc'ed
  * copy of the value in *value_out; the caller frees it with free(). Objects larger than
  * local_buffer_size -> -600 (as Python get). On failure *value_out is NULL. Codes as get_into. */
-int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out);
+MC_API int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out);
 
 /* Copying batch put: each value is copied through the staging buffer (in waves when they do not all
  * fit; a single value larger than local_buffer_size -> -600 for that key). Rules and results as
  * mooncake_store_batch_put_from. */
-int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
-                       size_t count, const mooncake_replicate_config_t *config, int *results_out);
+MC_API int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                              size_t count, const mooncake_replicate_config_t *config, int *results_out);
 
 /* Upsert (docs/master.md, "Upsert"): insert or replace. Conventions as mooncake_store_put (copying, through the
  * staging buffer: -600 for a value larger than local_buffer_size), except that an existing key is
@@ -218,22 +220,22 @@ int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *co
  * when the lease ends; with no space for that, -714 and the old value stays. While the upsert runs the
  * key reads as -703; a failed write revokes it and the key is then gone (its old bytes may be partly
  * overwritten). Never -705. */
-int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
-                    const mooncake_replicate_config_t *config);
+MC_API int mc_store_upsert(mooncake_store_t store, const char *key, const void *value, size_t size,
+                           const mooncake_replicate_config_t *config);
 
 /* Zero-copy upsert from the caller's memory; conventions as mooncake_store_put_from (size 0 -> 0,
  * nothing stored), semantics as mc_store_upsert. */
-int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
-                         const mooncake_replicate_config_t *config);
+MC_API int mc_store_upsert_from(mooncake_store_t store, const char *key, void *buffer, size_t size,
+                                const mooncake_replicate_config_t *config);
 
 /* Batch zero-copy upsert; argument rules, results and repeated keys as mooncake_store_batch_put_from,
  * per key semantics as mc_store_upsert. */
-int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
-                               size_t count, const mooncake_replicate_config_t *config, int *results_out);
+MC_API int mc_store_batch_upsert_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
+                                      size_t count, const mooncake_replicate_config_t *config, int *results_out);
 
 /* Per key remove results (0 or negative as mooncake_store_remove); a key repeated in one batch: the
  * first occurrence is removed, the rest get -704. -1/no-touch rules as batch_is_exist. */
-int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out);
+MC_API int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t count, int force, int *results_out);
 
 
 /* ------------------------------------------------------------------ additions for the Python package */
@@ -259,26 +261,26 @@ typedef struct mc_replicate_config mc_replicate_config_t;
 
 /* One write with the full config (NULL = defaults). Conventions as mooncake_store_put /
  * mooncake_store_put_from / mc_store_upsert*, selected by flags. */
-int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
-                   const mc_replicate_config_t *config, int flags);
+MC_API int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
+                          const mc_replicate_config_t *config, int flags);
 
 /* Batch write with the full config; argument rules and results as mooncake_store_batch_put_from. */
-int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
-                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out);
+MC_API int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                                size_t count, const mc_replicate_config_t *config, int flags, int *results_out);
 
 /* Multi-buffer batch write: object i is the concatenation, in order, of the nbufs[i] buffers that follow
  * those of object i-1 in bufs/sizes (flattened). Zero-copy semantics (flags: MC_WRITE_UPSERT only).
  * -1 without touching results_out for NULL arrays, a NULL key or a NULL buffer with a size > 0. Per key
  * as mooncake_store_batch_put_from (a total size of 0 -> -600). */
-int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
-                               const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
-                               int *results_out);
+MC_API int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
+                                      const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
+                                      int *results_out);
 
 /* Multi-buffer batch read: object i is scattered over its nbufs[i] buffers (flattened as above). Per
  * key the object size, or negative as mooncake_store_batch_get_into (-600 when the object is larger
  * than the sum of its buffers). -1/no-touch rules as mc_store_batch_write_multi. */
-int mc_store_batch_get_into_multi(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
-                                  const size_t *nbufs, size_t count, int64_t *results_out);
+MC_API int mc_store_batch_get_into_multi(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
+                                         const size_t *nbufs, size_t count, int64_t *results_out);
 
 /* One readable replica as the master reports it. Strings are owned by the array. */
 struct mc_replica_desc {
@@ -292,12 +294,12 @@ typedef struct mc_replica_desc mc_replica_desc_t;
 
 /* The replicas of key (grants a read lease). On success returns the count and stores a malloc'ed array
  * in *out (free with mc_store_replica_desc_free); on failure a negative code and *out = NULL. */
-int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replica_desc_t **out);
-void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count);
+MC_API int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replica_desc_t **out);
+MC_API void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count);
 
 /* 1 when [ptr, ptr+len) lies inside one range registered with this client (its staging buffer and
  * segment included), else 0 (also before setup); -1 for a NULL handle. */
-int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
+MC_API int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
 
 /* BatchReplicaClear (docs/master.md, "BatchReplicaClear"): drops the replicas of keys[0..count) that this client wrote,
  * that are complete and whose lease has expired; segment_name NULL or "" = all replicas of the key, else
@@ -306,17 +308,17 @@ int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len);
  * Returns the number cleared, -1 (cleared_out untouched) for a NULL handle/keys/cleared_out or a NULL
  * keys[i], or a negative code (-600 not set up; the master's error) with every cleared_out[i] = 0 —
  * though keys of earlier chunks (65536 keys each) may already be cleared then. */
-int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size_t count, const char *segment_name,
-                                 int *cleared_out);
+MC_API int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size_t count, const char *segment_name,
+                                        int *cleared_out);
 
 /* Tears the client down as destroy does but keeps the handle usable for a new setup (Python close()).
  * Idempotent; 0, or -1 for a NULL handle. */
-int mc_store_close(mooncake_store_t store);
+MC_API int mc_store_close(mooncake_store_t store);
 
 /* Bytes of memory this client is still warming in the background (its segment and staging buffer, and
  * the parts of same-host holders' segments it has used; see docs/transfer-engine.md "Warming memory").
  * 0 when everything is warm, before setup, and with MC_SEGMENT_PREFAULT=0. */
-uint64_t mc_store_warmup_pending(mooncake_store_t store);
+MC_API uint64_t mc_store_warmup_pending(mooncake_store_t store);
 
 #ifdef __cplusplus
 }

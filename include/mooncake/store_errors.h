@@ -4,6 +4,8 @@
 #ifndef MOONCAKE_STORE_ERRORS_H
 #define MOONCAKE_STORE_ERRORS_H
 
+#include "mooncake/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -89,8 +91,8 @@ enum mooncake_store_error {
 };
 
 /* Static strings; unknown codes give "UNKNOWN_ERROR" / "Unknown error". */
-const char *mooncake_store_err_name(int code);
-const char *mooncake_store_strerror(int code);
+MC_API const char *mooncake_store_err_name(int code);
+MC_API const char *mooncake_store_strerror(int code);
 
 #ifdef __cplusplus
 }

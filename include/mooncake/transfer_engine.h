@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mooncake/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -75,12 +77,12 @@ enum mc_te_status_code {
 };
 
 /* Names ("ERR_ADDRESS_OVERLAPPED") and messages for ERR_* codes; "UNKNOWN_ERROR" otherwise. */
-const char *mc_te_err_name(int err);
-const char *mc_te_strerror(int err);
+MC_API const char *mc_te_err_name(int err);
+MC_API const char *mc_te_strerror(int err);
 /* Names for positive Status codes ("AddressOverlapped", "NotSupportedTransport"). */
-const char *mc_te_status_name(int status);
+MC_API const char *mc_te_status_name(int status);
 /* Names for task states ("COMPLETED"). */
-const char *mc_te_task_state_name(int state);
+MC_API const char *mc_te_task_state_name(int state);
 
 typedef void *transfer_engine_t;
 typedef void *transport_t;
@@ -143,54 +145,54 @@ typedef struct segment_desc segment_desc_t;
 /* NULL on failure. metadata_conn_string: "P2PHANDSHAKE", "etcd://h:p[,h:p]" or bare "h:p",
  * "redis://h:p", "http(s)://h:p/path". auto_discover != 0 installs the best transport. A server name
  * whose rpc_meta key is held by a live engine fails the creation, and that engine's keys stay. */
-transfer_engine_t createTransferEngine(const char *metadata_conn_string, const char *local_server_name,
-                                       const char *ip_or_host_name, uint64_t rpc_port,
-                                       int auto_discover);
+MC_API transfer_engine_t createTransferEngine(const char *metadata_conn_string, const char *local_server_name,
+                                              const char *ip_or_host_name, uint64_t rpc_port,
+                                              int auto_discover);
 /* Stops the engine, deletes the metadata keys it published, frees it. NULL is ignored. Waits for a
  * teardown of the engine by a signal in progress (enableGracefulShutdown). */
-void destroyTransferEngine(transfer_engine_t engine);
-int discoverTopology(transfer_engine_t engine);
-int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
+MC_API void destroyTransferEngine(transfer_engine_t engine);
+MC_API int discoverTopology(transfer_engine_t engine);
+MC_API int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
 /* "tcp" or "shm" (args NULL); returns the (existing) transport or NULL. */
-transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
-int uninstallTransport(transfer_engine_t engine, const char *proto);
+MC_API transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
+MC_API int uninstallTransport(transfer_engine_t engine, const char *proto);
 
-segment_id_t openSegment(transfer_engine_t engine, const char *segment_name);
-segment_id_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name);
-int closeSegment(transfer_engine_t engine, segment_id_t segment_id);
-int removeLocalSegment(transfer_engine_t engine, const char *segment_name);
-int warmupEfaSegment(transfer_engine_t engine, const char *segment_name);
+MC_API segment_id_t openSegment(transfer_engine_t engine, const char *segment_name);
+MC_API segment_id_t openSegmentNoCache(transfer_engine_t engine, const char *segment_name);
+MC_API int closeSegment(transfer_engine_t engine, segment_id_t segment_id);
+MC_API int removeLocalSegment(transfer_engine_t engine, const char *segment_name);
+MC_API int warmupEfaSegment(transfer_engine_t engine, const char *segment_name);
 
-int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, const char *location,
-                        int remote_accessible);
-int unregisterLocalMemory(transfer_engine_t engine, void *addr);
-int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_list, size_t buffer_len,
-                             const char *location);
-int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list, size_t addr_len);
+MC_API int registerLocalMemory(transfer_engine_t engine, void *addr, size_t length, const char *location,
+                               int remote_accessible);
+MC_API int unregisterLocalMemory(transfer_engine_t engine, void *addr);
+MC_API int registerLocalMemoryBatch(transfer_engine_t engine, buffer_entry_t *buffer_list, size_t buffer_len,
+                                    const char *location);
+MC_API int unregisterLocalMemoryBatch(transfer_engine_t engine, void **addr_list, size_t addr_len);
 
-batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size);
-int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfer_request *entries,
-                   size_t count);
-int submitTransferWithNotify(transfer_engine_t engine, batch_id_t batch_id,
-                             struct transfer_request *entries, size_t count, notify_msg_t notify_msg);
-int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
-                      struct transfer_status *status);
+MC_API batch_id_t allocateBatchID(transfer_engine_t engine, size_t batch_size);
+MC_API int submitTransfer(transfer_engine_t engine, batch_id_t batch_id, struct transfer_request *entries,
+                          size_t count);
+MC_API int submitTransferWithNotify(transfer_engine_t engine, batch_id_t batch_id,
+                                    struct transfer_request *entries, size_t count, notify_msg_t notify_msg);
+MC_API int getTransferStatus(transfer_engine_t engine, batch_id_t batch_id, size_t task_id,
+                             struct transfer_status *status);
 /* Succeeds once every task is terminal (polled or not); BatchBusy (4) otherwise. */
-int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
+MC_API int freeBatchID(transfer_engine_t engine, batch_id_t batch_id);
 
 /* Drains received notifications into a malloc'ed array (NULL when none); free with freeNotifsMsgBuf. */
-notify_msg_t *getNotifsFromEngine(transfer_engine_t engine, int *size);
-int freeNotifsMsgBuf(notify_msg_t *msgs, int size);
-int genNotifyInEngine(transfer_engine_t engine, uint64_t target_id, notify_msg_t notify_msg);
+MC_API notify_msg_t *getNotifsFromEngine(transfer_engine_t engine, int *size);
+MC_API int freeNotifsMsgBuf(notify_msg_t *msgs, int size);
+MC_API int genNotifyInEngine(transfer_engine_t engine, uint64_t target_id, notify_msg_t notify_msg);
 
-int syncSegmentCache(transfer_engine_t engine);
-int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
+MC_API int syncSegmentCache(transfer_engine_t engine);
+MC_API int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *count);
 /* On SIGINT, SIGTERM or SIGHUP the engine's control RPC stops and its metadata keys are deleted, then the
  * signal's default action ends the process (docs/store-client.md, "Process lifecycle: exit and signals").
  * Only signals still at SIG_DFL are handled: the application's own handlers and SIG_IGN are kept. Any
  * number of engines; destroyTransferEngine takes the engine out again. */
-void enableGracefulShutdown(transfer_engine_t engine);
-int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
+MC_API void enableGracefulShutdown(transfer_engine_t engine);
+MC_API int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);
 
 /* ---- Native extensions ---- */
 
@@ -199,32 +201,32 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
  * the memory: a low-priority background thread of the engine populates its pages afterwards, so the
  * first writes into it do not pay a page fault per 4 KiB (MC_SEGMENT_PREFAULT=0: pages are committed
  * by the first writes only). Free with mc_te_free_shared(), which unregisters it. */
-void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
-int mc_te_free_shared(transfer_engine_t engine, void *addr);
+MC_API void *mc_te_alloc_shared(transfer_engine_t engine, size_t length, const char *location);
+MC_API int mc_te_free_shared(transfer_engine_t engine, void *addr);
 /* Bytes of background warming work left: this engine's mc_te_alloc_shared memory, and chunks of
  * same-host peers' memory it has started to use (0 when all is warm, or with MC_SEGMENT_PREFAULT=0). */
-uint64_t mc_te_prefault_pending(transfer_engine_t engine);
+MC_API uint64_t mc_te_prefault_pending(transfer_engine_t engine);
 /* Publishes this engine's rpc_meta key and segment descriptor again (e.g. after the metadata service
  * restarted empty). No-op under P2PHANDSHAKE. Returns 0 or ERR_METADATA. */
-int mc_te_republish(transfer_engine_t engine);
+MC_API int mc_te_republish(transfer_engine_t engine);
 /* The segment name this engine publishes (rewritten to host:port under P2PHANDSHAKE). Valid for the
  * engine's lifetime. */
-const char *mc_te_local_segment_name(transfer_engine_t engine);
+MC_API const char *mc_te_local_segment_name(transfer_engine_t engine);
 /* Descriptor of an opened segment as compact JSON (malloc'ed; caller frees), NULL if unknown. */
-char *mc_te_segment_json(transfer_engine_t engine, segment_id_t segment_id);
+MC_API char *mc_te_segment_json(transfer_engine_t engine, segment_id_t segment_id);
 /* Re-reads a segment's descriptor for a retry: its id with the fresh descriptor; the cached one when the
  * descriptor cannot be fetched (metadata service or peer unreachable); -1 when the metadata service
  * answers that the segment has no descriptor any more (unmounted, or its owner expired), so a retry
  * does not wait on an address that is known to be gone. */
-segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *name);
+MC_API segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *name);
 /* Path the engine uses to reach a segment: "tcp", "shm", or NULL when unknown. */
-const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
+MC_API const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
 /* Batch status (docs/transfer-engine.md, "C API"): COMPLETED iff all tasks completed; FAILED if any failed or
  * timed out; else WAITING. Does not mark tasks as observed. */
-int mc_te_batch_status(transfer_engine_t engine, batch_id_t batch_id);
+MC_API int mc_te_batch_status(transfer_engine_t engine, batch_id_t batch_id);
 /* Blocks until every task of the batch is terminal or timeout_ms passes (-1: no limit); returns the
  * batch status. */
-int mc_te_wait_batch(transfer_engine_t engine, batch_id_t batch_id, int timeout_ms);
+MC_API int mc_te_wait_batch(transfer_engine_t engine, batch_id_t batch_id, int timeout_ms);
 
 #ifdef __cplusplus
 }

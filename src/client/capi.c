@@ -220,7 +220,7 @@ int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
 }
 
 /* Runs a per-key master batch call over the non-empty keys, in chunks; empty keys get -600. */
-typedef int (*keys_call)(struct mc_mrpc_client *c, const char *const *keys, size_t n, int arg, int *results);
+typedef int (*keys_call)(struct mcli *c, const char *const *keys, size_t n, int arg, int *results);
 
 static void keyed_batch(struct mc_store *s, const char **keys, size_t count, int arg, int *results, keys_call fn) {
   const char **k = mc_calloc(count, sizeof(char *));
@@ -241,7 +241,7 @@ static void keyed_batch(struct mc_store *s, const char **keys, size_t count, int
   mc_free(k);
 }
 
-static int exist_call(struct mc_mrpc_client *c, const char *const *keys, size_t n, int arg, int *results) {
+static int exist_call(struct mcli *c, const char *const *keys, size_t n, int arg, int *results) {
   return mcli_batch_exist(c, keys, n, results);
 }
 
@@ -273,7 +273,7 @@ int mooncake_store_remove(mooncake_store_t store, const char *key, int force) {
   return rc;
 }
 
-static int remove_call(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results) {
+static int remove_call(struct mcli *c, const char *const *keys, size_t n, int force, int *results) {
   return mcli_batch_remove(c, keys, n, force, results);
 }
 

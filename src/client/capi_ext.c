@@ -26,7 +26,7 @@ static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struc
                                                in->preferred_segments_count};
   int rc = mc_put_config_from(s, &base, out);
   if (rc || !in) return rc;
-  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* the protocol carries enum mc_soft_pin itself (master/proto.h) */
+  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* the protocol carries enum mc_soft_pin itself (proto/proto.h) */
   out->soft_pin_ttl_ms = in->soft_pin_ttl_ms < 0 ? -1 : in->soft_pin_ttl_ms;
   return 0;
 }

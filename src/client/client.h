@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/lifecycle.h"
-#include "master/proto.h"
+#include "mooncake/runtime.h"
+#include "proto/proto.h"
 #include "mooncake/store.h"
 #include "mooncake/transfer_engine.h"
 
@@ -52,7 +52,7 @@ struct mc_store {
   char protocol[16];
   transfer_engine_t te;
   int te_external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
-  struct mc_mrpc_client *master;
+  struct mcli *master; /* the line to the master (mcli.c) */
   _Atomic uint64_t master_view; /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
   /* peers a read from failed lately, tried after the other replicas of their rank until then (get.c) */
   pthread_mutex_t shun_mu;
@@ -200,15 +200,24 @@ struct mcli_reps {
   uint32_t n;
   struct mc_replica_rec *reps;
 };
+/* The store's line to its master: the RPC client and the key namespace every object key is sent under
+ * ("<tenant>\x1f", empty for the default tenant; docs/security.md, "Tenants"). */
+struct mcli {
+  struct mc_mrpc_client *rpc;
+  char key_ns[136];
+};
+struct mcli *mcli_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms);
+void mcli_set_key_ns(struct mcli *c, const char *tenant); /* "" or "default": none */
+void mcli_free(struct mcli *c);
 void mcli_reps_free(struct mcli_reps *r, size_t n);
 /* Writes an object key as a str field, prefixed with the client's key namespace (tenant). */
-void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key);
-int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version, uint64_t *view);
-int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
-int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
-int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
+void mcli_put_key(struct mc_wbuf *w, struct mcli *c, const char *key);
+int mcli_service_ready(struct mcli *c, int tmo, char **version, uint64_t *view);
+int mcli_ping(struct mcli *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
+int mcli_mount(struct mcli *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
+int mcli_remount(struct mcli *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);
-int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo);
+int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo);
 /* The opcodes of one write protocol: put (docs/master.md, "Put") or upsert ("Upsert"). Both follow the same
  * client contract (put.c); only the master's treatment of an existing key differs. */
 struct mc_write_ops {
@@ -216,28 +225,28 @@ struct mc_write_ops {
   const char *name; /* "put" / "upsert", for logs */
 };
 extern const struct mc_write_ops mc_put_ops, mc_upsert_ops;
-int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+int mcli_put_start(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
                    uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out);
-int mcli_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+int mcli_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
                  int revoke);
 /* Per key status + replicas in out[0..n). Returns 0 or the RPC-level error (out untouched then). */
-int mcli_batch_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+int mcli_batch_put_start(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id,
                          const char *const *keys, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
                          struct mcli_reps *out);
-int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id,
                        const char *const *keys, size_t n, int revoke, int *results);
-int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out);
-int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
+int mcli_get_replicas(struct mcli *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out);
+int mcli_batch_get_replicas(struct mcli *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
                             struct mcli_reps *out);
-int mcli_exist(struct mc_mrpc_client *c, const char *key);
-int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results);
-int mcli_remove(struct mc_mrpc_client *c, const char *key, int force);
-int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results);
+int mcli_exist(struct mcli *c, const char *key);
+int mcli_batch_exist(struct mcli *c, const char *const *keys, size_t n, int *results);
+int mcli_remove(struct mcli *c, const char *key, int force);
+int mcli_batch_remove(struct mcli *c, const char *const *keys, size_t n, int force, int *results);
 /* BATCH_REPLICA_CLEAR: cleared[i] = 1 for the keys the master cleared, else 0. 0 or the RPC error. */
-int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n,
+int mcli_batch_replica_clear(struct mcli *c, struct mc_uuid id, const char *const *keys, size_t n,
                              const char *segment, uint8_t *cleared);
-int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force);
-int64_t mcli_remove_all(struct mc_mrpc_client *c, int force);
+int64_t mcli_remove_by_regex(struct mcli *c, const char *re, int force);
+int64_t mcli_remove_all(struct mcli *c, int force);
 
 /* ---- put.c / get.c (life held for reading, ready checked) ---- */
 /* A master-protocol config from the C config; -600 for replica_num 0. Free with mc_put_config_free. */

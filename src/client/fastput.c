@@ -117,7 +117,7 @@ static int rpc_reserve(struct mc_store *s, uint64_t min_len, const struct mc_put
   mc_w_u64(&req, min_len);
   mc_w_u64(&req, FP_HINT);
   mc_put_config(&req, cfg);
-  int rc = mc_mrpc_call_timeout(s->master, MC_OP_RESERVE_EXTENT, &req, &rep, FP_RPC_MS);
+  int rc = mc_mrpc_call_timeout(s->master->rpc, MC_OP_RESERVE_EXTENT, &req, &rep, FP_RPC_MS);
   if (!rc) {
     struct mc_rbuf_rd r;
     struct mc_replica_rec rec = {0};
@@ -150,7 +150,7 @@ static int rpc_commit(struct mc_store *s, const struct fp_ext *e, const char *ke
   mc_w_u8(&req, cfg->soft_pin_action);
   mc_w_i64(&req, cfg->soft_pin_ttl_ms);
   mc_w_u8(&req, cfg->with_hard_pin);
-  int rc = mc_mrpc_call(s->master, MC_OP_COMMIT_PUT, &req, &rep);
+  int rc = mc_mrpc_call(s->master->rpc, MC_OP_COMMIT_PUT, &req, &rep);
   mc_w_free(&req);
   mc_w_free(&rep);
   return rc;
@@ -171,7 +171,7 @@ static void rpc_batch_commit(struct mc_store *s, const struct fp_ext *e, const c
     mc_w_u64(&req, offs[i]);
     mc_w_u64(&req, lens[i]);
   }
-  int rc = mc_mrpc_call(s->master, MC_OP_BATCH_COMMIT_PUT, &req, &rep);
+  int rc = mc_mrpc_call(s->master->rpc, MC_OP_BATCH_COMMIT_PUT, &req, &rep);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
@@ -188,7 +188,7 @@ static void rpc_release(struct mc_store *s, uint64_t id) {
   struct mc_wbuf req = {0}, rep = {0};
   mc_put_uuid(&req, s->client_id);
   mc_w_u64(&req, id);
-  int rc = mc_mrpc_call_timeout(s->master, MC_OP_RELEASE_EXTENT, &req, &rep, FP_RPC_MS);
+  int rc = mc_mrpc_call_timeout(s->master->rpc, MC_OP_RELEASE_EXTENT, &req, &rep, FP_RPC_MS);
   if (rc) LOG_WARN("releasing write extent %llu failed: %s (the master reclaims it when its lease ends)",
                    (unsigned long long)id, mooncake_store_err_name(rc));
   mc_w_free(&req);

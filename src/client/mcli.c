@@ -1,12 +1,32 @@
-/* The client side of the master protocol (master/proto.h): one function per RPC, encoding the request
+/* The client side of the master protocol (proto/proto.h): one function per RPC, encoding the request
  * and decoding the reply with total readers. Knows nothing of transfers or handles. A reply that does
  * not decode is reported as RPC_FAIL (and logged). */
 #include <stdio.h>
 #include <string.h>
 
 #include "client/client.h"
+#include "common/alloc.h"
 #include "common/log.h"
 #include "net/mrpc.h"
+
+struct mcli *mcli_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms) {
+  struct mcli *c = mc_calloc(1, sizeof(*c));
+  c->rpc = mc_mrpc_client_new(host, port, connect_timeout_ms, timeout_ms);
+  return c;
+}
+
+void mcli_set_key_ns(struct mcli *c, const char *tenant) {
+  if (tenant && *tenant && strcmp(tenant, "default"))
+    snprintf(c->key_ns, sizeof(c->key_ns), "%s\x1f", tenant);
+  else
+    c->key_ns[0] = 0;
+}
+
+void mcli_free(struct mcli *c) {
+  if (!c) return;
+  mc_mrpc_client_free(c->rpc);
+  mc_free(c);
+}
 
 static int malformed(int op) {
   LOG_WARN("master reply to opcode %d is malformed", op);
@@ -14,12 +34,12 @@ static int malformed(int op) {
 }
 #define MALFORMED(op) malformed(op)
 
-static int call(struct mc_mrpc_client *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo) {
-  return tmo > 0 ? mc_mrpc_call_timeout(c, op, req, reply, tmo) : mc_mrpc_call(c, op, req, reply);
+static int call(struct mcli *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo) {
+  return tmo > 0 ? mc_mrpc_call_timeout(c->rpc, op, req, reply, tmo) : mc_mrpc_call(c->rpc, op, req, reply);
 }
 
 /* A call whose reply body is empty on success. */
-static int call_void(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req, int tmo) {
+static int call_void(struct mcli *c, uint16_t op, struct mc_wbuf *req, int tmo) {
   struct mc_wbuf rep;
   int rc = call(c, op, req, &rep, tmo);
   mc_w_free(req);
@@ -35,15 +55,15 @@ void mcli_reps_free(struct mcli_reps *r, size_t n) {
   }
 }
 
-void mcli_put_key(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *key) {
-  const char *ns = mc_mrpc_client_key_ns(c);
+void mcli_put_key(struct mc_wbuf *w, struct mcli *c, const char *key) {
+  const char *ns = c->key_ns;
   size_t nl = strlen(ns), kl = strlen(key);
   mc_w_u32(w, (uint32_t)(nl + kl));
   mc_w_bytes_raw(w, ns, nl);
   mc_w_bytes_raw(w, key, kl);
 }
 
-int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version, uint64_t *view) {
+int mcli_service_ready(struct mcli *c, int tmo, char **version, uint64_t *view) {
   struct mc_wbuf req = {0}, rep;
   int rc = call(c, MC_OP_SERVICE_READY, &req, &rep, tmo);
   if (view) *view = 0;
@@ -65,7 +85,7 @@ int mcli_service_ready(struct mc_mrpc_client *c, int tmo, char **version, uint64
   return rc;
 }
 
-int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status, uint64_t *view) {
+int mcli_ping(struct mcli *c, struct mc_uuid id, int tmo, int *status, uint64_t *view) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
   int rc = call(c, MC_OP_PING, &req, &rep, tmo);
@@ -82,14 +102,14 @@ int mcli_ping(struct mc_mrpc_client *c, struct mc_uuid id, int tmo, int *status,
   return rc;
 }
 
-int mcli_mount(struct mc_mrpc_client *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo) {
+int mcli_mount(struct mcli *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo) {
   struct mc_wbuf req = {0};
   mc_put_segment(&req, seg);
   mc_put_uuid(&req, id);
   return call_void(c, MC_OP_MOUNT_SEGMENT, &req, tmo);
 }
 
-int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
+int mcli_remount(struct mcli *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo) {
   struct mc_wbuf req = {0};
   mc_w_u32(&req, n);
@@ -98,7 +118,7 @@ int mcli_remount(struct mc_mrpc_client *c, const struct mc_segment_rec *segs, ui
   return call_void(c, MC_OP_REMOUNT_SEGMENTS, &req, tmo);
 }
 
-int mcli_unmount(struct mc_mrpc_client *c, struct mc_uuid seg, struct mc_uuid id, int tmo) {
+int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, seg);
   mc_put_uuid(&req, id);
@@ -111,7 +131,7 @@ const struct mc_write_ops mc_upsert_ops = {MC_OP_UPSERT_START,       MC_OP_UPSER
                                           MC_OP_BATCH_UPSERT_START, MC_OP_BATCH_UPSERT_END, MC_OP_BATCH_UPSERT_REVOKE,
                                           "upsert"};
 
-int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+int mcli_put_start(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
                    uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
@@ -135,7 +155,7 @@ int mcli_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, str
   return rc;
 }
 
-int mcli_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
+int mcli_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id, const char *key,
                  int revoke) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
@@ -157,7 +177,7 @@ static int get_status_reps(struct mc_rbuf_rd *r, size_t n, struct mcli_reps *out
   return -1;
 }
 
-int mcli_batch_put_start(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+int mcli_batch_put_start(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id,
                          const char *const *keys, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
                          struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
@@ -188,7 +208,7 @@ static int get_i32_list(struct mc_rbuf_rd *r, size_t n, int *out) {
   return r->err ? -1 : 0;
 }
 
-static int call_i32_list(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
+static int call_i32_list(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
   struct mc_wbuf rep;
   int rc = call(c, op, req, &rep, 0);
   if (!rc) {
@@ -201,12 +221,12 @@ static int call_i32_list(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *
   return rc;
 }
 
-static void put_keys(struct mc_wbuf *w, struct mc_mrpc_client *c, const char *const *keys, size_t n) {
+static void put_keys(struct mc_wbuf *w, struct mcli *c, const char *const *keys, size_t n) {
   mc_w_u32(w, (uint32_t)n);
   for (size_t i = 0; i < n; i++) mcli_put_key(w, c, keys[i]);
 }
 
-int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops, struct mc_uuid id,
+int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id,
                        const char *const *keys, size_t n, int revoke, int *results) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
@@ -215,7 +235,7 @@ int mcli_batch_put_end(struct mc_mrpc_client *c, const struct mc_write_ops *ops,
   return call_i32_list(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results);
 }
 
-int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
+int mcli_get_replicas(struct mcli *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mcli_put_key(&req, c, key);
   memset(out, 0, sizeof(*out));
@@ -236,7 +256,7 @@ int mcli_get_replicas(struct mc_mrpc_client *c, const char *key, uint64_t *lease
   return rc;
 }
 
-int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
+int mcli_batch_get_replicas(struct mcli *c, const char *const *keys, size_t n, uint64_t *lease_ttl_ms,
                             struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   put_keys(&req, c, keys, n);
@@ -253,7 +273,7 @@ int mcli_batch_get_replicas(struct mc_mrpc_client *c, const char *const *keys, s
   return rc;
 }
 
-int mcli_exist(struct mc_mrpc_client *c, const char *key) {
+int mcli_exist(struct mcli *c, const char *key) {
   struct mc_wbuf req = {0}, rep;
   mcli_put_key(&req, c, key);
   int rc = call(c, MC_OP_EXIST_KEY, &req, &rep, 0);
@@ -268,27 +288,27 @@ int mcli_exist(struct mc_mrpc_client *c, const char *key) {
   return rc;
 }
 
-int mcli_batch_exist(struct mc_mrpc_client *c, const char *const *keys, size_t n, int *results) {
+int mcli_batch_exist(struct mcli *c, const char *const *keys, size_t n, int *results) {
   struct mc_wbuf req = {0};
   put_keys(&req, c, keys, n);
   return call_i32_list(c, MC_OP_BATCH_EXIST_KEY, &req, n, results);
 }
 
-int mcli_remove(struct mc_mrpc_client *c, const char *key, int force) {
+int mcli_remove(struct mcli *c, const char *key, int force) {
   struct mc_wbuf req = {0};
   mcli_put_key(&req, c, key);
   mc_w_u8(&req, force ? 1 : 0);
   return call_void(c, MC_OP_REMOVE, &req, 0);
 }
 
-int mcli_batch_remove(struct mc_mrpc_client *c, const char *const *keys, size_t n, int force, int *results) {
+int mcli_batch_remove(struct mcli *c, const char *const *keys, size_t n, int force, int *results) {
   struct mc_wbuf req = {0};
   put_keys(&req, c, keys, n);
   mc_w_u8(&req, force ? 1 : 0);
   return call_i32_list(c, MC_OP_BATCH_REMOVE, &req, n, results);
 }
 
-int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const char *const *keys, size_t n,
+int mcli_batch_replica_clear(struct mcli *c, struct mc_uuid id, const char *const *keys, size_t n,
                              const char *segment, uint8_t *cleared) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
@@ -301,7 +321,7 @@ int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const 
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     uint32_t m = mc_r_count(&r, 4), matched = 0;
-    size_t i = 0, nl = strlen(mc_mrpc_client_key_ns(c));
+    size_t i = 0, nl = strlen(c->key_ns);
     for (uint32_t j = 0; j < m && !r.err; j++) {
       uint32_t len;
       const uint8_t *k = mc_r_blob(&r, &len);
@@ -321,7 +341,7 @@ int mcli_batch_replica_clear(struct mc_mrpc_client *c, struct mc_uuid id, const 
   return rc;
 }
 
-static int64_t call_count(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf *req) {
+static int64_t call_count(struct mcli *c, uint16_t op, struct mc_wbuf *req) {
   struct mc_wbuf rep;
   int64_t rc = call(c, op, req, &rep, 0);
   if (!rc) {
@@ -336,17 +356,17 @@ static int64_t call_count(struct mc_mrpc_client *c, uint16_t op, struct mc_wbuf 
 }
 
 /* Both scoped to the client's key namespace ("" = the default one; docs/master.md, tenant namespaces). */
-int64_t mcli_remove_by_regex(struct mc_mrpc_client *c, const char *re, int force) {
+int64_t mcli_remove_by_regex(struct mcli *c, const char *re, int force) {
   struct mc_wbuf req = {0};
   mc_w_str(&req, re);
   mc_w_u8(&req, force ? 1 : 0);
-  mc_w_str(&req, mc_mrpc_client_key_ns(c));
+  mc_w_str(&req, c->key_ns);
   return call_count(c, MC_OP_REMOVE_BY_REGEX, &req);
 }
 
-int64_t mcli_remove_all(struct mc_mrpc_client *c, int force) {
+int64_t mcli_remove_all(struct mcli *c, int force) {
   struct mc_wbuf req = {0};
   mc_w_u8(&req, force ? 1 : 0);
-  mc_w_str(&req, mc_mrpc_client_key_ns(c));
+  mc_w_str(&req, c->key_ns);
   return call_count(c, MC_OP_REMOVE_ALL, &req);
 }

@@ -14,14 +14,14 @@
 
 #include "client/client.h"
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
 #include "net/sock.h"
 
-#include "te/metadata.h"
+#include "meta/metadata.h"
 
 #define SETUP_BUDGET_MS 10000
 #define MASTER_CHECK_MS 4000 /* connect + SERVICE_READY */
@@ -165,7 +165,7 @@ static int connect_master(struct mc_store *s, const char *addr, uint64_t deadlin
   }
   int tmo = (int)mc_knob_long(MC_KNOB_RPC_TIMEOUT_MS);
   int ctmo = (int)mc_knob_long(MC_KNOB_RPC_CONNECT_TIMEOUT_MS);
-  s->master = mc_mrpc_client_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
+  s->master = mcli_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
   char *version = NULL;
   uint64_t view = 0;
   int rc = mcli_service_ready(s->master, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), &version, &view);
@@ -293,7 +293,7 @@ static void ping(struct mc_store *s, int *failures) {
   if (!rc && view) atomic_store(&s->master_view, view);
   if (rc && ++*failures >= PING_FAILURES) {
     LOG_WARN("master: %d pings failed (%s); reconnecting", *failures, mooncake_store_err_name(rc));
-    mc_mrpc_client_reset(s->master);
+    mc_mrpc_client_reset(s->master->rpc);
     *failures = 0;
   } else if (!rc) {
     *failures = 0;
@@ -411,11 +411,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = set_name(s, or_default(cfg->local_hostname, ""));
   if (!rc) rc = check_memory(cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc) rc = connect_master(s, master, deadline);
-  if (!rc && *tenant && strcmp(tenant, "default")) { /* the key namespace: "<tenant>\x1f" */
-    char ns[136];
-    snprintf(ns, sizeof(ns), "%s\x1f", tenant);
-    mc_mrpc_client_set_key_ns(s->master, ns);
-  }
+  if (!rc) mcli_set_key_ns(s->master, tenant);
   if (!rc) rc = probe_metadata(meta, s->name);
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
@@ -469,7 +465,7 @@ void mc_store_do_teardown(struct mc_store *s) {
   s->regs = NULL;
   s->nregs = s->capregs = 0;
   pthread_rwlock_unlock(&s->reg_mu);
-  mc_mrpc_client_free(s->master);
+  mcli_free(s->master);
   s->master = NULL;
   if (s->port_fd >= 0) close(s->port_fd);
   s->port_fd = -1;

@@ -54,7 +54,7 @@ int mc_stats_report(struct mc_store *s, int tmo_ms) {
   if (!st->unsupported && !empty(&d)) {
     struct mc_wbuf req = {0}, rep;
     mc_put_client_stats(&req, &d);
-    rc = mc_mrpc_call_timeout(s->master, MC_OP_REPORT_CLIENT_STATS, &req, &rep, tmo_ms);
+    rc = mc_mrpc_call_timeout(s->master->rpc, MC_OP_REPORT_CLIENT_STATS, &req, &rep, tmo_ms);
     mc_w_free(&req);
     mc_w_free(&rep);
     if (!rc) mc_client_stats_add(&st->sent, &d); /* a lost reply may count a report twice; a failed one is resent */

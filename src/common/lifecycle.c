@@ -1,6 +1,6 @@
 /* The process lifecycle of the libraries' handles: the registry, the atexit hook and the signal thread
  * (contract in lifecycle.h; docs/store-client.md, "Process lifecycle: exit and signals"). */
-#include "common/lifecycle.h"
+#include "mooncake/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>

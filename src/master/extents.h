@@ -8,7 +8,7 @@
 #define MC_MASTER_EXTENTS_H
 #include <stdint.h>
 
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "net/codec.h"
 
 struct mc_master;

@@ -15,8 +15,8 @@
 #include "master/metrics.h"
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 
 #define HOUSEKEEPING_TICK_MS 100
 #define PROBE_TIMEOUT_MS 1000

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "master/mconfig.h"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "net/codec.h"
 
 struct mc_master;

@@ -27,11 +27,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/log.h"
 #include "master/extents.h"
 #include "master/master.h"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "master/tlsf.h"
 #include "net/codec.h"
 

@@ -10,12 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "net/codec.h"
 
 struct mc_master;
 
-#define MC_OPS_MAX (MC_OP_MAX + 1) /* every opcode is counted (master/proto.h) */
+#define MC_OPS_MAX (MC_OP_MAX + 1) /* every opcode is counted (proto/proto.h) */
 #define MC_VSIZE_NBUCKETS 12    /* value sizes: 1 KiB * 4^i, i < 11, then +Inf */
 #define MC_WINDOW_SLOTS 64      /* one snapshot per second: enough for the 60 s windows */
 

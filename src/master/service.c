@@ -10,8 +10,8 @@
 #include "master/metrics.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
-#include "te/metadata.h"
-#include "te/metadata_server.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
 
 int mc_master_verbosity;
 

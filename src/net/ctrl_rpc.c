@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"

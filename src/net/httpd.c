@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"

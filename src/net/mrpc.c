@@ -11,7 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/store_errors.h"
@@ -63,7 +63,6 @@ struct mc_mrpc_client {
   int idle[POOL_MAX];
   int nidle;
   atomic_uint_least64_t next_id;
-  char *key_ns; /* prefix of every object key sent through this client (a tenant's namespace), or NULL */
   struct mc_spin spin; /* reply waits: poll first while the master answers within the window */
 };
 
@@ -85,18 +84,10 @@ void mc_mrpc_client_reset(struct mc_mrpc_client *c) {
   pthread_mutex_unlock(&c->mu);
 }
 
-void mc_mrpc_client_set_key_ns(struct mc_mrpc_client *c, const char *ns) {
-  mc_free(c->key_ns);
-  c->key_ns = ns && *ns ? mc_strdup(ns) : NULL;
-}
-
-const char *mc_mrpc_client_key_ns(const struct mc_mrpc_client *c) { return c->key_ns ? c->key_ns : ""; }
-
 void mc_mrpc_client_free(struct mc_mrpc_client *c) {
   if (!c) return;
   mc_mrpc_client_reset(c);
   pthread_mutex_destroy(&c->mu);
-  mc_free(c->key_ns);
   mc_free(c);
 }
 

@@ -58,10 +58,6 @@ struct mc_mrpc_client;
 /* Does not connect yet. timeout_ms bounds every call (connect + send + reply). */
 struct mc_mrpc_client *mc_mrpc_client_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms);
 void mc_mrpc_client_free(struct mc_mrpc_client *c);
-/* A key namespace: the store client layer (client/mcli.c) prefixes every object key it sends through c
- * with it, and scopes remove-all / remove-by-regex to it. Set before use; "" or NULL = none. */
-void mc_mrpc_client_set_key_ns(struct mc_mrpc_client *c, const char *ns);
-const char *mc_mrpc_client_key_ns(const struct mc_mrpc_client *c); /* "" when none */
 /* One call. Returns the reply status (>= the server's status), and the reply body in *reply (caller
  * frees with mc_w_free), or RPC_FAIL (-900) / RPC_TIMEOUT (-901) / INVALID_VERSION (-300). */
 int mc_mrpc_call(struct mc_mrpc_client *c, uint16_t opcode, const struct mc_wbuf *req, struct mc_wbuf *reply);

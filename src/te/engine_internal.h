@@ -12,10 +12,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "common/lifecycle.h"
+#include "mooncake/runtime.h"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
-#include "te/metadata.h"
+#include "meta/metadata.h"
 
 struct mc_engine;
 struct mc_transport;

@@ -16,7 +16,7 @@
 #include "net/ctrl_rpc.h"
 #include "net/sock.h"
 #include "te/engine_internal.h"
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 /* ------------------------------------------------------------------ segments */
 

@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "mooncake/runtime.h"
 #include "te/engine_internal.h"
+
+const char *mooncake_version(void) { return MOONCAKE_VERSION_STRING; }
 
 int discoverTopology(transfer_engine_t engine) { return engine ? 0 : ERR_INVALID_ARGUMENT; }
 

@@ -1,4 +1,4 @@
-/* Fuzz target: the cluster-secret handshake and signed HTTP headers (src/common/auth.c, docs/security.md)
+/* Fuzz target: the cluster-secret handshake and signed HTTP headers (src/net/auth.c, docs/security.md)
  * with a secret configured, from either side. The first byte picks who this process is (a member of the
  * whole cluster, or tenant "alpha") and what is fuzzed:
  *   - the server's state machine (mc_auth_srv_feed, what the master's event loop runs), fed the rest of
@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "fuzz_common.h"
 
 static char tenant_file[64];

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 #include "fuzz_common.h"
 #include "net/ctrl_rpc.h"
 

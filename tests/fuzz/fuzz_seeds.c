@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_common.h"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "net/codec.h"
 
 static const char *outdir;

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 
 #include "lib/proc.h"
-#include "master/proto.h"
+#include "proto/proto.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/auth.h"
+#include "net/auth.h"
 
 struct sink {
   char *buf;

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "cli/admin.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/knobs.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };

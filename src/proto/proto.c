@@ -1,5 +1,5 @@
 /* Encoders/decoders of the shared master protocol records (see proto.h). */
-#include "master/proto.h"
+#include "proto/proto.h"
 
 #include <fcntl.h>
 #include <stdio.h>

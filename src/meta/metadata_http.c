@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/log.h"
 #include "mooncake/transfer_engine.h"
-#include "te/metadata.h"
-#include "te/metadata_curl.h"
+#include "meta/metadata.h"
+#include "meta/metadata_curl.h"
 
 #define TOTAL_TIMEOUT_MS 3000L
 #define CONNECT_TIMEOUT_MS 1500L

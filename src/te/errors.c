@@ -1,26 +1,6 @@
-/* Name and message lookups generated from the two error tables (store and transfer engine). */
-#include "mooncake/store_errors.h"
+/* Name and message of each transfer-engine error and status, generated from the table in
+ * include/mooncake/transfer_engine.h. */
 #include "mooncake/transfer_engine.h"
-
-const char *mooncake_store_err_name(int code) {
-  switch (code) {
-#define X_(name, c, msg) \
-  case c: return #name;
-    MOONCAKE_STORE_ERRORS(X_)
-#undef X_
-  }
-  return "UNKNOWN_ERROR";
-}
-
-const char *mooncake_store_strerror(int code) {
-  switch (code) {
-#define X_(name, c, msg) \
-  case c: return msg;
-    MOONCAKE_STORE_ERRORS(X_)
-#undef X_
-  }
-  return "Unknown error";
-}
 
 const char *mc_te_err_name(int err) {
   switch (err) {

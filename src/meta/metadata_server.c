@@ -6,7 +6,7 @@
  * connection limits, net/httpd.h), and so is the map (MC_METADATA_SERVER_MAX_KEYS / _MAX_BYTES, answered
  * 507); none may crash it. docs/transfer-engine.md, "Metadata", has the limits and the owner rule: a
  * member of the whole cluster changes any key, a tenant only the keys its own realm created. */
-#include "te/metadata_server.h"
+#include "meta/metadata_server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
-#include "common/auth.h"
+#include "net/auth.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"

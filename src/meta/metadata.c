@@ -1,7 +1,7 @@
 /* The backend-independent part of the metadata client: picks a backend from the connection string and
  * builds the key layout (docs/transfer-engine.md, "Connection strings and keys"). An unknown scheme is
  * an error returned to the caller, never an abort. */
-#include "te/metadata.h"
+#include "meta/metadata.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /* The cluster secret and the connection handshake (auth.h, docs/security.md). HMAC-SHA256 and SHA-256
  * come from OpenSSL's libcrypto; nonces from getrandom(2). */
-#include "common/auth.h"
+#include "net/auth.h"
 
 #include <errno.h>
 #include <fcntl.h>

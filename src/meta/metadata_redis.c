@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "mooncake/transfer_engine.h"
-#include "te/metadata.h"
+#include "meta/metadata.h"
 
 #define DEFAULT_PORT 6379
 

@@ -12,8 +12,8 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "mooncake/transfer_engine.h"
-#include "te/metadata.h"
-#include "te/metadata_curl.h"
+#include "meta/metadata.h"
+#include "meta/metadata_curl.h"
 
 #define MAX_ENDPOINTS 64
 
