@@ -83,13 +83,19 @@ long mc_env_long(const char *name, long def, long min, long max) {
   return r;
 }
 
-int mc_env_bool(const char *name, int def) {
-  const char *v = getenv(name);
+int mc_str_bool(const char *v, int def) {
   if (!v || !*v) return def;
   if (!strcasecmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"))
     return 1;
   if (!strcasecmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
     return 0;
+  return -1;
+}
+
+int mc_env_bool(const char *name, int def) {
+  const char *v = getenv(name);
+  int b = mc_str_bool(v, def);
+  if (b >= 0) return b;
   LOG_WARN("ignoring invalid %s=%s", name, v);
   return def;
 }

@@ -24,6 +24,8 @@ int mc_parse_size(const char *s, uint64_t *out);
 long mc_env_long(const char *name, long def, long min, long max);
 /* Environment boolean: 1/true/yes/on, 0/false/no/off; unset or invalid -> def. */
 int mc_env_bool(const char *name, int def);
+/* The same parse of a string already read: 1 / 0, def when NULL or empty, -1 when not a boolean. */
+int mc_str_bool(const char *v, int def);
 
 /* The kernel boot id (same for all processes of one host boot); "" if unavailable. MC_HOST_ID overrides
  * it: network-namespace test hosts share one kernel but must not take the same-host path. */

@@ -23,8 +23,8 @@
  *
  * MC_SEGMENT_PREFAULT=0 turns steps 1-2 off (memory is then committed by the first writes, and every
  * chunk counts as warm); MC_SEGMENT_PREFAULT=populate does step 1 only (chunks stay cold, so the data
- * path keeps copying through the kernel; used by tests to pin that path). Pinning a buffer for one chunk at a time means freeing a buffer waits at most
- * one chunk; a peer mapping is kept alive by a descriptor reference while it is touched. */
+ * path keeps copying through the kernel; used by tests to pin that path). Pinning a buffer for one chunk
+ * at a time means freeing a buffer waits at most one chunk; a peer mapping is kept alive by a descriptor reference while it is touched. */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -230,9 +230,13 @@ static void *prefault_main(void *arg) {
 }
 
 struct mc_prefault *mc_prefault_create(struct mc_engine *e) {
-  const char *mode = mc_knob_str(MC_KNOB_SEGMENT_PREFAULT);
-  int populate_only = mode && !strcmp(mode, "populate");
-  if (!populate_only && !mc_env_bool(mc_knob_info(MC_KNOB_SEGMENT_PREFAULT)->name, 1)) return NULL;
+  const char *mode = mc_knob_str(MC_KNOB_SEGMENT_PREFAULT); /* on (default) | off | populate */
+  int populate_only = mode && !strcmp(mode, "populate"), on = populate_only ? 1 : mc_str_bool(mode, 1);
+  if (on < 0) {
+    LOG_WARN("ignoring invalid %s=%s", mc_knob_info(MC_KNOB_SEGMENT_PREFAULT)->name, mode);
+    on = 1;
+  }
+  if (!on) return NULL;
   struct mc_prefault *p = mc_calloc(1, sizeof(*p));
   p->populate_only = populate_only;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
