@@ -16,6 +16,7 @@
 
 #include "net/auth.h"
 #include "common/tsan.h"
+#include "lib/te_child.h"
 #include "test_store_harness.c"
 #include "mooncake/transfer_engine.h"
 #include "net/sock.h"
@@ -62,23 +63,7 @@ static pid_t writer_child(const char *secret, uint64_t addr, unsigned char fillc
   pid_t pid = fork();
   if (pid) return pid;
   use_secret(secret);
-  setenv("MC_FORCE_TCP", "1", 1);
-  setenv("MC_TCP_CONNECT_TIMEOUT_MS", "1000", 1);
-  transfer_engine_t e = createTransferEngine(g_conn, "writer", NULL, 0, 1);
-  if (!e) _exit(2);
-  uint8_t *src = malloc(4096);
-  memset(src, fillc, 4096);
-  if (registerLocalMemory(e, src, 4096, "cpu:0", 1)) _exit(2);
-  segment_id_t seg = openSegment(e, "holder");
-  if (seg < 0) _exit(2);
-  struct transfer_request r = {OPCODE_WRITE, src, seg, addr, 4096};
-  batch_id_t b = allocateBatchID(e, 1);
-  struct transfer_status st = {0};
-  int ok = !submitTransfer(e, b, &r, 1) && mc_te_wait_batch(e, b, 15000) >= 0 && !getTransferStatus(e, b, 0, &st) &&
-           st.status == STATUS_COMPLETED;
-  freeBatchID(e, b);
-  destroyTransferEngine(e);
-  _exit(ok ? 0 : 1);
+  _exit(mt_te_write_4k(g_conn, "writer", "holder", addr, fillc));
 }
 
 static void test_engine_ports(void) {

@@ -20,6 +20,7 @@
 
 #include "common/alloc.h"
 #include "net/auth.h"
+#include "lib/te_child.h"
 #include "test_store_harness.c"
 #include "proto/proto.h"
 #include "mooncake/store_errors.h"
@@ -217,23 +218,7 @@ static pid_t writer_child(struct master *m, const char *file, const char *seg, u
   pid_t pid = fork();
   if (pid) return pid;
   use_file(file);
-  setenv("MC_FORCE_TCP", "1", 1);
-  setenv("MC_TCP_CONNECT_TIMEOUT_MS", "1000", 1);
-  transfer_engine_t e = createTransferEngine(m->metadata, name, NULL, 0, 1);
-  if (!e) _exit(2);
-  uint8_t *src = calloc(1, 4096);
-  int ok = 0;
-  segment_id_t sid = registerLocalMemory(e, src, 4096, "cpu:0", 1) ? -1 : openSegment(e, seg);
-  if (sid >= 0) {
-    struct transfer_request r = {OPCODE_WRITE, src, sid, addr, 4096};
-    batch_id_t b = allocateBatchID(e, 1);
-    struct transfer_status st = {0};
-    ok = !submitTransfer(e, b, &r, 1) && mc_te_wait_batch(e, b, 15000) >= 0 && !getTransferStatus(e, b, 0, &st) &&
-         st.status == STATUS_COMPLETED;
-    freeBatchID(e, b);
-  }
-  destroyTransferEngine(e);
-  _exit(ok ? 0 : 1);
+  _exit(mt_te_write_4k(m->metadata, name, seg, addr, 0x5a));
 }
 
 /* In a child with secret file `file`: setup with tenant_id; exit 0 when it returned want (1: any error). */
