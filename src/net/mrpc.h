@@ -54,6 +54,18 @@ struct mc_mrpc_server *mc_mrpc_server_start(const char *bind_ip, uint16_t port, 
                                             mc_mrpc_on_close on_close, void *ctx, uint16_t *port_out);
 void mc_mrpc_server_stop(struct mc_mrpc_server *s);
 
+/* Deferred replies (long polls). Inside a handler, mc_mrpc_defer() takes the request being handled out of
+ * the request/reply turn: the handler's status and reply body are then ignored, the connection serves
+ * nothing more until the reply is given, and no worker thread waits for it. Any thread later calls
+ * mc_mrpc_deferred_reply exactly once (taking over body's buffer; body may be NULL for an empty one),
+ * which sends it and frees the handle. The answerer must reply within a bound of its own (a long poll's
+ * timeout): until then the connection is not watched, so neither its peer closing nor its idle timer is
+ * noticed. A connection that closes first (server stop) turns the reply into a no-op. NULL when called
+ * outside a handler or twice for one request. */
+struct mc_mrpc_deferred;
+struct mc_mrpc_deferred *mc_mrpc_defer(void);
+void mc_mrpc_deferred_reply(struct mc_mrpc_deferred *d, int32_t status, struct mc_wbuf *body);
+
 struct mc_mrpc_client;
 /* Does not connect yet. timeout_ms bounds every call (connect + send + reply). */
 struct mc_mrpc_client *mc_mrpc_client_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms);

@@ -27,6 +27,9 @@
  *  - Periodic duties (every second, by whichever worker is due): drop stalled connections, close idle
  *    ones (rpc_conn_timeout_seconds), re-arm the listener after accept ran out of file descriptors, and
  *    look again at connections waiting for in-flight room.
+ *  - A handler may defer its reply (mc_mrpc_defer, for long polls): the connection is then armed for
+ *    nothing, so it holds no worker, until the answer arms it for EPOLLOUT and one worker sends it
+ *    (struct mc_mrpc_deferred says who owns what).
  *  - Bounds against hostile or broken peers (docs/master.md "Limits"): at most max_conns connections
  *    (more are accepted and closed at once); a new connection must send its first frame within the stall
  *    limit; a reply is built into a buffer bounded by MC_MRPC_MAX_BODY (a larger one is answered
@@ -88,7 +91,34 @@ struct conn {
   int close_after_out;         /* a reply to a wrong version: close once it is sent */
   int authed;                  /* the cluster-secret handshake is done, or there is no secret */
   struct mc_auth_srv auth;     /* its state until then (docs/security.md) */
+  struct mc_mrpc_deferred *def; /* a request whose reply comes later (mc_mrpc_defer), or NULL */
 };
+
+/* A deferred reply (mc_mrpc_defer): shared by the connection and the code that will answer, freed by
+ * whichever lets go last. `mu` guards every field. While the connection waits for it (WAITING) it is
+ * armed for nothing, so no worker touches it; the answer arms it for EPOLLOUT, which hands it to one
+ * worker that sends the reply. A connection closed first (stop, or an error before the wait) sets conn
+ * to NULL, and the answer is then dropped. Lock order: def->mu before s->mu is never needed; arm() under
+ * def->mu takes no other lock. */
+enum def_state { DEF_SERVING, DEF_WAITING, DEF_READY };
+struct mc_mrpc_deferred {
+  pthread_mutex_t mu;
+  int refs;
+  enum def_state state;
+  struct mc_mrpc_server *s;
+  struct conn *conn; /* NULL once the connection is closed */
+  uint16_t op;
+  uint64_t id;
+  int32_t status;
+  struct mc_wbuf body;
+};
+
+/* The request a worker is running a handler for (mc_mrpc_defer needs it). */
+static __thread struct {
+  struct mc_mrpc_server *s;
+  struct conn *c;
+  const struct mc_mrpc_hdr *h;
+} cur_req;
 
 struct mc_mrpc_server {
   int ep, listen_fd, wake_fd;
@@ -126,7 +156,7 @@ struct mc_mrpc_server {
 /* epoll_event.data.ptr of the listener and of the stop event (never confused with a struct conn *) */
 static char listen_tag, wake_tag;
 
-enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE, IO_PARK };
+enum io { IO_IDLE, IO_SERVED, IO_WANT_OUT, IO_CLOSE, IO_PARK, IO_DEFER };
 
 /* At most one line a second per kind: a flood must not flood the log too. */
 static int log_due(_Atomic uint64_t *last) {
@@ -185,7 +215,59 @@ static void uncharge_in(struct mc_mrpc_server *s, struct conn *c, size_t n) {
   unpark_all(s);
 }
 
+static void def_release(struct mc_mrpc_deferred *d) {
+  pthread_mutex_lock(&d->mu);
+  int last = --d->refs == 0;
+  pthread_mutex_unlock(&d->mu);
+  if (!last) return;
+  mc_w_free(&d->body);
+  pthread_mutex_destroy(&d->mu);
+  mc_free(d);
+}
+
+struct mc_mrpc_deferred *mc_mrpc_defer(void) {
+  struct conn *c = cur_req.c;
+  if (!c || c->def) return NULL; /* not in a handler, or deferred already */
+  struct mc_mrpc_deferred *d = mc_calloc(1, sizeof(*d));
+  pthread_mutex_init(&d->mu, NULL);
+  d->refs = 2; /* the connection's and the answerer's */
+  d->state = DEF_SERVING;
+  d->s = cur_req.s;
+  d->conn = c;
+  d->op = cur_req.h->op;
+  d->id = cur_req.h->id;
+  c->def = d;
+  return d;
+}
+
+void mc_mrpc_deferred_reply(struct mc_mrpc_deferred *d, int32_t status, struct mc_wbuf *body) {
+  pthread_mutex_lock(&d->mu);
+  if (d->state != DEF_READY) {
+    d->status = status;
+    if (body) d->body = *body, *body = (struct mc_wbuf){0};
+    int waiting = d->state == DEF_WAITING && d->conn;
+    d->state = DEF_READY;
+    if (waiting && arm(d->s, d->conn->fd, d->conn, EPOLLOUT))
+      shutdown(d->conn->fd, SHUT_RDWR); /* cannot happen with a valid epoll set; the stop closes it */
+  }
+  pthread_mutex_unlock(&d->mu);
+  if (body) mc_w_free(body);
+  def_release(d);
+}
+
+/* Detaches a connection's deferred reply (the connection is closing, or the reply goes out now). */
+static void def_detach(struct conn *c) {
+  struct mc_mrpc_deferred *d = c->def;
+  if (!d) return;
+  pthread_mutex_lock(&d->mu);
+  d->conn = NULL;
+  pthread_mutex_unlock(&d->mu);
+  c->def = NULL;
+  def_release(d);
+}
+
 static void conn_close(struct mc_mrpc_server *s, struct conn *c) {
+  def_detach(c);
   epoll_ctl(s->ep, EPOLL_CTL_DEL, c->fd, NULL);
   pthread_mutex_lock(&s->mu);
   if (c->prev) c->prev->next = c->next;
@@ -305,7 +387,13 @@ static int32_t handle(struct mc_mrpc_server *s, struct conn *c, const struct mc_
                       struct mc_wbuf *reply) {
   if (h->version != MC_MRPC_VERSION) return MC_INVALID_VERSION;
   reply->max = (size_t)MC_MIN((uint64_t)MC_MRPC_MAX_BODY, s->max_inflight);
+  cur_req.s = s, cur_req.c = c, cur_req.h = h;
   int32_t status = s->handler(s->ctx, &c->conn_ctx, c->auth.realm[0] ? c->auth.realm : NULL, h->op, body, h->len, reply);
+  cur_req.c = NULL;
+  if (c->def) { /* answered later, through the deferred reply: this body is not sent */
+    mc_w_free(reply);
+    return 0;
+  }
   int over = !reply->err && reply->len > IN_KEEP && !charge(s, &s->out_bytes, &c->charged_out, reply->len);
   if (reply->err || over) {
     if (log_due(&s->last_reply_log_ns))
@@ -346,6 +434,7 @@ static enum io serve_buffered(struct mc_mrpc_server *s, struct conn *c) {
     struct mc_wbuf reply = {0};
     int32_t status = handle(s, c, &h, body, &reply);
     c->lo += need;
+    if (c->def) return IO_DEFER; /* later requests of this connection wait for that reply */
     int rc = send_reply(s, c, h.op, h.id, status, &reply);
     res = IO_SERVED;
     if (rc < 0) return IO_CLOSE;
@@ -379,6 +468,26 @@ static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
   enum io res = IO_IDLE;
   uint64_t now = mc_now_ns(), st0 = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
   if (st0 && now > st0 && now - st0 > s->stall_ns) return IO_CLOSE; /* e.g. waited for in-flight room too long */
+  if (c->def) { /* armed again only once its reply is ready (settle, mc_mrpc_deferred_reply) */
+    struct mc_mrpc_deferred *d = c->def;
+    pthread_mutex_lock(&d->mu);
+    int ready = d->state == DEF_READY;
+    int32_t status = d->status;
+    struct mc_wbuf body = d->body;
+    d->body = (struct mc_wbuf){0};
+    pthread_mutex_unlock(&d->mu);
+    if (!ready) return IO_DEFER;
+    uint16_t op = d->op;
+    uint64_t id = d->id;
+    def_detach(c);
+    atomic_store_explicit(&c->active_ns, now, memory_order_relaxed);
+    int rc = send_reply(s, c, op, id, status, &body);
+    if (rc < 0) return IO_CLOSE;
+    if (rc) {
+      atomic_store_explicit(&c->stall_ns, now, memory_order_relaxed);
+      return IO_WANT_OUT;
+    }
+  }
   if (c->sending) {
     size_t before = c->hdr_off + c->out_off;
     int f = flush_out(s, c);
@@ -402,6 +511,10 @@ static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
       return r;
     }
     if (r == IO_CLOSE) return r;
+    if (r == IO_DEFER) { /* settle waits for the reply (or sends it, if it came already) */
+      atomic_store_explicit(&c->active_ns, mc_now_ns(), memory_order_relaxed);
+      return r;
+    }
     if (r == IO_PARK) { /* its clock keeps running from the frame's last byte (or starts now) */
       now = mc_now_ns();
       if (res == IO_SERVED) atomic_store_explicit(&c->active_ns, now, memory_order_relaxed);
@@ -439,6 +552,19 @@ static int settle(struct mc_mrpc_server *s, struct conn *c, enum io r) {
   if (r == IO_CLOSE) {
     conn_close(s, c);
     return 0;
+  }
+  if (r == IO_DEFER) { /* armed for nothing until the reply is ready, then for EPOLLOUT */
+    struct mc_mrpc_deferred *d = c->def;
+    pthread_mutex_lock(&d->mu);
+    int ready = d->state == DEF_READY;
+    if (!ready) d->state = DEF_WAITING;
+    int rc = ready ? arm(s, c->fd, c, EPOLLOUT) : 0;
+    pthread_mutex_unlock(&d->mu);
+    if (rc) {
+      conn_close(s, c);
+      return 0;
+    }
+    return 1;
   }
   if (r == IO_PARK) { /* armed again by unpark_all: when in-flight bytes are freed, or within a second */
     pthread_mutex_lock(&s->mu);
