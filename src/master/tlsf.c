@@ -6,6 +6,7 @@
 #include "master/tlsf.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "common/alloc.h"
 
@@ -195,6 +196,90 @@ struct mc_tlsf_block *mc_tlsf_carve(struct mc_tlsf *t, struct mc_tlsf_block *b, 
   }
   if (mid->size > u) *tail = cut_allocated(t, mid, u);
   return mid;
+}
+
+/* One range of mc_tlsf_reserve in units: [uoff, uend), its index in the caller's arrays, and whether it
+ * overlaps another range of the call. */
+struct rsv {
+  uint64_t uoff, uend;
+  size_t i;
+  int overlaps;
+};
+
+static enum mc_tlsf_refusal rsv_classify(const struct mc_tlsf *t, uint64_t off, uint64_t len, struct rsv *r) {
+  uint64_t cap = t->units * MC_TLSF_ALIGN;
+  if (!len) return MC_TLSF_REFUSE_EMPTY;
+  if (off % MC_TLSF_ALIGN) return MC_TLSF_REFUSE_UNALIGNED;
+  if (off >= cap || len > cap - off) return MC_TLSF_REFUSE_BOUNDS;
+  r->uoff = off / MC_TLSF_ALIGN;
+  r->uend = r->uoff + len / MC_TLSF_ALIGN + (len % MC_TLSF_ALIGN != 0); /* <= units: cap is aligned */
+  return MC_TLSF_RESERVED;
+}
+
+/* Ties need no order: ranges starting at the same unit overlap, and all of them are refused. */
+static int rsv_cmp(const void *a, const void *b) {
+  const struct rsv *x = a, *y = b;
+  return (x->uoff > y->uoff) - (x->uoff < y->uoff);
+}
+
+/* Sorted by start, r[k] overlaps some other range iff it starts before the furthest end of the ranges
+ * before it, or ends after the start of the next one. */
+static void rsv_mark_overlaps(struct rsv *r, size_t m) {
+  uint64_t max_end = 0;
+  for (size_t k = 0; k < m; k++) {
+    r[k].overlaps = (k && r[k].uoff < max_end) || (k + 1 < m && r[k].uend > r[k + 1].uoff);
+    if (r[k].uend > max_end) max_end = r[k].uend;
+  }
+}
+
+/* Allocates units [uoff, uend) if one free block holds them all (free blocks are coalesced, so a range
+ * not inside one touches allocated space). *cur, a block starting at or before uoff, only moves forward:
+ * called in increasing uoff, one call of mc_tlsf_reserve walks the block list once. */
+static struct mc_tlsf_block *reserve_at(struct mc_tlsf *t, struct mc_tlsf_block **cur, uint64_t uoff,
+                                        uint64_t uend) {
+  struct mc_tlsf_block *b = *cur;
+  while (b->off + b->size <= uoff) b = b->next_phys; /* blocks cover [0, units) and uoff < units */
+  *cur = b;
+  if (!b->free || uend > b->off + b->size) return NULL;
+  list_remove(t, b);
+  struct mc_tlsf_block *mid = b;
+  if (uoff > b->off) { /* b keeps the free head (t->first stays valid) */
+    mid = cut_allocated(t, b, uoff - b->off);
+    list_insert(t, b);
+  }
+  split(t, mid, uend - uoff);
+  t->used_units += mid->size;
+  *cur = mid;
+  return mid;
+}
+
+static void rsv_answer(struct mc_tlsf_block **out, enum mc_tlsf_refusal *why, size_t i, struct mc_tlsf_block *b,
+                       enum mc_tlsf_refusal reason) {
+  out[i] = b;
+  if (why) why[i] = reason;
+}
+
+size_t mc_tlsf_reserve(struct mc_tlsf *t, const uint64_t *off, const uint64_t *len, size_t n,
+                       struct mc_tlsf_block **out, enum mc_tlsf_refusal *why) {
+  if (!n) return 0;
+  struct rsv *r = mc_calloc(n, sizeof(*r));
+  size_t m = 0, done = 0;
+  for (size_t i = 0; i < n; i++) {
+    enum mc_tlsf_refusal reason = rsv_classify(t, off[i], len[i], &r[m]);
+    rsv_answer(out, why, i, NULL, reason);
+    if (reason == MC_TLSF_RESERVED) r[m++].i = i;
+  }
+  qsort(r, m, sizeof(*r), rsv_cmp);
+  rsv_mark_overlaps(r, m);
+  struct mc_tlsf_block *cur = t->first;
+  for (size_t k = 0; k < m; k++) {
+    struct mc_tlsf_block *b = r[k].overlaps ? NULL : reserve_at(t, &cur, r[k].uoff, r[k].uend);
+    rsv_answer(out, why, r[k].i, b,
+               b ? MC_TLSF_RESERVED : r[k].overlaps ? MC_TLSF_REFUSE_OVERLAP : MC_TLSF_REFUSE_TAKEN);
+    done += b != NULL;
+  }
+  mc_free(r);
+  return done;
 }
 
 void mc_tlsf_block_range(const struct mc_tlsf_block *b, uint64_t *off, uint64_t *size) {

@@ -6,6 +6,7 @@
  * Not thread-safe: the caller holds the segment's allocation lock. */
 #ifndef MC_MASTER_TLSF_H
 #define MC_MASTER_TLSF_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define MC_TLSF_ALIGN 8u
@@ -29,6 +30,27 @@ void mc_tlsf_free(struct mc_tlsf *t, struct mc_tlsf_block *b);
  * range is empty, unaligned or not inside b. O(1); needs at most two spare nodes. */
 struct mc_tlsf_block *mc_tlsf_carve(struct mc_tlsf *t, struct mc_tlsf_block *b, uint64_t off, uint64_t size,
                                     struct mc_tlsf_block **head, struct mc_tlsf_block **tail);
+/* Why mc_tlsf_reserve refused a range (0: reserved). */
+enum mc_tlsf_refusal {
+  MC_TLSF_RESERVED = 0,
+  MC_TLSF_REFUSE_EMPTY,     /* length 0 */
+  MC_TLSF_REFUSE_UNALIGNED, /* offset not a multiple of MC_TLSF_ALIGN */
+  MC_TLSF_REFUSE_BOUNDS,    /* off + len overflows or ends beyond mc_tlsf_capacity */
+  MC_TLSF_REFUSE_OVERLAP,   /* overlaps another range of the same call */
+  MC_TLSF_REFUSE_TAKEN,     /* overlaps space allocated before the call */
+};
+/* Allocate-at-offset for a master rebuilding a segment from its holder's index (docs/ha.md, "Rebuild:
+ * restart and promotion"): allocates each range [off[i], off[i] + len[i]) exactly, len rounded up to
+ * MC_TLSF_ALIGN as mc_tlsf_alloc rounds. Ranges come in any order. Refusal is per range: out[i] is the
+ * block handle (as from mc_tlsf_alloc: mc_tlsf_free and mc_tlsf_carve take it) or NULL, and why[i] (why
+ * may be NULL) says why not. A refused range changes nothing; the others are still reserved, so one bad
+ * entry costs only its own object. Ranges that overlap each other are ALL refused (which of them is
+ * genuine cannot be told here: a caller that can tell, e.g. by seq, keeps one before calling); a range
+ * is TAKEN when any of its bytes was allocated before the call. Precedence: EMPTY, UNALIGNED, BOUNDS,
+ * OVERLAP, TAKEN. Returns the number reserved. Cost O(n log n) plus one walk of the block list per
+ * call, so a segment's entries are best reserved in few calls; n == 0 costs nothing. */
+size_t mc_tlsf_reserve(struct mc_tlsf *t, const uint64_t *off, const uint64_t *len, size_t n,
+                       struct mc_tlsf_block **out, enum mc_tlsf_refusal *why);
 /* Byte offset and (rounded) byte size of a block. */
 void mc_tlsf_block_range(const struct mc_tlsf_block *b, uint64_t *off, uint64_t *size);
 /* 1 when b is a free block (test hook). */
