@@ -1,0 +1,349 @@
+/* The feed of the holder indexes: see hidx.h (docs/ha.md, "Holder indexes"). */
+#include "master/hidx.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+
+struct mc_hidx {
+  struct mc_hidx_feed *f;
+  struct mc_uuid client;
+  pthread_mutex_t mu;
+  atomic_int refs; /* the feed's (until close), mc_hidx_ref's, the feed thread's while it answers */
+  int closed; /* under mu */
+  /* the queue, under mu: records in seq order, bytes q.p[head, q.len) */
+  struct mc_wbuf q;
+  size_t head;
+  struct { uint64_t seq; size_t end; } *ix; /* per record: its seq, the offset just past it */
+  size_t ix_head, ix_n, ix_cap;
+  int resync; /* the queue overflowed and was dropped: say so in the next answer */
+  /* a waiting poll, under mu */
+  mc_hidx_answer_fn answer;
+  void *arg;
+  uint64_t poll_deadline_ns;
+  /* under f->mu */
+  uint64_t first_unacked; /* seq of the oldest queued record, 0 when none */
+  struct mc_hidx *dirty_prev, *dirty_next; /* on f->dirty while first_unacked != 0 */
+  struct mc_hidx *wait_next;               /* on f->waiting while a poll waits */
+  int on_wait;
+  uint64_t ready_ns; /* records came for the waiting poll: answer at this time (0: not yet) */
+};
+
+struct mc_hidx_feed {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t next_seq;
+  struct mc_hidx *dirty;   /* holders with unacknowledged records */
+  struct mc_hidx *waiting; /* holders with a waiting poll */
+  int stop;
+  pthread_t th;
+};
+
+static int64_t ms_ns(uint32_t ms) { return (int64_t)ms * 1000000; }
+
+/* ---- the dirty list (f->mu held) ---- */
+
+static void dirty_add(struct mc_hidx_feed *f, struct mc_hidx *h, uint64_t seq) {
+  if (h->first_unacked) return;
+  h->first_unacked = seq;
+  h->dirty_prev = NULL;
+  h->dirty_next = f->dirty;
+  if (f->dirty) f->dirty->dirty_prev = h;
+  f->dirty = h;
+}
+
+static void dirty_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
+  if (!h->first_unacked) return;
+  if (h->dirty_prev) h->dirty_prev->dirty_next = h->dirty_next;
+  else f->dirty = h->dirty_next;
+  if (h->dirty_next) h->dirty_next->dirty_prev = h->dirty_prev;
+  h->first_unacked = 0;
+  h->dirty_prev = h->dirty_next = NULL;
+}
+
+uint64_t mc_hidx_durable(struct mc_hidx_feed *f) {
+  pthread_mutex_lock(&f->mu);
+  uint64_t d = f->next_seq - 1;
+  for (struct mc_hidx *h = f->dirty; h; h = h->dirty_next)
+    if (h->first_unacked - 1 < d) d = h->first_unacked - 1;
+  pthread_mutex_unlock(&f->mu);
+  return d;
+}
+
+uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f) {
+  pthread_mutex_lock(&f->mu);
+  uint64_t s = f->next_seq;
+  pthread_mutex_unlock(&f->mu);
+  return s;
+}
+
+/* ---- a holder's queue (h->mu held) ---- */
+
+static void queue_clear(struct mc_hidx *h) {
+  mc_w_free(&h->q);
+  mc_free(h->ix);
+  h->ix = NULL;
+  h->head = h->ix_head = h->ix_n = h->ix_cap = 0;
+}
+
+/* Drops the records at or below acked; compacts when half the buffer is dead. */
+static void queue_ack(struct mc_hidx *h, uint64_t acked) {
+  while (h->ix_head < h->ix_n && h->ix[h->ix_head].seq <= acked) h->head = h->ix[h->ix_head++].end;
+  if (h->ix_head == h->ix_n) {
+    h->q.len = h->head = 0;
+    h->ix_head = h->ix_n = 0;
+    return;
+  }
+  if (h->head < h->q.len / 2) return;
+  size_t live = h->q.len - h->head;
+  memmove(h->q.p, h->q.p + h->head, live);
+  for (size_t i = h->ix_head; i < h->ix_n; i++) h->ix[i - h->ix_head] = (typeof(*h->ix)){h->ix[i].seq, h->ix[i].end - h->head};
+  h->ix_n -= h->ix_head;
+  h->ix_head = 0;
+  h->q.len = live;
+  h->head = 0;
+}
+
+static uint64_t queue_first(const struct mc_hidx *h) { return h->ix_head < h->ix_n ? h->ix[h->ix_head].seq : 0; }
+
+/* The answer: durable_seq, flags, count, the oldest queued records up to MC_HIDX_ANSWER_MAX bytes (at
+ * least one). They stay queued until acknowledged. */
+static void encode_answer(struct mc_hidx *h, uint64_t durable, struct mc_wbuf *w) {
+  size_t n = 0, end = h->head;
+  while (h->ix_head + n < h->ix_n && (!n || h->ix[h->ix_head + n].end - h->head <= MC_HIDX_ANSWER_MAX))
+    end = h->ix[h->ix_head + n++].end;
+  mc_w_u64(w, durable);
+  mc_w_u8(w, h->resync ? 1 : 0);
+  mc_w_u32(w, (uint32_t)n);
+  mc_w_bytes_raw(w, h->q.p + h->head, end - h->head);
+  h->resync = 0;
+}
+
+/* Takes the waiting poll out (f->mu held too). */
+static void wait_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
+  if (!h->on_wait) return;
+  for (struct mc_hidx **p = &f->waiting; *p; p = &(*p)->wait_next)
+    if (*p == h) {
+      *p = h->wait_next;
+      break;
+    }
+  h->on_wait = 0;
+  h->ready_ns = 0;
+}
+
+/* Answers h's waiting poll now with what is queued (h->mu held, f->mu not). */
+static void answer_now(struct mc_hidx *h) {
+  mc_hidx_answer_fn fn = h->answer;
+  void *arg = h->arg;
+  if (!fn) return;
+  h->answer = NULL;
+  pthread_mutex_lock(&h->f->mu);
+  wait_remove(h->f, h);
+  pthread_mutex_unlock(&h->f->mu);
+  struct mc_wbuf w = {0};
+  encode_answer(h, mc_hidx_durable(h->f), &w);
+  fn(arg, &w);
+}
+
+/* The queue passed its bound: drop it, let durable_seq go past it, ask for a resync. */
+static void overflow(struct mc_hidx *h) {
+  queue_clear(h);
+  h->resync = 1;
+  pthread_mutex_lock(&h->f->mu);
+  dirty_remove(h->f, h);
+  pthread_mutex_unlock(&h->f->mu);
+  LOG_WARN_LIMITED("holder index: the queue of client %016llx%016llx passed %u MiB unacknowledged; dropped, "
+                   "the holder resyncs", (unsigned long long)h->client.hi, (unsigned long long)h->client.lo,
+                   MC_HIDX_QUEUE_MAX >> 20);
+}
+
+static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
+                       uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl) {
+  pthread_mutex_lock(&h->mu);
+  if (h->closed) {
+    pthread_mutex_unlock(&h->mu);
+    return 0;
+  }
+  if (h->q.len - h->head + klen + 64 > MC_HIDX_QUEUE_MAX) overflow(h);
+  struct mc_hidx_feed *f = h->f;
+  pthread_mutex_lock(&f->mu);
+  uint64_t seq = f->next_seq++;
+  dirty_add(f, h, seq);
+  if (h->on_wait && !h->ready_ns) { /* the waiting poll is answered after a short batch */
+    h->ready_ns = mc_now_ns() + MC_HIDX_BATCH_US * 1000ull;
+    pthread_cond_signal(&f->cv);
+  }
+  pthread_mutex_unlock(&f->mu);
+  mc_w_u64(&h->q, seq);
+  mc_w_u8(&h->q, kind);
+  mc_w_blob(&h->q, key, klen);
+  mc_put_uuid(&h->q, seg);
+  mc_w_u64(&h->q, off);
+  mc_w_u64(&h->q, len);
+  mc_w_u64(&h->q, size);
+  mc_w_u8(&h->q, hard_pin);
+  mc_w_u64(&h->q, ttl);
+  if (h->ix_n == h->ix_cap) {
+    h->ix_cap = h->ix_cap ? 2 * h->ix_cap : 64;
+    h->ix = mc_realloc(h->ix, h->ix_cap * sizeof(*h->ix));
+  }
+  h->ix[h->ix_n].seq = seq;
+  h->ix[h->ix_n++].end = h->q.len;
+  pthread_mutex_unlock(&h->mu);
+  return seq;
+}
+
+uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms) {
+  return append(h, MC_HIDX_PUT, key, klen, segment, offset, length, size, hard_pin, soft_pin_ttl_ms);
+}
+
+uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment) {
+  return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0);
+}
+
+void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_hidx_answer_fn answer, void *arg) {
+  pthread_mutex_lock(&h->mu);
+  answer_now(h); /* a poll still waiting (its client gave up on it) */
+  queue_ack(h, acked);
+  struct mc_hidx_feed *f = h->f;
+  uint64_t first = queue_first(h);
+  pthread_mutex_lock(&f->mu);
+  if (!first) dirty_remove(f, h);
+  else if (h->first_unacked) h->first_unacked = first;
+  pthread_mutex_unlock(&f->mu);
+  if (first || !max_wait_ms || h->closed || h->resync) {
+    struct mc_wbuf w = {0};
+    encode_answer(h, mc_hidx_durable(f), &w);
+    pthread_mutex_unlock(&h->mu);
+    answer(arg, &w);
+    return;
+  }
+  h->answer = answer;
+  h->arg = arg;
+  h->poll_deadline_ns = mc_now_ns() + (uint64_t)ms_ns(MC_MIN(max_wait_ms, MC_HIDX_POLL_MAX_MS));
+  pthread_mutex_lock(&f->mu);
+  h->wait_next = f->waiting;
+  f->waiting = h;
+  h->on_wait = 1;
+  pthread_cond_signal(&f->cv); /* its deadline may be the nearest */
+  pthread_mutex_unlock(&f->mu);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- holders' lifetimes ---- */
+
+struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client) {
+  struct mc_hidx *h = mc_calloc(1, sizeof(*h));
+  h->f = f;
+  h->client = client;
+  atomic_init(&h->refs, 1);
+  pthread_mutex_init(&h->mu, NULL);
+  return h;
+}
+
+void mc_hidx_ref(struct mc_hidx *h) { atomic_fetch_add(&h->refs, 1); }
+
+void mc_hidx_unref(struct mc_hidx *h) {
+  if (atomic_fetch_sub(&h->refs, 1) != 1) return;
+  queue_clear(h);
+  pthread_mutex_destroy(&h->mu);
+  mc_free(h);
+}
+
+void mc_hidx_close(struct mc_hidx *h) {
+  pthread_mutex_lock(&h->mu);
+  h->closed = 1;
+  answer_now(h);
+  queue_clear(h);
+  pthread_mutex_lock(&h->f->mu);
+  dirty_remove(h->f, h);
+  pthread_mutex_unlock(&h->f->mu);
+  pthread_mutex_unlock(&h->mu);
+  mc_hidx_unref(h);
+}
+
+/* ---- the feed thread: answers polls whose records came or whose time is up ---- */
+
+/* One holder due now, taken off the waiting list with a reference (taken while it is still listed, so
+ * a close that has not yet taken it off cannot have dropped the last one), or NULL; *next_ns: the nearest
+ * due time of the others (f->mu held). */
+static struct mc_hidx *take_due(struct mc_hidx_feed *f, uint64_t now, uint64_t *next_ns) {
+  *next_ns = UINT64_MAX;
+  for (struct mc_hidx *h = f->waiting; h; h = h->wait_next) {
+    uint64_t due = h->ready_ns && h->ready_ns < h->poll_deadline_ns ? h->ready_ns : h->poll_deadline_ns;
+    if (due <= now) {
+      wait_remove(f, h);
+      mc_hidx_ref(h);
+      return h;
+    }
+    if (due < *next_ns) *next_ns = due;
+  }
+  return NULL;
+}
+
+static void *feed_main(void *arg) {
+  struct mc_hidx_feed *f = arg;
+  pthread_mutex_lock(&f->mu);
+  while (!f->stop) {
+    uint64_t next;
+    struct mc_hidx *h = take_due(f, mc_now_ns(), &next);
+    if (h) { /* (a poll that replaced the one due meanwhile is answered early: harmless, it polls again) */
+      pthread_mutex_unlock(&f->mu);
+      pthread_mutex_lock(&h->mu);
+      answer_now(h);
+      pthread_mutex_unlock(&h->mu);
+      mc_hidx_unref(h);
+      pthread_mutex_lock(&f->mu);
+      continue;
+    }
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&f->cv, &f->mu);
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      uint64_t now = mc_now_ns(), wait = next > now ? next - now : 0;
+      ts.tv_sec += (time_t)(wait / 1000000000ull);
+      ts.tv_nsec += (long)(wait % 1000000000ull);
+      if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+      pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+  }
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
+  struct mc_hidx_feed *f = mc_calloc(1, sizeof(*f));
+  f->next_seq = first_seq ? first_seq : 1;
+  pthread_mutex_init(&f->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&f->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (pthread_create(&f->th, NULL, feed_main, f)) {
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    mc_free(f);
+    return NULL;
+  }
+  return f;
+}
+
+void mc_hidx_feed_stop(struct mc_hidx_feed *f) {
+  if (!f) return;
+  pthread_mutex_lock(&f->mu);
+  f->stop = 1;
+  pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  pthread_join(f->th, NULL);
+  pthread_cond_destroy(&f->cv);
+  pthread_mutex_destroy(&f->mu);
+  mc_free(f);
+}

@@ -1,0 +1,70 @@
+/* The feed of the holder indexes (docs/ha.md, "Holder indexes"): every object the master completes or
+ * drops becomes a record, numbered by one sequence, queued for the holder of each replica, and sent to that
+ * holder when it polls (a long poll: the poll waits until records come or its time is up). A holder
+ * acknowledges the records it has with its next poll; a record is durable once acknowledged, and
+ * `durable_seq` is the highest number at or below which every record is.
+ *
+ * Records on the wire (what a poll's answer carries after its u64 durable_seq and u32 count):
+ *   u64 seq, u8 kind (MC_HIDX_PUT | MC_HIDX_DROP), blob key, uuid segment,
+ *   u64 offset, u64 length (the allocation), u64 size (the object's), u8 hard_pin, u64 soft_pin_ttl_ms
+ * (a DROP carries zeros after the segment).
+ *
+ * Bounds: a holder's queue holds at most MC_HIDX_QUEUE_MAX bytes. A holder that does not poll (dead, or
+ * far behind) and passes it loses its queue and is marked for a resync (its next answer says so): its
+ * records stop holding durable_seq back, and the writers' witnesses stop covering them (logged).
+ *
+ * Threads and locks: one feed thread answers the polls (when records come for a waiting holder, batching
+ * what comes within MC_HIDX_BATCH_US, or when a poll's time is up). h->mu guards a holder's queue and its
+ * waiting poll; f->mu the sequence counter, the list of holders with unacknowledged records, the ready
+ * list and the holders' lifetimes. ORDER: h->mu -> f->mu; the answer callback may run with h->mu held (it
+ * must not call back into the feed).
+ * Appends come from the object table with a shard lock held: shard->mu -> h->mu. */
+#ifndef MC_MASTER_HIDX_H
+#define MC_MASTER_HIDX_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/codec.h"
+#include "proto/proto.h"
+
+enum { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
+#define MC_HIDX_QUEUE_MAX (64u << 20)
+#define MC_HIDX_BATCH_US 100
+#define MC_HIDX_POLL_MAX_MS 1000 /* the longest a poll waits */
+#define MC_HIDX_ANSWER_MAX (4u << 20) /* records per answer, in bytes (at least one record) */
+
+struct mc_hidx_feed;
+struct mc_hidx; /* one holder's queue */
+
+/* Answers a waiting poll: body is the answer (the callee takes its buffer). Called once per poll, from the
+ * feed thread, or from mc_hidx_follow / mc_hidx_close directly. */
+typedef void (*mc_hidx_answer_fn)(void *arg, struct mc_wbuf *body);
+
+/* A feed whose first record gets number first_seq (> 0). NULL if its thread cannot start. */
+struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq);
+/* Answers every waiting poll (empty), stops the thread, frees the feed. Holders must be closed first. */
+void mc_hidx_feed_stop(struct mc_hidx_feed *f);
+uint64_t mc_hidx_durable(struct mc_hidx_feed *f);
+/* The number the next record will get. */
+uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f);
+
+/* A holder's queue (for a client with segments). The feed holds it until mc_hidx_close. */
+struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client);
+/* The holder is gone: its waiting poll is answered empty, its records stop holding durable_seq back; the
+ * queue is freed once the last reference (mc_hidx_ref) is dropped. */
+void mc_hidx_close(struct mc_hidx *h);
+void mc_hidx_ref(struct mc_hidx *h);
+void mc_hidx_unref(struct mc_hidx *h);
+
+/* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). */
+uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms);
+uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment);
+
+/* A poll: drops the records at or below `acked`, then answers at once (through answer) when records are
+ * queued or max_wait_ms is 0, else keeps the poll waiting up to max_wait_ms (at most MC_HIDX_POLL_MAX_MS)
+ * for records. A poll still waiting is answered empty first. The answer body: u64 durable_seq, u8 flags
+ * (1 = resync: the holder's queue overflowed), u32 count, the records. */
+void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_hidx_answer_fn answer, void *arg);
+
+#endif
