@@ -1,6 +1,8 @@
 /* The public entry points (include/mooncake/store.h): the "-1 = bad call" checks, the batch
- * no-touch rules, the not-initialized values, and the life lock around every call. The work itself is
- * in put.c, get.c and setup.c. */
+ * no-touch rules, the not-initialized values, and the life lock around every call. Every write (put,
+ * put_from, upsert, their batches, and mc_store_write / mc_store_batch_write behind them) goes straight
+ * to put.c, every read to get.c, key queries and removals to mcli.c; building and tearing down to
+ * setup.c. */
 #include <string.h>
 
 #include "client/client.h"
@@ -26,12 +28,7 @@ void mooncake_store_destroy(mooncake_store_t store) {
   if (!s) return;
   mc_live_remove(s);
   mc_store_close(s);
-  pthread_rwlock_destroy(&s->life);
-  pthread_rwlock_destroy(&s->reg_mu);
-  pthread_mutex_destroy(&s->ping_mu);
-  pthread_mutex_destroy(&s->shun_mu);
-  pthread_cond_destroy(&s->ping_cv);
-  mc_free(s);
+  mc_store_free(s);
 }
 
 int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
@@ -47,7 +44,7 @@ int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
 uint64_t mc_store_warmup_pending(mooncake_store_t store) {
   struct mc_store *s = store;
   if (!s || !mc_api_enter(s)) return 0;
-  uint64_t n = mc_te_prefault_pending(s->te);
+  uint64_t n = mc_te_prefault_pending(s->engine.te);
   mc_api_leave(s);
   return n;
 }
@@ -77,7 +74,7 @@ int mooncake_store_health_check(mooncake_store_t store) {
   if (!s) return BAD_CALL;
   if (!mc_api_enter(s)) return 1;
   char *version = NULL;
-  int rc = mcli_service_ready(s->master, HEALTH_TIMEOUT_MS, &version, NULL);
+  int rc = mcli_service_ready(s->master.cli, HEALTH_TIMEOUT_MS, &version, NULL);
   mc_free(version);
   mc_api_leave(s);
   return rc ? 2 : 0;
@@ -90,9 +87,9 @@ int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t bu
     buf_out[0] = 0;
     return 0;
   }
-  size_t n = strlen(s->name);
+  size_t n = strlen(s->self.name);
   int rc = n < buf_len ? 0 : BAD_CALL;
-  if (!rc) memcpy(buf_out, s->name, n + 1);
+  if (!rc) memcpy(buf_out, s->self.name, n + 1);
   mc_api_leave(s);
   return rc;
 }
@@ -105,6 +102,16 @@ static const mc_replicate_config_t *native_config(const mooncake_replicate_confi
   *out = (mc_replicate_config_t){in->replica_num, in->with_soft_pin ? MC_SOFT_PIN_SET : MC_SOFT_PIN_KEEP, -1,
                                  in->with_hard_pin, in->preferred_segments, in->preferred_segments_count};
   return out;
+}
+
+int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
+                   const mc_replicate_config_t *config, int flags) {
+  struct mc_store *s = store;
+  if (!s || !key || (!value && size)) return BAD_CALL;
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  int rc = mc_write(s, flags, key, value, size, config);
+  mc_api_leave(s);
+  return rc;
 }
 
 int mooncake_store_put(mooncake_store_t store, const char *key, const void *value, size_t size,
@@ -142,6 +149,20 @@ int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *s
 
 void mc_fill_int(int *r, size_t n, int v) {
   for (size_t i = 0; i < n; i++) r[i] = v;
+}
+
+int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out) {
+  struct mc_store *s = store;
+  if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
+  if (!count) return 0;
+  if (!mc_api_enter(s)) {
+    mc_fill_int(results_out, count, MC_INVALID_PARAMS);
+    return 0;
+  }
+  mc_write_batch(s, flags, keys, values, sizes, count, config, results_out);
+  mc_api_leave(s);
+  return 0;
 }
 
 int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,
@@ -213,7 +234,7 @@ int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int rc = *key ? mcli_exist(s->master, key) : MC_INVALID_PARAMS;
+  int rc = *key ? mcli_exist(s->master.cli, key) : MC_INVALID_PARAMS;
   if (rc == 0 || rc == 1) mc_stats_lookup(s, rc);
   mc_api_leave(s);
   return rc;
@@ -232,7 +253,7 @@ static void keyed_batch(struct mc_store *s, const char **keys, size_t count, int
   }
   for (size_t off = 0; off < m; off += EXIST_CHUNK) {
     size_t n = MC_MIN(EXIST_CHUNK, m - off);
-    int rc = fn(s->master, k + off, n, arg, r + off);
+    int rc = fn(s->master.cli, k + off, n, arg, r + off);
     if (rc) mc_fill_int(r + off, n, rc);
   }
   for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
@@ -268,7 +289,7 @@ int mooncake_store_remove(mooncake_store_t store, const char *key, int force) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int rc = *key ? mcli_remove(s->master, key, force) : MC_INVALID_PARAMS;
+  int rc = *key ? mcli_remove(s->master.cli, key, force) : MC_INVALID_PARAMS;
   mc_api_leave(s);
   return rc;
 }
@@ -296,7 +317,7 @@ int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *patte
   struct mc_store *s = store;
   if (!s || !pattern) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int64_t rc = mcli_remove_by_regex(s->master, pattern, force);
+  int64_t rc = mcli_remove_by_regex(s->master.cli, pattern, force);
   mc_api_leave(s);
   return rc;
 }
@@ -305,7 +326,7 @@ int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int64_t rc = mcli_remove_all(s->master, force);
+  int64_t rc = mcli_remove_all(s->master.cli, force);
   mc_api_leave(s);
   return rc;
 }
@@ -316,7 +337,7 @@ int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t 
   struct mc_store *s = store;
   if (!s || !buffer || !size) return BAD_CALL;
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int rc = registerLocalMemory(s->te, buffer, size, "cpu:0", 1);
+  int rc = registerLocalMemory(s->engine.te, buffer, size, "cpu:0", 1);
   if (rc) LOG_WARN("register_buffer %p+%zu failed: %s", buffer, size, mc_te_err_name(rc));
   else mc_regs_add(s, (uint64_t)(uintptr_t)buffer, size);
   mc_api_leave(s);
@@ -330,8 +351,8 @@ int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer) {
   uint64_t a = (uint64_t)(uintptr_t)buffer, len = 0;
   int rc = MC_INVALID_PARAMS;
   /* our own segment and staging buffer are not the caller's to unregister */
-  if (buffer != s->segment && buffer != s->stage_base && !mc_regs_remove(s, a, &len)) {
-    int te = unregisterLocalMemory(s->te, buffer);
+  if (buffer != s->seg.base && buffer != s->staging.base && !mc_regs_remove(s, a, &len)) {
+    int te = unregisterLocalMemory(s->engine.te, buffer);
     if (te) {
       LOG_WARN("unregister_buffer %p failed: %s", buffer, mc_te_err_name(te));
       mc_regs_add(s, a, len);

@@ -1,8 +1,8 @@
 /* Native entry points the Python package needs beyond the upstream C API (store.h, "additions for the
- * Python package"): writes with the full replicate config, multi-buffer batches (gathered into /
+ * Python package") that are not single calls of put.c / get.c: multi-buffer batches (gathered into /
  * scattered from one contiguous area, the staging buffer when it has room), replica descriptors, the
- * registered-range query and a close that keeps the handle. Argument rules and not-initialized values
- * follow capi.c; the work itself stays in put.c / get.c. */
+ * registered-range query, replica clearing and a close that keeps the handle. Argument rules and
+ * not-initialized values follow capi.c; the writes and reads themselves are put.c's and get.c's. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,63 +13,10 @@
 
 #define BAD_CALL (-1)
 
-/* The master-protocol config from the native one (NULL = defaults); -600 for invalid combinations. */
-static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struct mc_put_config *out) {
-  memset(out, 0, sizeof(*out));
-  if (in && (in->soft_pin_action < MC_SOFT_PIN_KEEP || in->soft_pin_action > MC_SOFT_PIN_CLEAR)) return MC_INVALID_PARAMS;
-  if (in && in->soft_pin_ttl_ms >= 0 && in->soft_pin_action != MC_SOFT_PIN_SET) {
-    LOG_WARN("put: soft_pin_ttl_ms is only valid with the soft pin set (SoftPinAction.ENABLE)");
-    return MC_INVALID_PARAMS;
-  }
-  mooncake_replicate_config_t base = {1, 0, 0, NULL, 0};
-  if (in) base = (mooncake_replicate_config_t){in->replica_num, 0, in->with_hard_pin, in->preferred_segments,
-                                               in->preferred_segments_count};
-  int rc = mc_put_config_from(s, &base, out);
-  if (rc || !in) return rc;
-  out->soft_pin_action = (uint8_t)in->soft_pin_action; /* the protocol carries enum mc_soft_pin itself (proto/proto.h) */
-  out->soft_pin_ttl_ms = in->soft_pin_ttl_ms < 0 ? -1 : in->soft_pin_ttl_ms;
-  return 0;
-}
-
-static const struct mc_write_ops *write_ops(int flags) {
-  return (flags & MC_WRITE_UPSERT) ? &mc_upsert_ops : &mc_put_ops;
-}
-
-int mc_store_write(mooncake_store_t store, const char *key, const void *value, size_t size,
-                   const mc_replicate_config_t *config, int flags) {
-  struct mc_store *s = store;
-  if (!s || !key || (!value && size)) return BAD_CALL;
-  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
-  int copy = flags & MC_WRITE_COPY;
-  struct mc_put_config cfg = {0};
-  int rc = !*key ? MC_INVALID_PARAMS : put_config(s, config, &cfg);
-  if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
-  else if (!rc && copy) rc = mc_put_copy(s, write_ops(flags), key, value, size, &cfg);
-  else if (!rc) rc = mc_put_from(s, write_ops(flags), key, (void *)value, size, &cfg);
-  mc_put_config_free(&cfg);
-  mc_api_leave(s);
-  return rc;
-}
-
 /* mc_api_enter for a batch call: when not set up, every result is the not-initialized value. */
 static int enter_batch(struct mc_store *s, size_t count, int *results) {
   if (mc_api_enter(s)) return 1;
   mc_fill_int(results, count, MC_INVALID_PARAMS);
-  return 0;
-}
-
-int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
-                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out) {
-  struct mc_store *s = store;
-  if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
-  if (!count || !enter_batch(s, count, results_out)) return 0;
-  struct mc_put_config cfg;
-  int rc = put_config(s, config, &cfg);
-  if (rc) mc_fill_int(results_out, count, rc);
-  else if (flags & MC_WRITE_COPY) mc_put_batch_copy(s, write_ops(flags), keys, values, sizes, count, &cfg, results_out);
-  else mc_put_batch(s, write_ops(flags), keys, (void *const *)values, sizes, count, &cfg, results_out);
-  mc_put_config_free(&cfg);
-  mc_api_leave(s);
   return 0;
 }
 
@@ -92,7 +39,7 @@ static void areas_get(struct mc_store *s, struct area *a, const void *const *buf
     for (size_t j = 0; j < nbufs[i]; j++) a[i].len += sizes[at + j];
     if (nbufs[i] == 1 && a[i].len) a[i].p = (char *)bufs[at], a[i].kind = 0;
     else if (!a[i].len) a[i].p = NULL, a[i].kind = -1;
-    else if ((a[i].p = mc_stage_alloc(s->stage, a[i].len, 0))) a[i].kind = 1;
+    else if ((a[i].p = mc_stage_alloc(s->staging.pool, a[i].len, 0))) a[i].kind = 1;
     else a[i].kind = (a[i].p = mc_try_malloc(a[i].len)) ? 2 : -1;
     at += nbufs[i];
   }
@@ -100,7 +47,7 @@ static void areas_get(struct mc_store *s, struct area *a, const void *const *buf
 
 static void areas_put(struct mc_store *s, struct area *a, size_t count) {
   for (size_t i = 0; i < count; i++) {
-    if (a[i].kind == 1) mc_stage_release(s->stage, a[i].p, a[i].len);
+    if (a[i].kind == 1) mc_stage_release(s->staging.pool, a[i].p, a[i].len);
     else if (a[i].kind == 2) mc_free(a[i].p);
   }
 }
@@ -161,32 +108,25 @@ int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const 
   struct mc_store *s = store;
   if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
   if (!count || !enter_batch(s, count, results_out)) return 0;
-  struct mc_put_config cfg;
-  int rc = put_config(s, config, &cfg);
-  if (rc) {
-    mc_fill_int(results_out, count, rc);
-  } else {
-    struct multi m;
-    multi_open(s, &m, bufs, sizes, nbufs, count);
-    const char **k = mc_calloc(count, sizeof(char *));
-    size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
-    for (size_t i = 0; i < count; i++) {
-      if (m.a[i].kind < 0) { /* total 0, or no memory to gather into */
-        results_out[i] = MC_INVALID_PARAMS;
-        continue;
-      }
-      if (m.a[i].kind) area_copy(&m.a[i], (void *const *)bufs + m.first[i], sizes + m.first[i], nbufs[i], m.a[i].len, 1);
-      k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
+  struct multi m;
+  multi_open(s, &m, bufs, sizes, nbufs, count);
+  const char **k = mc_calloc(count, sizeof(char *));
+  size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (m.a[i].kind < 0) { /* total 0, or no memory to gather into */
+      results_out[i] = MC_INVALID_PARAMS;
+      continue;
     }
-    int *r = mc_calloc(n ? n : 1, sizeof(int));
-    mc_put_batch(s, write_ops(flags & MC_WRITE_UPSERT), k, m.p, m.len, n, &cfg, r);
-    for (size_t j = 0; j < n; j++) results_out[pos[j]] = r[j];
-    mc_free(r);
-    mc_free(pos);
-    mc_free(k);
-    multi_close(s, &m, count);
+    if (m.a[i].kind) area_copy(&m.a[i], (void *const *)bufs + m.first[i], sizes + m.first[i], nbufs[i], m.a[i].len, 1);
+    k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
   }
-  mc_put_config_free(&cfg);
+  int *r = mc_calloc(n ? n : 1, sizeof(int));
+  mc_write_batch(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, r); /* zero-copy */
+  for (size_t j = 0; j < n; j++) results_out[pos[j]] = r[j];
+  mc_free(r);
+  mc_free(pos);
+  mc_free(k);
+  multi_close(s, &m, count);
   mc_api_leave(s);
   return 0;
 }
@@ -235,7 +175,7 @@ int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replic
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   struct mcli_reps l;
   uint64_t lease = 0;
-  int rc = *key ? mcli_get_replicas(s->master, key, &lease, &l) : MC_INVALID_PARAMS;
+  int rc = *key ? mcli_get_replicas(s->master.cli, key, &lease, &l) : MC_INVALID_PARAMS;
   if (!rc) {
     mc_replica_desc_t *d = mc_calloc(l.n ? l.n : 1, sizeof(*d));
     for (uint32_t i = 0; i < l.n; i++) {
@@ -296,7 +236,7 @@ int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size
     if (*keys[i]) k[m] = keys[i], pos[m++] = i; /* empty keys are skipped */
   int rc = 0;
   for (size_t off = 0; off < m && !rc; off += CLEAR_CHUNK)
-    rc = mcli_batch_replica_clear(s->master, s->client_id, k + off, MC_MIN(CLEAR_CHUNK, m - off),
+    rc = mcli_batch_replica_clear(s->master.cli, s->self.client_id, k + off, MC_MIN(CLEAR_CHUNK, m - off),
                                   segment_name ? segment_name : "", flag + off);
   int n = 0;
   for (size_t i = 0; i < m && !rc; i++)

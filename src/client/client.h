@@ -1,15 +1,22 @@
 /* Internals of the store client (libmooncake_store). Not a public header.
  *
- * Layers: capi.c (argument rules, not-initialized values) -> put.c / get.c (the put contract and the
- * read path) -> mcli.c (master RPC encodings, no transfers) and xfer.c (moving bytes: own-segment
- * memcpy, Transfer Engine batches, staging bounce). setup.c builds and tears down a client; live.c
- * puts every handle in the process's registry of live handles (common/lifecycle.h: atexit, signals).
- * stage.c allocates staging space.
+ * One request, one path (docs/store-client.md, "Layers"): capi.c / capi_ext.c are the entry points
+ * (argument rules, not-initialized values, the life lock) -> put.c / get.c decide and run the protocol
+ * (put.c: through a write extent or PutStart/PutEnd) -> mcli.c, every master RPC's encoding. Below
+ * them, called and returning: xfer.c moves bytes (own-segment memcpy, Transfer Engine batches, staging
+ * bounce), stage.c allocates staging space, fastput.c write-extent space, stats.c counts. setup.c builds
+ * and tears down a client, heartbeat.c runs its heartbeat thread, live.c puts every handle in the
+ * process's registry of live handles (common/lifecycle.h: atexit, signals), http.c serves its HTTP
+ * endpoints.
  *
- * Locking: store->life is a writer-preferring rwlock; every API call holds it for reading for its
- * whole duration, setup/teardown hold it for writing, so the fields under "valid while ready" never
- * change under a call. reg_mu (rwlock) guards the registered-range table; it nests inside life.
- * The heartbeat thread never takes life (teardown joins it while holding life for writing). */
+ * Locks, outermost first; a lock is never taken while one listed after it is held:
+ *   life        every API call holds it for reading for its whole duration, setup/teardown for writing
+ *   fastput mu  (fastput.c) the current write extent; held across RESERVE_EXTENT
+ *   stats.mu    serialises statistics reports; held across REPORT_CLIENT_STATS
+ *   regs.mu, shun.mu, hb.mu, the staging allocator's mutex, the registry's list lock, the master RPC
+ *   pool's own locks (inside every RPC): leaves, no other lock is taken while one of them is held
+ * The heartbeat thread and the HTTP handlers never take life: teardown stops them (joining their
+ * threads) while holding life for writing, before it frees anything they read. */
 #ifndef MC_CLIENT_CLIENT_H
 #define MC_CLIENT_CLIENT_H
 #include <pthread.h>
@@ -26,6 +33,8 @@ struct mc_mrpc_client;
 struct mc_stage;
 struct MHD_Daemon;
 struct mc_xfer;
+struct mc_fastput;
+struct fp_ext;
 
 struct mc_region {
   uint64_t addr, len;
@@ -35,63 +44,84 @@ struct mc_region {
  * master has acknowledged. */
 struct mc_cstats {
   _Atomic uint64_t lat[MC_LAT_NBUCKETS], lat_sum_us, bytes_read, bytes_written, hits, misses;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu; /* guards sent and unsupported; held across the report RPC; takes no other lock */
   struct mc_client_stats sent;
-  int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending (under mu) */
+  int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending */
 };
 
 struct mc_store {
+  /* writer-preferring; read-held by every API call, write-held by setup and teardown (outermost lock) */
   pthread_rwlock_t life;
-  int ready; /* guarded by life */
-  struct mc_lifecycle lc; /* the process's registry of live handles (live.c), guarded by its lock */
+  int ready;              /* guarded by life */
+  struct mc_lifecycle lc; /* the process's registry of live handles (live.c), guarded by its own lock */
 
-  /* ---- valid while ready ---- */
-  char name[300];    /* segment name "host:port" (get_hostname) */
-  char te_name[300]; /* the engine's segment name (te_endpoint of our replicas) */
-  char zone[128];
-  char protocol[16];
-  transfer_engine_t te;
-  int te_external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
-  struct mcli *master; /* the line to the master (mcli.c) */
-  _Atomic uint64_t master_view; /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
-  /* peers a read from failed lately, tried after the other replicas of their rank until then (get.c) */
-  pthread_mutex_t shun_mu;
-  _Atomic int shun_any; /* a read ever failed: before that, no lookup in shun[] */
-  struct mc_shun {
-    uint64_t ep_hash, until_ns;
-  } shun[16];
-  struct mc_uuid client_id;
-  int port_fd; /* the held auto port, or -1 */
-  char *segment;
-  uint64_t segment_size;
-  struct mc_segment_rec seg_rec; /* what we mounted (strings owned) */
-  int mounted;
-  struct mc_stage *stage; /* NULL when local_buffer_size == 0 */
-  char *stage_base;
-  uint64_t stage_size;
+  /* ---- below: built by setup, torn down by teardown (life held for writing), valid while ready ---- */
 
-  pthread_rwlock_t reg_mu;
-  struct mc_region *regs; /* sorted by addr: staging, segment, user buffers */
-  size_t nregs, capregs;
+  struct { /* who this client is */
+    char name[300];    /* segment name "host:port" (get_hostname) */
+    char te_name[300]; /* the engine's segment name (te_endpoint of our replicas) */
+    char zone[128];
+    char protocol[16];
+    struct mc_uuid client_id;
+    int port_fd; /* the held auto port, or -1 */
+  } self;
+
+  struct {
+    transfer_engine_t te;
+    int external; /* te belongs to the caller (mc_store_config.engine): teardown must not destroy it */
+  } engine;
+
+  struct { /* the line to the master and what the client knows of it; no lock (atomics, a thread-safe pool) */
+    struct mcli *cli;            /* mcli.c */
+    _Atomic uint64_t view;       /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
+    _Atomic uint64_t ok_ns;      /* send time of the last mount or ping answered OK (fastput.c "Safety") */
+    char addr[300];              /* as given to setup (for /health) */
+  } master;
+
+  struct { /* our global segment and its mount */
+    char *base;
+    uint64_t size;
+    struct mc_segment_rec rec; /* what we mounted (strings owned) */
+    int mounted;
+  } seg;
+
+  struct { /* the staging buffer (stage.c); pool NULL when local_buffer_size == 0 */
+    struct mc_stage *pool; /* has its own mutex (a leaf) */
+    char *base;
+    uint64_t size;
+  } staging;
+
+  struct { /* registered ranges (xfer.c), sorted by addr: staging, segment, user buffers */
+    pthread_rwlock_t mu; /* guards v, n, cap; nested inside life, takes no other lock */
+    struct mc_region *v;
+    size_t n, cap;
+  } regs;
+
+  struct { /* peers a read failed from lately, tried after the other replicas of their rank (get.c) */
+    pthread_mutex_t mu; /* guards slot[]; nested inside life, takes no other lock */
+    _Atomic int any;    /* a read ever failed: before that, no lookup in slot[] */
+    struct mc_shun {
+      uint64_t ep_hash, until_ns;
+    } slot[16];
+  } shun;
 
   struct mc_cstats stats;
 
-  /* heartbeat thread: pings (clients with a segment) and statistics reports (every client) */
-  pthread_t ping_th;
-  int ping_running;
-  pthread_mutex_t ping_mu;
-  pthread_cond_t ping_cv;
-  int ping_stop; /* guarded by ping_mu */
-  int ping_kick; /* guarded by ping_mu: work for the heartbeat thread before its next tick (fastput releases) */
+  struct { /* the heartbeat thread (heartbeat.c): pings, statistics reports, write-extent releases */
+    pthread_t th;
+    int running;
+    pthread_mutex_t mu; /* guards stop and kick; never held across an RPC, takes no other lock */
+    pthread_cond_t cv;  /* monotonic clock */
+    int stop;
+    int kick; /* work for the thread before its next tick (fastput releases) */
+  } hb;
 
-  /* write extents (fastput.c) */
-  struct mc_fastput *fastput; /* NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
-  _Atomic uint64_t ping_ok_ns; /* send time of the last mount or ping answered OK */
+  struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
 
-  /* client HTTP server (http.c); NULL when disabled or not bound */
-  struct MHD_Daemon *httpd;
-  uint16_t http_port;    /* bound port */
-  char master_addr[300]; /* as given to setup (for /health) */
+  struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
+    struct MHD_Daemon *daemon;
+    uint16_t port; /* bound port */
+  } http;
 };
 
 /* ---- capi.c: helpers of the public entry points ---- */
@@ -109,7 +139,24 @@ int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *s
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
 
-/* ---- fastput.c: one-round-trip puts through write extents ---- */
+/* ---- setup.c ---- */
+struct mc_store *mc_store_alloc(void);
+/* Frees a handle that is not set up (its locks included). */
+void mc_store_free(struct mc_store *s);
+/* Full setup (life held for writing by the caller). 0 or a negative ErrorCode. */
+int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
+/* Teardown (life held for writing); idempotent. */
+void mc_store_do_teardown(struct mc_store *s);
+
+/* ---- heartbeat.c: the heartbeat thread (pings with a segment, statistics reports, extent releases) ---- */
+void mc_heartbeat_init(struct mc_store *s);    /* its mutex and condition variable (at alloc) */
+void mc_heartbeat_destroy(struct mc_store *s); /* their counterpart (at free) */
+void mc_heartbeat_start(struct mc_store *s);   /* at the end of setup; a thread that cannot start is logged */
+void mc_heartbeat_stop(struct mc_store *s);    /* joins the thread; no-op when not running */
+/* Has the thread run its duties now instead of at its next tick. */
+void mc_heartbeat_kick(struct mc_store *s);
+
+/* ---- fastput.c: write-extent space (docs/store-client.md, "Write extents") ---- */
 void mc_fastput_init(struct mc_store *s);
 /* Releases the current extent and frees the state (teardown, no put in flight). */
 void mc_fastput_free(struct mc_store *s);
@@ -117,27 +164,32 @@ void mc_fastput_free(struct mc_store *s);
 void mc_fastput_retire(struct mc_store *s, int dead);
 /* Sends the releases the put path left for the heartbeat thread (fastput.c, "Releases"). */
 void mc_fastput_flush(struct mc_store *s);
-/* A put through an extent: 0 when done (stored, or the key existed and keeps its value), 1 when the caller
- * must run the PutStart/PutEnd path instead (not eligible, no extent, or any failure). */
-int mc_fastput_put(struct mc_store *s, const char *key, const void *src, uint64_t len, const struct mc_put_config *cfg);
-/* The eligible keys of a batch put through write extents (fastput.c, "Batches"); done[i] = 1 for each key
- * it finished (its result is 0); the others take the PutStart/PutEnd path. Keys must be distinct. */
-void mc_fastput_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens, size_t n,
-                      const struct mc_put_config *cfg, uint8_t *done);
+#define MC_FASTPUT_ALIGN 8ull /* carved ranges start 8-byte aligned */
+/* A range carved from a write extent for one put; holds a reference to the extent until settled. */
+struct mc_carve {
+  struct fp_ext *ext;   /* NULL: not carved */
+  uint64_t extent_id;   /* for the commit */
+  uint64_t off;         /* offset in the extent (COMMIT_PUT's) */
+  const char *endpoint; /* where to write: engine segment name and absolute address */
+  uint64_t remote;
+};
+/* Carves len bytes for a put with cfg (reserving an extent when there is none): 0 with *c set, or 1 when
+ * there is no range to be had (no extent, not writable now, too large, another preferred segment). */
+int mc_fastput_carve(struct mc_store *s, uint64_t len, const struct mc_put_config *cfg, struct mc_carve *c);
+/* Carves lens[i] bytes for each i with lens[i] > 0, in order, under one lock (c[i].ext NULL for the keys
+ * not carved). Carves nothing after mc_fastput_no_batch_commit. Returns the number carved. */
+size_t mc_fastput_carve_batch(struct mc_store *s, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
+                              struct mc_carve *c);
+/* After the write (and the commit sent at `sent`, ns) of a carved range ended with rc: renews, retires or
+ * drops the extent as rc says (fastput.c, "Safety"), and the range's reference. */
+void mc_fastput_settle(struct mc_store *s, const struct mc_carve *c, int rc, uint64_t sent);
+/* The master does not know BATCH_COMMIT_PUT: batches of this client stop trying extents. */
+void mc_fastput_no_batch_commit(struct mc_store *s);
 /* The rule for starting a write into an extent at `now` (fastput.c, "Safety"; all in ns): deadline_ns is
  * the time the reserve or last commit was sent + lease_ns; ttl_ns 0 for a lease-only extent; ping_ok_ns
  * the time the last OK ping was sent (0: none). Pure: exported for the unit tests. */
 int mc_fastput_may_start(uint64_t now, uint64_t deadline_ns, uint64_t lease_ns, uint64_t ttl_ns, uint64_t margin_ns,
                          uint64_t ping_ok_ns);
-
-/* ---- setup.c ---- */
-struct mc_store *mc_store_alloc(void);
-/* Has the heartbeat thread run its duties now instead of at its next tick. */
-void mc_store_kick_heartbeat(struct mc_store *s);
-/* Full setup (life held for writing by the caller). 0 or a negative ErrorCode. */
-int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
-/* Teardown (life held for writing); idempotent. */
-void mc_store_do_teardown(struct mc_store *s);
 
 /* ---- registered ranges (xfer.c) ---- */
 int mc_regs_add(struct mc_store *s, uint64_t addr, uint64_t len);
@@ -210,8 +262,6 @@ struct mcli *mcli_new(const char *host, uint16_t port, int connect_timeout_ms, i
 void mcli_set_key_ns(struct mcli *c, const char *tenant); /* "" or "default": none */
 void mcli_free(struct mcli *c);
 void mcli_reps_free(struct mcli_reps *r, size_t n);
-/* Writes an object key as a str field, prefixed with the client's key namespace (tenant). */
-void mcli_put_key(struct mc_wbuf *w, struct mcli *c, const char *key);
 int mcli_service_ready(struct mcli *c, int tmo, char **version, uint64_t *view);
 int mcli_ping(struct mcli *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
 int mcli_mount(struct mcli *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
@@ -247,21 +297,31 @@ int mcli_batch_replica_clear(struct mcli *c, struct mc_uuid id, const char *cons
                              const char *segment, uint8_t *cleared);
 int64_t mcli_remove_by_regex(struct mcli *c, const char *re, int force);
 int64_t mcli_remove_all(struct mcli *c, int force);
+/* Write extents (docs/master.md, "Write extents"). A grant of RESERVE_EXTENT (strings owned by the caller). */
+struct mcli_extent {
+  uint64_t id, addr, len, lease_ms, ttl_ms; /* ttl_ms 0: a lease-only extent */
+  char *endpoint, *seg_name;
+};
+int mcli_reserve_extent(struct mcli *c, struct mc_uuid id, uint64_t min_len, uint64_t hint,
+                        const struct mc_put_config *cfg, int tmo, struct mcli_extent *out);
+int mcli_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *key, uint64_t off,
+                    uint64_t len, const struct mc_put_config *cfg);
+/* BATCH_COMMIT_PUT of n keys carved from one extent: st[i] per key (the call's error for every key when it
+ * failed). */
+void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *const *keys,
+                           const uint64_t *offs, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
+                           int *st);
+int mcli_release_extent(struct mcli *c, struct mc_uuid id, uint64_t extent, int tmo);
+/* REPORT_CLIENT_STATS (docs/admin.md, "Client reports"). */
+int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo);
 
 /* ---- put.c / get.c (life held for reading, ready checked) ---- */
-/* A master-protocol config from the C config; -600 for replica_num 0. Free with mc_put_config_free. */
-int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in, struct mc_put_config *out);
-/* The put contract; ops selects put (&mc_put_ops) or upsert (&mc_upsert_ops). */
-int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value, size_t size,
-                const struct mc_put_config *cfg);
-int mc_put_from(struct mc_store *s, const struct mc_write_ops *ops, const char *key, void *buf, size_t size,
-                const struct mc_put_config *cfg);
-/* Batch zero-copy put; results per key. */
-void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
-                  const size_t *sizes, size_t n, const struct mc_put_config *cfg, int *results);
-void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys,
-                       const void *const *vals, const size_t *sizes, size_t n, const struct mc_put_config *cfg,
-                       int *results);
+/* One write (flags: MC_WRITE_COPY, MC_WRITE_UPSERT; cfg NULL = defaults), the put contract. 0 or an error. */
+int mc_write(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
+             const mc_replicate_config_t *cfg);
+/* A batch of writes (flags as mc_write), one result per key. */
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, int *results);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
 void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                   int64_t *results);

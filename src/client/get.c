@@ -28,14 +28,14 @@ static uint64_t ep_hash(const char *ep) { return mc_str_hash(ep) | 1; /* 0 marks
 
 /* ok = 0: ep failed a read now; ok = 1: a read from ep succeeded (lifts a shun). */
 static void shun_note(struct mc_store *s, const char *ep, int ok) {
-  if (ok && !atomic_load_explicit(&s->shun_any, memory_order_relaxed)) return;
-  if (!ok) atomic_store(&s->shun_any, 1);
+  if (ok && !atomic_load_explicit(&s->shun.any, memory_order_relaxed)) return;
+  if (!ok) atomic_store(&s->shun.any, 1);
   uint64_t h = ep_hash(ep), now = mc_now_ns();
-  pthread_mutex_lock(&s->shun_mu);
-  struct mc_shun *slot = NULL, *oldest = &s->shun[0];
-  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun); i++) {
-    if (s->shun[i].ep_hash == h) slot = &s->shun[i];
-    if (s->shun[i].until_ns < oldest->until_ns) oldest = &s->shun[i];
+  pthread_mutex_lock(&s->shun.mu);
+  struct mc_shun *slot = NULL, *oldest = &s->shun.slot[0];
+  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun.slot); i++) {
+    if (s->shun.slot[i].ep_hash == h) slot = &s->shun.slot[i];
+    if (s->shun.slot[i].until_ns < oldest->until_ns) oldest = &s->shun.slot[i];
   }
   if (ok) {
     if (slot) slot->until_ns = 0, slot->ep_hash = 0;
@@ -46,24 +46,24 @@ static void shun_note(struct mc_store *s, const char *ep, int ok) {
     if (!slot) slot = oldest;
     *slot = (struct mc_shun){h, now + SHUN_NS};
   }
-  pthread_mutex_unlock(&s->shun_mu);
+  pthread_mutex_unlock(&s->shun.mu);
 }
 
 static int shunned(struct mc_store *s, const char *ep, uint64_t now) {
-  if (!atomic_load_explicit(&s->shun_any, memory_order_relaxed)) return 0;
+  if (!atomic_load_explicit(&s->shun.any, memory_order_relaxed)) return 0;
   uint64_t h = ep_hash(ep);
   int yes = 0;
-  pthread_mutex_lock(&s->shun_mu);
-  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun) && !yes; i++) yes = s->shun[i].ep_hash == h && s->shun[i].until_ns > now;
-  pthread_mutex_unlock(&s->shun_mu);
+  pthread_mutex_lock(&s->shun.mu);
+  for (size_t i = 0; i < MC_ARRAY_LEN(s->shun.slot) && !yes; i++) yes = s->shun.slot[i].ep_hash == h && s->shun.slot[i].until_ns > now;
+  pthread_mutex_unlock(&s->shun.mu);
   return yes;
 }
 
 static int replica_rank(const struct mc_store *s, const struct mc_replica_rec *r) {
   const char *host = mc_host_id();
-  if (!strcmp(r->te_endpoint, s->te_name)) return 0;
+  if (!strcmp(r->te_endpoint, s->self.te_name)) return 0;
   if (*host && !strcmp(r->host_id, host)) return 1;
-  if (s->zone[0] && !strcmp(r->zone, s->zone)) return 2;
+  if (s->self.zone[0] && !strcmp(r->zone, s->self.zone)) return 2;
   return 3;
 }
 
@@ -95,7 +95,7 @@ struct stamp {
 
 static struct stamp stamp_now(struct mc_store *s) {
   struct stamp st;
-  st.view = atomic_load(&s->master_view);
+  st.view = atomic_load(&s->master.view);
   st.t0_ms = mc_now_ms();
   return st;
 }
@@ -109,9 +109,9 @@ static int master_replaced(struct mc_store *s, struct stamp st) {
   if (!st.view) return 0; /* a master that does not report its incarnation */
   char *version = NULL;
   uint64_t v = 0;
-  int rc = mcli_service_ready(s->master, VIEW_CHECK_MS, &version, &v);
+  int rc = mcli_service_ready(s->master.cli, VIEW_CHECK_MS, &version, &v);
   mc_free(version);
-  if (!rc && v) atomic_store(&s->master_view, v);
+  if (!rc && v) atomic_store(&s->master.view, v);
   return rc || v != st.view;
 }
 
@@ -147,7 +147,7 @@ static void read_many(struct mc_store *s, const char *const *keys, void *const *
       mc_xfer_run(s, x, m, pass == 1 && round == 0);
       for (size_t j = 0; j < m; j++) {
         struct rkey *q = &k[who[j]];
-        int remote = x[j].endpoint && strcmp(x[j].endpoint, s->te_name);
+        int remote = x[j].endpoint && strcmp(x[j].endpoint, s->self.te_name);
         if (remote && (x[j].rc == MC_TRANSFER_FAIL || !x[j].rc)) shun_note(s, x[j].endpoint, !x[j].rc);
         if (x[j].rc) {
           q->res = x[j].rc;
@@ -194,7 +194,7 @@ int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size)
   struct mcli_reps l;
   uint64_t lease = 0;
   struct stamp st = stamp_now(s);
-  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  int rc = mcli_get_replicas(s->master.cli, key, &lease, &l);
   mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res;
@@ -208,7 +208,7 @@ static void get_chunk(struct mc_store *s, const char *const *keys, void *const *
   struct mcli_reps *l = mc_calloc(n, sizeof(*l));
   uint64_t lease = 0;
   struct stamp st = stamp_now(s);
-  int rc = mcli_batch_get_replicas(s->master, keys, n, &lease, l);
+  int rc = mcli_batch_get_replicas(s->master.cli, keys, n, &lease, l);
   for (size_t i = 0; !rc && i < n; i++) mc_stats_replica_lookup(s, l[i].status);
   if (rc) {
     for (size_t i = 0; i < n; i++) results[i] = rc;
@@ -255,7 +255,7 @@ static int64_t object_size(struct mc_store *s, const struct mcli_reps *l) {
 int64_t mc_get_size(struct mc_store *s, const char *key) {
   struct mcli_reps l;
   uint64_t lease;
-  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  int rc = mcli_get_replicas(s->master.cli, key, &lease, &l);
   mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res = object_size(s, &l);
@@ -268,16 +268,16 @@ int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   struct mcli_reps l;
   uint64_t lease = 0;
   struct stamp st = stamp_now(s);
-  int rc = mcli_get_replicas(s->master, key, &lease, &l);
+  int rc = mcli_get_replicas(s->master.cli, key, &lease, &l);
   mc_stats_replica_lookup(s, rc);
   if (rc) return rc;
   int64_t res = object_size(s, &l);
   char *p = NULL;
-  if (res > 0 && (!s->stage || (uint64_t)res > s->stage_size)) {
+  if (res > 0 && (!s->staging.pool || (uint64_t)res > s->staging.size)) {
     LOG_WARN("get key=%s: object of %lld bytes does not fit the staging buffer (local_buffer_size=%llu)", key,
-             (long long)res, (unsigned long long)s->stage_size);
+             (long long)res, (unsigned long long)s->staging.size);
     res = MC_INVALID_PARAMS;
-  } else if (res > 0 && !(p = mc_stage_alloc(s->stage, (uint64_t)res, 10000))) {
+  } else if (res > 0 && !(p = mc_stage_alloc(s->staging.pool, (uint64_t)res, 10000))) {
     res = MC_INVALID_PARAMS;
   }
   if (p) {
@@ -285,7 +285,7 @@ int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
     read_many(s, &key, (void *const *)&p, &cap, &l, 1, st, lease, &res);
     if (res > 0 && !(*out = malloc((size_t)res))) res = MC_INTERNAL_ERROR;
     if (res > 0) memcpy(*out, p, (size_t)res);
-    mc_stage_release(s->stage, p, cap);
+    mc_stage_release(s->staging.pool, p, cap);
   }
   mcli_reps_free(&l, 1);
   return res;

@@ -1,7 +1,7 @@
 /* The store client's own HTTP server (Python's enable_client_http_server; docs/store-client.md, "Client HTTP server"):
  * GET /health, /metrics (Prometheus text 0.0.4) and /metrics/summary, from this client's statistics
  * (stats.c) on a libmicrohttpd daemon (net/httpd.c). The handlers never take store->life: teardown
- * stops the daemon (joining its threads) before it frees anything they read, so they use s->master and
+ * stops the daemon (joining its threads) before it frees anything they read, so they use s->master.cli and
  * s->stats directly. A port that cannot be bound is a warning, never a setup failure. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,7 +82,7 @@ static void summary(struct mc_store *s, struct mc_wbuf *w) {
   outf(w,
        "client=%s transfers=%llu te_transfer_latency_p99=%.6g read_bytes=%llu written_bytes=%llu lookup_hits=%llu "
        "lookup_misses=%llu\n",
-       s->name, (unsigned long long)v.count, mc_lat_quantile_s(v.lat, 0.99), (unsigned long long)v.bytes_read,
+       s->self.name, (unsigned long long)v.count, mc_lat_quantile_s(v.lat, 0.99), (unsigned long long)v.bytes_read,
        (unsigned long long)v.bytes_written, (unsigned long long)v.hits, (unsigned long long)v.misses);
 }
 
@@ -99,13 +99,13 @@ static void json_str(struct mc_wbuf *w, const char *str) {
 
 static unsigned health(struct mc_store *s, struct mc_wbuf *w) {
   char *version = NULL;
-  int rc = mcli_service_ready(s->master, HTTP_HEALTH_TIMEOUT_MS, &version, NULL);
+  int rc = mcli_service_ready(s->master.cli, HTTP_HEALTH_TIMEOUT_MS, &version, NULL);
   mc_free(version);
   outf(w, "{\"status\":\"%s\",\"segment\":", rc ? "master_unreachable" : "ok");
-  json_str(w, s->name);
+  json_str(w, s->self.name);
   mc_w_bytes_raw(w, ",\"master\":", 10);
-  json_str(w, s->master_addr);
-  outf(w, ",\"segment_bytes\":%llu}\n", (unsigned long long)s->segment_size);
+  json_str(w, s->master.addr);
+  outf(w, ",\"segment_bytes\":%llu}\n", (unsigned long long)s->seg.size);
   return rc ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
 }
 
@@ -149,21 +149,21 @@ int mc_http_start(struct mc_store *s, int port) {
   struct mc_httpd_opts o = {.name = "client HTTP server", .host = "", .port = (uint16_t)(port ? port : HTTP_DEFAULT_PORT),
                             .handler = on_request, .cls = s, .threads = HTTP_THREADS};
   uint16_t bound = 0;
-  s->httpd = mc_httpd_start(&o, &bound);
-  if (!s->httpd) {
-    LOG_WARN("store client %s: the client HTTP server could not listen on port %u; continuing without it", s->name,
+  s->http.daemon = mc_httpd_start(&o, &bound);
+  if (!s->http.daemon) {
+    LOG_WARN("store client %s: the client HTTP server could not listen on port %u; continuing without it", s->self.name,
              (unsigned)o.port);
     return -1;
   }
-  s->http_port = bound;
-  LOG_INFO("store client %s: client HTTP server listening on port %u (/health, /metrics, /metrics/summary)", s->name,
+  s->http.port = bound;
+  LOG_INFO("store client %s: client HTTP server listening on port %u (/health, /metrics, /metrics/summary)", s->self.name,
            (unsigned)bound);
   return 0;
 }
 
 void mc_http_stop(struct mc_store *s) {
-  if (!s->httpd) return;
-  MHD_stop_daemon(s->httpd);
-  s->httpd = NULL;
-  s->http_port = 0;
+  if (!s->http.daemon) return;
+  MHD_stop_daemon(s->http.daemon);
+  s->http.daemon = NULL;
+  s->http.port = 0;
 }

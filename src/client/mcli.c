@@ -55,7 +55,8 @@ void mcli_reps_free(struct mcli_reps *r, size_t n) {
   }
 }
 
-void mcli_put_key(struct mc_wbuf *w, struct mcli *c, const char *key) {
+/* An object key as a str field, prefixed with the client's key namespace (tenant). */
+static void put_key(struct mc_wbuf *w, struct mcli *c, const char *key) {
   const char *ns = c->key_ns;
   size_t nl = strlen(ns), kl = strlen(key);
   mc_w_u32(w, (uint32_t)(nl + kl));
@@ -135,7 +136,7 @@ int mcli_put_start(struct mcli *c, const struct mc_write_ops *ops, struct mc_uui
                    uint64_t len, const struct mc_put_config *cfg, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
   mc_put_uuid(&req, id);
-  mcli_put_key(&req, c, key);
+  put_key(&req, c, key);
   mc_w_u64(&req, len);
   mc_put_config(&req, cfg);
   memset(out, 0, sizeof(*out));
@@ -159,7 +160,7 @@ int mcli_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid 
                  int revoke) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
-  mcli_put_key(&req, c, key);
+  put_key(&req, c, key);
   mc_w_u8(&req, MC_REPLICA_ALL);
   return call_void(c, revoke ? ops->revoke : ops->end, &req, 0);
 }
@@ -184,7 +185,7 @@ int mcli_batch_put_start(struct mcli *c, const struct mc_write_ops *ops, struct 
   mc_put_uuid(&req, id);
   mc_w_u32(&req, (uint32_t)n);
   for (size_t i = 0; i < n; i++) {
-    mcli_put_key(&req, c, keys[i]);
+    put_key(&req, c, keys[i]);
     mc_w_u64(&req, lens[i]);
   }
   mc_put_config(&req, cfg);
@@ -223,7 +224,7 @@ static int call_i32_list(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_
 
 static void put_keys(struct mc_wbuf *w, struct mcli *c, const char *const *keys, size_t n) {
   mc_w_u32(w, (uint32_t)n);
-  for (size_t i = 0; i < n; i++) mcli_put_key(w, c, keys[i]);
+  for (size_t i = 0; i < n; i++) put_key(w, c, keys[i]);
 }
 
 int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid id,
@@ -237,7 +238,7 @@ int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc
 
 int mcli_get_replicas(struct mcli *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
   struct mc_wbuf req = {0}, rep;
-  mcli_put_key(&req, c, key);
+  put_key(&req, c, key);
   memset(out, 0, sizeof(*out));
   int rc = call(c, MC_OP_GET_REPLICA_LIST, &req, &rep, 0);
   if (!rc) {
@@ -275,7 +276,7 @@ int mcli_batch_get_replicas(struct mcli *c, const char *const *keys, size_t n, u
 
 int mcli_exist(struct mcli *c, const char *key) {
   struct mc_wbuf req = {0}, rep;
-  mcli_put_key(&req, c, key);
+  put_key(&req, c, key);
   int rc = call(c, MC_OP_EXIST_KEY, &req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
@@ -296,7 +297,7 @@ int mcli_batch_exist(struct mcli *c, const char *const *keys, size_t n, int *res
 
 int mcli_remove(struct mcli *c, const char *key, int force) {
   struct mc_wbuf req = {0};
-  mcli_put_key(&req, c, key);
+  put_key(&req, c, key);
   mc_w_u8(&req, force ? 1 : 0);
   return call_void(c, MC_OP_REMOVE, &req, 0);
 }
@@ -369,4 +370,92 @@ int64_t mcli_remove_all(struct mcli *c, int force) {
   mc_w_u8(&req, force ? 1 : 0);
   mc_w_str(&req, c->key_ns);
   return call_count(c, MC_OP_REMOVE_ALL, &req);
+}
+
+/* ------------------------------------------------------------------ write extents */
+
+int mcli_reserve_extent(struct mcli *c, struct mc_uuid id, uint64_t min_len, uint64_t hint,
+                        const struct mc_put_config *cfg, int tmo, struct mcli_extent *out) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, min_len);
+  mc_w_u64(&req, hint);
+  mc_put_config(&req, cfg);
+  memset(out, 0, sizeof(*out));
+  int rc = call(c, MC_OP_RESERVE_EXTENT, &req, &rep, tmo);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    struct mc_replica_rec rec = {0};
+    mc_r_init(&r, rep.p, rep.len);
+    out->id = mc_r_u64(&r);
+    mc_get_replica(&r, &rec);
+    out->lease_ms = mc_r_u64(&r);
+    out->ttl_ms = mc_r_u64(&r);
+    (void)mc_r_u64(&r); /* view_version */
+    out->addr = rec.address;
+    out->len = rec.size;
+    out->endpoint = rec.te_endpoint, rec.te_endpoint = NULL;
+    out->seg_name = rec.segment_name, rec.segment_name = NULL;
+    mc_replica_rec_free(&rec);
+    if (r.err || !out->endpoint || !out->seg_name || !out->len) {
+      mc_free(out->endpoint);
+      mc_free(out->seg_name);
+      memset(out, 0, sizeof(*out));
+      rc = MALFORMED(MC_OP_RESERVE_EXTENT);
+    }
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+/* The pin fields of a put config, as COMMIT_PUT and BATCH_COMMIT_PUT carry them. */
+static void put_pins(struct mc_wbuf *w, const struct mc_put_config *cfg) {
+  mc_w_u8(w, cfg->soft_pin_action);
+  mc_w_i64(w, cfg->soft_pin_ttl_ms);
+  mc_w_u8(w, cfg->with_hard_pin);
+}
+
+int mcli_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *key, uint64_t off,
+                    uint64_t len, const struct mc_put_config *cfg) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, extent);
+  put_key(&req, c, key);
+  mc_w_u64(&req, off);
+  mc_w_u64(&req, len);
+  put_pins(&req, cfg);
+  return call_void(c, MC_OP_COMMIT_PUT, &req, 0);
+}
+
+void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *const *keys,
+                           const uint64_t *offs, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
+                           int *st) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, extent);
+  put_pins(&req, cfg);
+  mc_w_u32(&req, (uint32_t)n);
+  for (size_t i = 0; i < n; i++) {
+    put_key(&req, c, keys[i]);
+    mc_w_u64(&req, offs[i]);
+    mc_w_u64(&req, lens[i]);
+  }
+  int rc = call_i32_list(c, MC_OP_BATCH_COMMIT_PUT, &req, n, st);
+  for (size_t i = 0; i < n && rc; i++) st[i] = rc;
+}
+
+int mcli_release_extent(struct mcli *c, struct mc_uuid id, uint64_t extent, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, extent);
+  return call_void(c, MC_OP_RELEASE_EXTENT, &req, tmo);
+}
+
+/* ------------------------------------------------------------------ statistics */
+
+int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_client_stats(&req, d);
+  return call_void(c, MC_OP_REPORT_CLIENT_STATS, &req, tmo);
 }

@@ -1,9 +1,15 @@
-/* The put contract (docs/master.md, "Put"), shared by upsert ("Upsert") through struct mc_write_ops:
- * PutStart (OBJECT_ALREADY_EXISTS is success and the stored value is kept) -> write every allocated replica
- * -> PutEnd if all writes landed, else PutRevoke and the first error. Batches make one master call per
+/* Every write of the client, from its entry point to the wire: the put contract (docs/master.md, "Put"),
+ * shared by upsert ("Upsert") through struct mc_write_ops, and the one decision each write makes
+ * (docs/store-client.md, "Write extents"):
+ *   - through a write extent, one round trip: carve a range (fastput.c), write it, COMMIT_PUT (batches:
+ *     one BATCH_COMMIT_PUT per extent). Puts only (not upserts), one replica, values of at most
+ *     EXTENT_MAX_VALUE, batches whose eligible values total at most EXTENT_BATCH_BYTES;
+ *   - otherwise, and for every write the extent path declines or fails: PutStart (OBJECT_ALREADY_EXISTS
+ *     is success and the stored value is kept) -> write every allocated replica -> PutEnd if all writes
+ *     landed, else PutRevoke and the first error.
+ * Either way the caller sees the results of the PutStart/PutEnd path. Batches make one master call per
  * phase and one transfer batch for all replicas; a key repeated in a batch is written once (its first
- * occurrence, docs/store-client.md, "Put"). Puts (not upserts) go through write extents first where they
- * can (fastput.c: one round trip, for batches too). */
+ * occurrence, docs/store-client.md, "Put"). Master RPCs are mcli.c's, transfers xfer.c's. */
 #include <string.h>
 
 #include "client/client.h"
@@ -12,16 +18,13 @@
 #include "common/util.h"
 
 #define STAGE_WAIT_MS 10000
-#define PUT_CHUNK 4096 /* keys per master call in batch puts */
+#define PUT_CHUNK 4096                     /* keys per master call in batch puts */
+#define EXTENT_MAX_VALUE (1ull << 20)      /* the largest value a write extent takes */
+#define EXTENT_BATCH_BYTES (4ull << 20)    /* eligible bytes of a batch that goes through extents, at most */
 
-int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in, struct mc_put_config *out) {
-  memset(out, 0, sizeof(*out));
-  size_t n = in ? in->replica_num : 1;
-  if (n == 0 || n > UINT32_MAX) return MC_INVALID_PARAMS;
-  out->replica_num = (uint32_t)n;
-  out->soft_pin_action = in && in->with_soft_pin ? MC_SOFT_PIN_SET : MC_SOFT_PIN_KEEP;
-  out->soft_pin_ttl_ms = -1;
-  out->with_hard_pin = in && in->with_hard_pin ? 1 : 0;
+/* ------------------------------------------------------------------ config */
+
+static void add_preferred(struct mc_put_config *out, const mc_replicate_config_t *in) {
   for (size_t i = 0; in && in->preferred_segments && i < in->preferred_segments_count; i++) {
     if (!in->preferred_segments[i]) continue;
     if (out->n_preferred == MC_MAX_PREFERRED) {
@@ -30,10 +33,44 @@ int mc_put_config_from(struct mc_store *s, const mooncake_replicate_config_t *in
     }
     out->preferred[out->n_preferred++] = mc_strdup(in->preferred_segments[i]);
   }
+}
+
+/* The master-protocol config of a write (NULL = defaults: one replica, no pins, no preference); -600 for
+ * replica_num 0 and invalid pin combinations. Free with mc_put_config_free, also after an error. */
+static int put_config(struct mc_store *s, const mc_replicate_config_t *in, struct mc_put_config *out) {
+  memset(out, 0, sizeof(*out));
+  if (in && (in->soft_pin_action < MC_SOFT_PIN_KEEP || in->soft_pin_action > MC_SOFT_PIN_CLEAR))
+    return MC_INVALID_PARAMS;
+  if (in && in->soft_pin_ttl_ms >= 0 && in->soft_pin_action != MC_SOFT_PIN_SET) {
+    LOG_WARN("put: soft_pin_ttl_ms is only valid with the soft pin set (SoftPinAction.ENABLE)");
+    return MC_INVALID_PARAMS;
+  }
+  size_t n = in ? in->replica_num : 1;
+  if (n == 0 || n > UINT32_MAX) return MC_INVALID_PARAMS;
+  out->replica_num = (uint32_t)n;
+  /* the protocol carries enum mc_soft_pin itself (proto/proto.h) */
+  out->soft_pin_action = in ? (uint8_t)in->soft_pin_action : MC_SOFT_PIN_KEEP;
+  out->soft_pin_ttl_ms = in && in->soft_pin_ttl_ms >= 0 ? in->soft_pin_ttl_ms : -1;
+  out->with_hard_pin = in && in->with_hard_pin ? 1 : 0;
+  add_preferred(out, in);
   out->writer_host_id = mc_strdup(mc_host_id());
-  out->writer_zone = mc_strdup(s->zone);
+  out->writer_zone = mc_strdup(s->self.zone);
   return 0;
 }
+
+static const struct mc_write_ops *write_ops(int flags) {
+  return (flags & MC_WRITE_UPSERT) ? &mc_upsert_ops : &mc_put_ops;
+}
+
+/* A value a write extent may take (besides the config and the extent's own checks). */
+static int extent_value(const char *key, uint64_t len) { return len && len <= EXTENT_MAX_VALUE && *key; }
+
+/* Whether writes of ops with cfg may go through write extents at all. */
+static int extents_for(const struct mc_store *s, const struct mc_write_ops *ops, const struct mc_put_config *cfg) {
+  return ops == &mc_put_ops && s->fastput && cfg->replica_num == 1;
+}
+
+/* ------------------------------------------------------------------ PutStart/PutEnd */
 
 static void log_put_start_failure(const struct mc_write_ops *ops, const char *key, int rc) {
   if (rc == MC_NO_AVAILABLE_HANDLE)
@@ -77,7 +114,7 @@ static void run_writes(struct mc_store *s, struct mc_xfer *x, size_t n) {
 static int put_slow(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
                     const struct mc_put_config *cfg) {
   struct mcli_reps r;
-  int rc = mcli_put_start(s->master, ops, s->client_id, key, len, cfg, &r);
+  int rc = mcli_put_start(s->master.cli, ops, s->self.client_id, key, len, cfg, &r);
   if (rc == MC_OBJECT_ALREADY_EXISTS) return 0;
   if (rc) {
     log_put_start_failure(ops, key, rc);
@@ -89,40 +126,150 @@ static int put_slow(struct mc_store *s, const struct mc_write_ops *ops, const ch
   rc = writes_result(x, r.n, &r, len);
   mc_free(x);
   mcli_reps_free(&r, 1);
-  if (!rc) return mcli_put_end(s->master, ops, s->client_id, key, 0);
+  if (!rc) return mcli_put_end(s->master.cli, ops, s->self.client_id, key, 0);
   LOG_WARN("%s key=%s: writing a replica failed (%s); revoking", ops->name, key, mooncake_store_err_name(rc));
-  mcli_put_end(s->master, ops, s->client_id, key, 1);
+  mcli_put_end(s->master.cli, ops, s->self.client_id, key, 1);
   return rc;
 }
 
-/* A put tries one round trip through a write extent first (fastput.c; it declines upserts and
- * anything it cannot do exactly like put_slow). */
-static int put_object(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *src, uint64_t len,
+/* ------------------------------------------------------------------ write extents */
+
+/* Through a write extent: carve, write, COMMIT_PUT. 0 when done (stored, or the key existed and keeps its
+ * value, docs/store-client.md, "Put"), 1 when the put must take PutStart/PutEnd instead. */
+static int put_extent(struct mc_store *s, const char *key, const void *src, uint64_t len,
                       const struct mc_put_config *cfg) {
-  if (ops == &mc_put_ops && !mc_fastput_put(s, key, src, len, cfg)) return 0;
-  return put_slow(s, ops, key, src, len, cfg);
+  struct mc_carve c;
+  if (mc_fastput_carve(s, len, cfg, &c)) return 1;
+  struct mc_xfer x = {OPCODE_WRITE, (void *)src, c.endpoint, c.remote, len};
+  mc_xfer_run(s, &x, 1, 0); /* cached descriptors, no refresh-and-retry (fastput.c, "Safety") */
+  int rc = x.rc, done = 0;
+  uint64_t sent = mc_now_ns();
+  if (!rc) {
+    rc = mcli_commit_put(s->master.cli, s->self.client_id, c.extent_id, key, c.off, len, cfg);
+    done = !rc || rc == MC_OBJECT_ALREADY_EXISTS;
+  } else {
+    LOG_WARN("put key=%s: writing into write extent %llu failed (%s); retiring it", key,
+             (unsigned long long)c.extent_id, mooncake_store_err_name(rc));
+  }
+  mc_fastput_settle(s, &c, rc, sent);
+  if (!done)
+    LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", key, mooncake_store_err_name(rc));
+  return !done;
 }
 
-int mc_put_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *key, const void *value, size_t size,
-                const struct mc_put_config *cfg) {
-  if (!s->stage || size > s->stage_size) {
+/* The carved keys of a batch whose bytes landed, grouped by extent for one BATCH_COMMIT_PUT each. */
+struct commit_set {
+  const char **keys;
+  uint64_t *offs, *lens;
+  size_t *at; /* index of each in the batch */
+  int *st;
+};
+
+/* Commits the group of x[j]'s extent (x[q] written for batch key idx[q]); a key whose write failed
+ * retires the extent as a single put's does and takes the slow path. done[i] = 1 for the keys finished. */
+static void commit_group(struct mc_store *s, const char *const *keys, const uint64_t *lens, const struct mc_carve *c,
+                         const size_t *idx, const struct mc_xfer *x, size_t k, size_t j, uint8_t *handled,
+                         struct commit_set *cs, const struct mc_put_config *cfg, uint8_t *done) {
+  const struct fp_ext *e = c[idx[j]].ext;
+  uint64_t eid = c[idx[j]].extent_id; /* the extent may be gone once the group's last reference is settled */
+  size_t n = 0, failed = 0, first = 0;
+  for (size_t q = j; q < k; q++) {
+    size_t i = idx[q];
+    if (handled[q] || c[i].ext != e) continue;
+    handled[q] = 1;
+    if (x[q].rc) {
+      if (!failed++) first = q;
+      mc_fastput_settle(s, &c[i], x[q].rc, 0);
+      continue;
+    }
+    cs->keys[n] = keys[i], cs->offs[n] = c[i].off, cs->lens[n] = lens[i], cs->at[n++] = i;
+  }
+  if (failed)
+    LOG_WARN("batch put: writing %zu keys into write extent %llu failed (key=%s: %s); retiring it", failed,
+             (unsigned long long)eid, keys[idx[first]], mooncake_store_err_name(x[first].rc));
+  if (!n) return;
+  uint64_t sent = mc_now_ns();
+  mcli_batch_commit_put(s->master.cli, s->self.client_id, eid, cs->keys, cs->offs, cs->lens, n, cfg, cs->st);
+  if (cs->st[0] == MC_NOT_SUPPORTED) mc_fastput_no_batch_commit(s); /* these keys take the slow path */
+  for (size_t q = 0; q < n; q++) {
+    done[cs->at[q]] = !cs->st[q] || cs->st[q] == MC_OBJECT_ALREADY_EXISTS; /* an existing key keeps its value */
+    if (!done[cs->at[q]])
+      LOG_DEBUG("put key=%s: extent path gave %s; redoing it with PutStart/PutEnd", cs->keys[q],
+                mooncake_store_err_name(cs->st[q]));
+    mc_fastput_settle(s, &c[cs->at[q]], cs->st[q], sent);
+  }
+}
+
+/* Writes the carved keys in one transfer batch (cached descriptors, as a single put) and commits them. */
+static void write_carved(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens,
+                         const struct mc_carve *c, size_t n, const struct mc_put_config *cfg, uint8_t *done) {
+  struct mc_xfer *x = mc_calloc(n, sizeof(*x));
+  size_t *idx = mc_calloc(n, sizeof(*idx)), k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (c[i].ext) x[k] = (struct mc_xfer){OPCODE_WRITE, bufs[i], c[i].endpoint, c[i].remote, lens[i]}, idx[k++] = i;
+  mc_xfer_run(s, x, k, 0);
+  struct commit_set cs = {mc_calloc(k, sizeof(char *)), mc_calloc(k, sizeof(uint64_t)), mc_calloc(k, sizeof(uint64_t)),
+                          mc_calloc(k, sizeof(size_t)), mc_calloc(k, sizeof(int))};
+  uint8_t *handled = mc_calloc(k, 1);
+  for (size_t j = 0; j < k; j++)
+    if (!handled[j]) commit_group(s, keys, lens, c, idx, x, k, j, handled, &cs, cfg, done);
+  mc_free(handled);
+  mc_free(cs.st);
+  mc_free(cs.at);
+  mc_free(cs.lens);
+  mc_free(cs.offs);
+  mc_free(cs.keys);
+  mc_free(idx);
+  mc_free(x);
+}
+
+/* The eligible keys of a batch (distinct) through write extents, carved in order under one lock so that
+ * every write starts soon after the deadline check (fastput.c, "Batches"); done[i] = 1 for each key
+ * finished (its result is 0). Nothing when the eligible values total more than EXTENT_BATCH_BYTES. */
+static void put_batch_extents(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens,
+                              size_t n, const struct mc_put_config *cfg, uint8_t *done) {
+  uint64_t *want = mc_calloc(n, sizeof(*want)), total = 0;
+  for (size_t i = 0; i < n; i++)
+    if (extent_value(keys[i], lens[i]))
+      want[i] = lens[i], total += (lens[i] + MC_FASTPUT_ALIGN - 1) & ~(MC_FASTPUT_ALIGN - 1);
+  struct mc_carve *c = mc_calloc(n, sizeof(*c));
+  if (total <= EXTENT_BATCH_BYTES && mc_fastput_carve_batch(s, want, n, cfg, c))
+    write_carved(s, keys, bufs, lens, c, n, cfg, done);
+  mc_free(c);
+  mc_free(want);
+}
+
+/* ------------------------------------------------------------------ one write */
+
+/* The decision of one write: through a write extent when it can take it, else (and when it declines or
+ * fails) PutStart/PutEnd; the copying put stages its value only for the latter. */
+static int write_one(struct mc_store *s, const struct mc_write_ops *ops, int copy, const char *key, const void *value,
+                     size_t size, const struct mc_put_config *cfg) {
+  if (copy && (!s->staging.pool || size > s->staging.size)) {
     LOG_WARN("%s key=%s: %zu bytes do not fit the staging buffer (local_buffer_size=%llu); use %s_from", ops->name,
-             key, size, (unsigned long long)s->stage_size, ops->name);
+             key, size, (unsigned long long)s->staging.size, ops->name);
     return MC_INVALID_PARAMS;
   }
-  /* the extent path copies straight from the caller's value (a same-segment extent is one memcpy) */
-  if (ops == &mc_put_ops && !mc_fastput_put(s, key, value, size, cfg)) return 0;
-  char *p = mc_stage_alloc(s->stage, size, STAGE_WAIT_MS);
+  /* the extent path writes straight from the caller's value (a same-segment extent is one memcpy) */
+  if (extents_for(s, ops, cfg) && extent_value(key, size) && !put_extent(s, key, value, size, cfg)) return 0;
+  if (!copy) return put_slow(s, ops, key, value, size, cfg);
+  char *p = mc_stage_alloc(s->staging.pool, size, STAGE_WAIT_MS);
   if (!p) return MC_INVALID_PARAMS;
   memcpy(p, value, size);
   int rc = put_slow(s, ops, key, p, size, cfg);
-  mc_stage_release(s->stage, p, size);
+  mc_stage_release(s->staging.pool, p, size);
   return rc;
 }
 
-int mc_put_from(struct mc_store *s, const struct mc_write_ops *ops, const char *key, void *buf, size_t size,
-                const struct mc_put_config *cfg) {
-  return put_object(s, ops, key, buf, size, cfg);
+int mc_write(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
+             const mc_replicate_config_t *config) {
+  int copy = flags & MC_WRITE_COPY;
+  struct mc_put_config cfg = {0};
+  int rc = !*key ? MC_INVALID_PARAMS : put_config(s, config, &cfg);
+  if (!rc && !size) rc = copy ? MC_INVALID_PARAMS : 0; /* put_from of nothing stores nothing */
+  else if (!rc) rc = write_one(s, write_ops(flags), copy, key, value, size, &cfg);
+  mc_put_config_free(&cfg);
+  return rc;
 }
 
 /* ------------------------------------------------------------------ batches */
@@ -146,7 +293,7 @@ static void first_occurrences(const char *const *keys, size_t n, size_t *first) 
 static void put_chunk(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
                       const uint64_t *lens, size_t n, const struct mc_put_config *cfg, int *results) {
   struct mcli_reps *r = mc_calloc(n, sizeof(*r));
-  int rc = mcli_batch_put_start(s->master, ops, s->client_id, keys, lens, n, cfg, r);
+  int rc = mcli_batch_put_start(s->master.cli, ops, s->self.client_id, keys, lens, n, cfg, r);
   if (rc) {
     for (size_t i = 0; i < n; i++) results[i] = rc;
     mc_free(r);
@@ -176,12 +323,12 @@ static void put_chunk(struct mc_store *s, const struct mc_write_ops *ops, const 
     else end[ne] = keys[i], endi[ne++] = i;
   }
   int *er = mc_calloc(n, sizeof(int));
-  if (ne && (rc = mcli_batch_put_end(s->master, ops, s->client_id, end, ne, 0, er)))
+  if (ne && (rc = mcli_batch_put_end(s->master.cli, ops, s->self.client_id, end, ne, 0, er)))
     for (size_t j = 0; j < ne; j++) er[j] = rc;
   for (size_t j = 0; j < ne; j++) results[endi[j]] = er[j];
   if (nr) {
     LOG_WARN("batch %s: %zu keys failed to write a replica; revoking them", ops->name, nr);
-    mcli_batch_put_end(s->master, ops, s->client_id, rev, nr, 1, er);
+    mcli_batch_put_end(s->master.cli, ops, s->self.client_id, rev, nr, 1, er);
   }
   mc_free(er);
   mc_free(revi);
@@ -194,8 +341,28 @@ static void put_chunk(struct mc_store *s, const struct mc_write_ops *ops, const 
   mc_free(r);
 }
 
-void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
-                  const size_t *sizes, size_t n, const struct mc_put_config *cfg, int *results) {
+/* The m distinct valid keys k/b/l of a batch (at positions pos) through write extents: the result of each
+ * key finished is 0; the others are moved to the front. Returns how many are left. */
+static size_t extents_first(struct mc_store *s, const char **k, void **b, uint64_t *l, size_t *pos, size_t m,
+                            const struct mc_put_config *cfg, int *results) {
+  uint8_t *done = mc_calloc(m, 1);
+  put_batch_extents(s, k, b, l, m, cfg, done);
+  size_t w = 0;
+  for (size_t i = 0; i < m; i++) {
+    if (done[i]) {
+      results[pos[i]] = 0;
+      continue;
+    }
+    k[w] = k[i], b[w] = b[i], l[w] = l[i], pos[w++] = pos[i];
+  }
+  mc_free(done);
+  return w;
+}
+
+/* A zero-copy batch: distinct valid keys through write extents where they can, the rest in chunks of
+ * PUT_CHUNK through PutStart/PutEnd; a repeated key gets its first occurrence's result. */
+static void put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys, void *const *bufs,
+                      const size_t *sizes, size_t n, const struct mc_put_config *cfg, int *results) {
   size_t *first = mc_calloc(n ? n : 1, sizeof(size_t)), *pos = mc_calloc(n ? n : 1, sizeof(size_t));
   const char **k = mc_calloc(n ? n : 1, sizeof(char *));
   void **b = mc_calloc(n ? n : 1, sizeof(void *));
@@ -211,20 +378,7 @@ void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char
     }
     k[m] = keys[i], b[m] = bufs[i], l[m] = sizes[i], pos[m++] = i;
   }
-  if (ops == &mc_put_ops && s->fastput && m) { /* write extents first (fastput.c); the rest below */
-    uint8_t *done = mc_calloc(m, 1);
-    mc_fastput_batch(s, k, b, l, m, cfg, done);
-    size_t w = 0;
-    for (size_t i = 0; i < m; i++) {
-      if (done[i]) {
-        results[pos[i]] = 0;
-        continue;
-      }
-      k[w] = k[i], b[w] = b[i], l[w] = l[i], pos[w++] = pos[i];
-    }
-    m = w;
-    mc_free(done);
-  }
+  if (extents_for(s, ops, cfg) && m) m = extents_first(s, k, b, l, pos, m, cfg, results); /* the rest below */
   for (size_t off = 0; off < m; off += PUT_CHUNK)
     put_chunk(s, ops, k + off, b + off, l + off, MC_MIN(PUT_CHUNK, m - off), cfg, r + off);
   for (size_t i = 0; i < m; i++) results[pos[i]] = r[i];
@@ -237,9 +391,10 @@ void mc_put_batch(struct mc_store *s, const struct mc_write_ops *ops, const char
   mc_free(first);
 }
 
-void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys,
-                       const void *const *vals, const size_t *sizes, size_t n, const struct mc_put_config *cfg,
-                       int *results) {
+/* A copying batch: as many values staged at once as fit, in waves, each wave a zero-copy batch. */
+static void put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const char *const *keys,
+                           const void *const *vals, const size_t *sizes, size_t n, const struct mc_put_config *cfg,
+                           int *results) {
   const char **k = mc_calloc(n ? n : 1, sizeof(char *));
   char **p = mc_calloc(n ? n : 1, sizeof(char *));
   size_t *z = mc_calloc(n ? n : 1, sizeof(size_t)), *pos = mc_calloc(n ? n : 1, sizeof(size_t));
@@ -248,11 +403,11 @@ void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const
     /* one wave: as many values as the staging buffer holds now (blocking only for the first) */
     size_t m = 0;
     for (; i < n; i++) {
-      if (!*keys[i] || !sizes[i] || !s->stage || sizes[i] > s->stage_size) {
+      if (!*keys[i] || !sizes[i] || !s->staging.pool || sizes[i] > s->staging.size) {
         results[i] = MC_INVALID_PARAMS;
         continue;
       }
-      char *q = mc_stage_alloc(s->stage, sizes[i], m ? 0 : STAGE_WAIT_MS);
+      char *q = mc_stage_alloc(s->staging.pool, sizes[i], m ? 0 : STAGE_WAIT_MS);
       if (!q && !m) {
         results[i] = MC_INVALID_PARAMS;
         continue;
@@ -262,10 +417,10 @@ void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const
       k[m] = keys[i], p[m] = q, z[m] = sizes[i], pos[m++] = i;
     }
     if (!m) continue;
-    mc_put_batch(s, ops, k, (void *const *)p, z, m, cfg, r);
+    put_batch(s, ops, k, (void *const *)p, z, m, cfg, r);
     for (size_t j = 0; j < m; j++) {
       results[pos[j]] = r[j];
-      mc_stage_release(s->stage, p[j], z[j]);
+      mc_stage_release(s->staging.pool, p[j], z[j]);
     }
   }
   mc_free(r);
@@ -273,4 +428,14 @@ void mc_put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, const
   mc_free(z);
   mc_free(p);
   mc_free(k);
+}
+
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, int *results) {
+  struct mc_put_config cfg;
+  int rc = put_config(s, config, &cfg);
+  if (rc) mc_fill_int(results, n, rc);
+  else if (flags & MC_WRITE_COPY) put_batch_copy(s, write_ops(flags), keys, values, sizes, n, &cfg, results);
+  else put_batch(s, write_ops(flags), keys, (void *const *)values, sizes, n, &cfg, results);
+  mc_put_config_free(&cfg);
 }

@@ -1,7 +1,8 @@
 /* The client's transfer and lookup statistics (docs/admin.md, "Client reports"): counted lock-free as
  * transfers complete and lookups are answered, and sent to the master as deltas since the last acknowledged
  * report, by the heartbeat thread every MC_STORE_STATS_INTERVAL_MS (default 5 s, at most 5 s) and once more
- * at teardown so short-lived clients are counted. Pure clients report too; a report is never a ping. */
+ * at teardown so short-lived clients are counted (mcli.c sends them). Pure clients report too; a report is
+ * never a ping. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -9,7 +10,6 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "net/mrpc.h"
 
 static void add(_Atomic uint64_t *c, uint64_t v) { atomic_fetch_add_explicit(c, v, memory_order_relaxed); }
 
@@ -48,19 +48,15 @@ static int empty(const struct mc_client_stats *d) {
 int mc_stats_report(struct mc_store *s, int tmo_ms) {
   struct mc_cstats *st = &s->stats;
   pthread_mutex_lock(&st->mu);
-  struct mc_client_stats d = {.client = s->client_id};
+  struct mc_client_stats d = {.client = s->self.client_id};
   delta(st, &d);
   int rc = 0;
   if (!st->unsupported && !empty(&d)) {
-    struct mc_wbuf req = {0}, rep;
-    mc_put_client_stats(&req, &d);
-    rc = mc_mrpc_call_timeout(s->master->rpc, MC_OP_REPORT_CLIENT_STATS, &req, &rep, tmo_ms);
-    mc_w_free(&req);
-    mc_w_free(&rep);
+    rc = mcli_report_stats(s->master.cli, &d, tmo_ms);
     if (!rc) mc_client_stats_add(&st->sent, &d); /* a lost reply may count a report twice; a failed one is resent */
     if (rc == MC_NOT_SUPPORTED) {
       st->unsupported = 1;
-      LOG_INFO("client %s: the master does not take statistics reports (an older master); not sending them", s->name);
+      LOG_INFO("client %s: the master does not take statistics reports (an older master); not sending them", s->self.name);
     }
   }
   pthread_mutex_unlock(&st->mu);

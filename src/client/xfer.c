@@ -16,70 +16,70 @@
 /* ------------------------------------------------------------------ registered ranges */
 
 static size_t regs_lower(struct mc_store *s, uint64_t a) {
-  size_t lo = 0, hi = s->nregs;
+  size_t lo = 0, hi = s->regs.n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (s->regs[mid].addr < a) lo = mid + 1;
+    if (s->regs.v[mid].addr < a) lo = mid + 1;
     else hi = mid;
   }
   return lo;
 }
 
 int mc_regs_add(struct mc_store *s, uint64_t addr, uint64_t len) {
-  pthread_rwlock_wrlock(&s->reg_mu);
-  if (s->nregs == s->capregs) {
-    s->capregs = s->capregs ? s->capregs * 2 : 8;
-    s->regs = mc_realloc(s->regs, s->capregs * sizeof(*s->regs));
+  pthread_rwlock_wrlock(&s->regs.mu);
+  if (s->regs.n == s->regs.cap) {
+    s->regs.cap = s->regs.cap ? s->regs.cap * 2 : 8;
+    s->regs.v = mc_realloc(s->regs.v, s->regs.cap * sizeof(*s->regs.v));
   }
   size_t i = regs_lower(s, addr);
-  memmove(&s->regs[i + 1], &s->regs[i], (s->nregs - i) * sizeof(*s->regs));
-  s->regs[i] = (struct mc_region){addr, len};
-  s->nregs++;
-  pthread_rwlock_unlock(&s->reg_mu);
+  memmove(&s->regs.v[i + 1], &s->regs.v[i], (s->regs.n - i) * sizeof(*s->regs.v));
+  s->regs.v[i] = (struct mc_region){addr, len};
+  s->regs.n++;
+  pthread_rwlock_unlock(&s->regs.mu);
   return 0;
 }
 
 int mc_regs_remove(struct mc_store *s, uint64_t addr, uint64_t *len_out) {
   int rc = -1;
-  pthread_rwlock_wrlock(&s->reg_mu);
+  pthread_rwlock_wrlock(&s->regs.mu);
   size_t i = regs_lower(s, addr);
-  if (i < s->nregs && s->regs[i].addr == addr) {
-    if (len_out) *len_out = s->regs[i].len;
-    memmove(&s->regs[i], &s->regs[i + 1], (s->nregs - i - 1) * sizeof(*s->regs));
-    s->nregs--;
+  if (i < s->regs.n && s->regs.v[i].addr == addr) {
+    if (len_out) *len_out = s->regs.v[i].len;
+    memmove(&s->regs.v[i], &s->regs.v[i + 1], (s->regs.n - i - 1) * sizeof(*s->regs.v));
+    s->regs.n--;
     rc = 0;
   }
-  pthread_rwlock_unlock(&s->reg_mu);
+  pthread_rwlock_unlock(&s->regs.mu);
   return rc;
 }
 
 int mc_regs_covers(struct mc_store *s, const void *p, uint64_t len) {
   uint64_t a = (uint64_t)(uintptr_t)p;
   int ok = 0;
-  pthread_rwlock_rdlock(&s->reg_mu);
+  pthread_rwlock_rdlock(&s->regs.mu);
   size_t i = regs_lower(s, a + 1); /* first range starting after a */
   if (i > 0) {
-    const struct mc_region *r = &s->regs[i - 1];
+    const struct mc_region *r = &s->regs.v[i - 1];
     uint64_t off = a - r->addr;
     ok = off < r->len && len <= r->len - off;
   }
-  pthread_rwlock_unlock(&s->reg_mu);
+  pthread_rwlock_unlock(&s->regs.mu);
   return ok;
 }
 
 /* ------------------------------------------------------------------ own segment */
 
 static void own_copy(struct mc_store *s, struct mc_xfer *x) {
-  uint64_t base = (uint64_t)(uintptr_t)s->segment, off = x->remote - base;
+  uint64_t base = (uint64_t)(uintptr_t)s->seg.base, off = x->remote - base;
   x->path = "local";
-  if (!s->segment || x->remote < base || off >= s->segment_size || x->len > s->segment_size - off) {
+  if (!s->seg.base || x->remote < base || off >= s->seg.size || x->len > s->seg.size - off) {
     LOG_WARN("replica at 0x%llx+%llu is outside this client's segment", (unsigned long long)x->remote,
              (unsigned long long)x->len);
     x->rc = MC_TRANSFER_FAIL;
     return;
   }
   uint64_t t0 = mc_now_ns();
-  char *mine = s->segment + off;
+  char *mine = s->seg.base + off;
   if (x->opcode == OPCODE_WRITE) memcpy(mine, x->local, x->len);
   else memcpy(x->local, mine, x->len);
   x->dur_us = (mc_now_ns() - t0) / 1000;
@@ -100,27 +100,27 @@ static struct seg_ref *resolve(struct mc_store *s, struct seg_ref *refs, size_t 
     if (!strcmp(refs[i].endpoint, ep)) return &refs[i];
   struct seg_ref *r = &refs[(*nrefs)++];
   r->endpoint = ep;
-  r->id = refresh ? mc_te_reopen_segment(s->te, ep) : openSegment(s->te, ep);
-  r->path = r->id >= 0 ? mc_te_segment_path(s->te, r->id) : NULL;
+  r->id = refresh ? mc_te_reopen_segment(s->engine.te, ep) : openSegment(s->engine.te, ep);
+  r->path = r->id >= 0 ? mc_te_segment_path(s->engine.te, r->id) : NULL;
   if (!r->path) LOG_WARN("segment %s is not reachable (id %d)", ep, r->id);
   return r;
 }
 
 /* One engine batch; ok[i] = 1 for completed tasks. Returns 0, or the submit error (ok untouched). */
 static int submit_wait(struct mc_store *s, struct transfer_request *req, size_t n, int *ok) {
-  batch_id_t b = allocateBatchID(s->te, n);
+  batch_id_t b = allocateBatchID(s->engine.te, n);
   if (b == INVALID_BATCH) return -1;
-  int rc = submitTransfer(s->te, b, req, n);
+  int rc = submitTransfer(s->engine.te, b, req, n);
   if (rc) {
-    freeBatchID(s->te, b);
+    freeBatchID(s->engine.te, b);
     return rc;
   }
-  mc_te_wait_batch(s->te, b, -1); /* the engine bounds every task (connect and no-progress timeouts) */
+  mc_te_wait_batch(s->engine.te, b, -1); /* the engine bounds every task (connect and no-progress timeouts) */
   for (size_t i = 0; i < n; i++) {
     struct transfer_status st = {0};
-    ok[i] = getTransferStatus(s->te, b, i, &st) == 0 && st.status == STATUS_COMPLETED;
+    ok[i] = getTransferStatus(s->engine.te, b, i, &st) == 0 && st.status == STATUS_COMPLETED;
   }
-  freeBatchID(s->te, b);
+  freeBatchID(s->engine.te, b);
   return 0;
 }
 
@@ -159,11 +159,11 @@ static void run_engine(struct mc_store *s, struct mc_xfer **xs, size_t n, int re
 
 /* An item larger than the staging buffer: chunk by chunk through it. */
 static void bounce_chunked(struct mc_store *s, struct mc_xfer *x, int refresh) {
-  uint64_t cap = mc_stage_capacity(s->stage), done = 0, us = 0;
+  uint64_t cap = mc_stage_capacity(s->staging.pool), done = 0, us = 0;
   x->rc = 0;
   while (done < x->len && !x->rc) {
     uint64_t n = MC_MIN(cap, x->len - done);
-    char *p = mc_stage_alloc(s->stage, n, STAGE_WAIT_MS);
+    char *p = mc_stage_alloc(s->staging.pool, n, STAGE_WAIT_MS);
     if (!p) {
       x->rc = MC_INVALID_PARAMS;
       break;
@@ -175,7 +175,7 @@ static void bounce_chunked(struct mc_store *s, struct mc_xfer *x, int refresh) {
     if (x->opcode == OPCODE_WRITE) memcpy(p, (char *)x->local + done, n);
     run_engine(s, &cp, 1, refresh && done == 0);
     if (!c.rc && x->opcode == OPCODE_READ) memcpy((char *)x->local + done, p, n);
-    mc_stage_release(s->stage, p, n);
+    mc_stage_release(s->staging.pool, p, n);
     x->rc = c.rc;
     x->path = c.path;
     us += c.dur_us;
@@ -192,7 +192,7 @@ static void bounce_waves(struct mc_store *s, struct mc_xfer **xs, size_t n, int 
     size_t k = 0;
     for (; i + k < n; k++) {
       struct mc_xfer *x = xs[i + k];
-      char *p = mc_stage_alloc(s->stage, x->len, k ? 0 : STAGE_WAIT_MS); /* block only holding nothing */
+      char *p = mc_stage_alloc(s->staging.pool, x->len, k ? 0 : STAGE_WAIT_MS); /* block only holding nothing */
       if (!p) break;
       w[k] = *x;
       w[k].local = p;
@@ -207,7 +207,7 @@ static void bounce_waves(struct mc_store *s, struct mc_xfer **xs, size_t n, int 
     for (size_t j = 0; j < k; j++) {
       struct mc_xfer *x = xs[i + j];
       if (!w[j].rc && x->opcode == OPCODE_READ) memcpy(x->local, w[j].local, x->len);
-      mc_stage_release(s->stage, w[j].local, x->len);
+      mc_stage_release(s->staging.pool, w[j].local, x->len);
       x->rc = w[j].rc;
       x->path = w[j].path;
       x->dur_us = w[j].dur_us;
@@ -220,13 +220,13 @@ static void bounce_waves(struct mc_store *s, struct mc_xfer **xs, size_t n, int 
 
 static void run_bounce(struct mc_store *s, struct mc_xfer **xs, size_t n, int refresh) {
   if (!n) return;
-  if (!s->stage) {
+  if (!s->staging.pool) {
     LOG_WARN("transfer from/to unregistered memory needs a staging buffer (local_buffer_size > 0) or "
              "register_buffer");
     for (size_t i = 0; i < n; i++) xs[i]->rc = MC_INVALID_PARAMS;
     return;
   }
-  uint64_t cap = mc_stage_capacity(s->stage);
+  uint64_t cap = mc_stage_capacity(s->staging.pool);
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     if (xs[i]->len > cap) bounce_chunked(s, xs[i], refresh);
@@ -245,7 +245,7 @@ void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh) {
     if (!x[i].len) {
       x[i].rc = 0;
       x[i].path = "local";
-    } else if (!strcmp(x[i].endpoint, s->te_name)) {
+    } else if (!strcmp(x[i].endpoint, s->self.te_name)) {
       own_copy(s, &x[i]);
     } else if (mc_regs_covers(s, x[i].local, x[i].len)) {
       eng[ne++] = &x[i];
