@@ -169,7 +169,7 @@ static int evict_one(struct mc_master *m, const struct evict_cand *c, int allow_
   if (o && evictable(o) && o->lease_ns <= now && (allow_soft || !soft_pinned(o, now))) {
     MLOG_V(2, "key=%s, info=evicted", o->key);
     *bytes += o->size * o->nrep;
-    for (uint32_t i = 0; i < o->nrep; i++) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+    for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
     o->nrep = 0;
     mc_obj_erase(m, sh, o);
     done = 1;

@@ -22,6 +22,8 @@ struct mc_hidx {
   struct { uint64_t seq; size_t end; } *ix; /* per record: its seq, the offset just past it */
   size_t ix_head, ix_n, ix_cap;
   int resync; /* the queue overflowed and was dropped: say so in the next answer */
+  uint64_t last_seq;     /* the newest record ever queued, under mu */
+  _Atomic uint64_t acked; /* every record at or below is acknowledged (or given up on overflow) */
   /* a waiting poll, under mu */
   mc_hidx_answer_fn answer;
   void *arg;
@@ -91,8 +93,11 @@ static void queue_clear(struct mc_hidx *h) {
   h->head = h->ix_head = h->ix_n = h->ix_cap = 0;
 }
 
-/* Drops the records at or below acked; compacts when half the buffer is dead. */
+/* Drops the records at or below acked; compacts when half the buffer is dead. An acknowledgement past the
+ * newest record queued counts up to that record only. */
 static void queue_ack(struct mc_hidx *h, uint64_t acked) {
+  if (acked > h->last_seq) acked = h->last_seq;
+  if (acked > atomic_load(&h->acked)) atomic_store(&h->acked, acked);
   while (h->ix_head < h->ix_n && h->ix[h->ix_head].seq <= acked) h->head = h->ix[h->ix_head++].end;
   if (h->ix_head == h->ix_n) {
     h->q.len = h->head = 0;
@@ -154,6 +159,7 @@ static void answer_now(struct mc_hidx *h) {
 static void overflow(struct mc_hidx *h) {
   queue_clear(h);
   h->resync = 1;
+  atomic_store(&h->acked, h->last_seq); /* given up: nothing waits for these any more */
   pthread_mutex_lock(&h->f->mu);
   dirty_remove(h->f, h);
   pthread_mutex_unlock(&h->f->mu);
@@ -194,6 +200,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   }
   h->ix[h->ix_n].seq = seq;
   h->ix[h->ix_n++].end = h->q.len;
+  h->last_seq = seq;
   pthread_mutex_unlock(&h->mu);
   return seq;
 }
@@ -247,6 +254,8 @@ struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client) {
   return h;
 }
 
+uint64_t mc_hidx_acked(const struct mc_hidx *h) { return atomic_load(&((struct mc_hidx *)h)->acked); }
+
 void mc_hidx_ref(struct mc_hidx *h) { atomic_fetch_add(&h->refs, 1); }
 
 void mc_hidx_unref(struct mc_hidx *h) {
@@ -259,6 +268,7 @@ void mc_hidx_unref(struct mc_hidx *h) {
 void mc_hidx_close(struct mc_hidx *h) {
   pthread_mutex_lock(&h->mu);
   h->closed = 1;
+  atomic_store(&h->acked, UINT64_MAX); /* space waiting for it goes with its segments anyway */
   answer_now(h);
   queue_clear(h);
   pthread_mutex_lock(&h->f->mu);

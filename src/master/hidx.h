@@ -54,6 +54,8 @@ struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client);
  * queue is freed once the last reference (mc_hidx_ref) is dropped. */
 void mc_hidx_close(struct mc_hidx *h);
 void mc_hidx_ref(struct mc_hidx *h);
+/* Every record of h at or below this number is acknowledged (or given up: queue overflow, close). */
+uint64_t mc_hidx_acked(const struct mc_hidx *h);
 void mc_hidx_unref(struct mc_hidx *h);
 
 /* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). */

@@ -12,6 +12,9 @@
  *                    objects removed or replaced, until its release time.
  *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
  *   seg->state is atomic: written under seg_mu (write), read anywhere.
+ *   seg->hidx and client->hidx (the holder-index feed, hidx.h; docs/ha.md): set once under seg_mu (write)
+ *                    when the holder first follows, seg->hidx read anywhere (atomic); hidx's own locks are
+ *                    leaves below shard->mu and seg_mu.
  * ORDER (outer to inner): shard->mu -> m->seg_mu -> m->discard_mu -> seg->alloc_mu. Code holding seg_mu
  * never takes a shard lock; unmount therefore detaches segments under seg_mu (state UNMOUNTING, out of
  * m->segs) and sweeps shards afterwards, one shard at a time.
@@ -40,6 +43,8 @@ struct mc_meta;
 struct mc_mrpc_server;
 struct mc_admin;
 struct mc_mstats;
+struct mc_hidx;
+struct mc_hidx_feed;
 
 #define MC_NSHARDS 1024u
 #define MC_NS_PER_MS 1000000ull
@@ -66,6 +71,7 @@ struct mseg {
   struct mc_tlsf *tlsf;  /* alloc_mu */
   _Atomic uint64_t used; /* written under alloc_mu */
   _Atomic uint64_t alloc_after_ns; /* no new allocations before this (remount quiet period) */
+  struct mc_hidx *_Atomic hidx;    /* the holder's index feed once it follows (a reference), or NULL */
 };
 
 /* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
@@ -78,6 +84,7 @@ struct mclient {
   struct mc_uuid id;
   uint64_t deadline_ns;
   int ok; /* in the OK set: set by ReMountSegment only (docs/master.md, "Segments") */
+  struct mc_hidx *hidx; /* its index feed once it follows (docs/ha.md), closed when it leaves; seg_mu */
 };
 
 struct replica {
@@ -113,6 +120,8 @@ struct discard {
   struct mseg *seg;
   struct mc_tlsf_block *blk;
   uint64_t release_ns;
+  struct mc_hidx *hidx; /* and not before its holder acknowledged record `seq` (a reference), or NULL */
+  uint64_t seq;
 };
 
 struct mc_master {
@@ -149,6 +158,7 @@ struct mc_master {
   struct mc_admin *admin; /* admin/metrics HTTP server (admin.c), NULL until started */
   _Atomic uint64_t n_soft_pinned;
   struct mc_mstats *ms; /* metrics (metrics.h) */
+  struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -159,6 +169,13 @@ void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const stru
 /* Returns the replica's space to its segment's allocator (caller holds the object's shard lock, or
  * discard_mu for discard entries). */
 void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk);
+/* Frees the space of o's replica r (shard lock held), not before not_before_ns (a read lease: 0 = now):
+ * a COMPLETE replica on a segment whose holder follows its index also gets a DROP record, and its space
+ * waits until the holder acknowledged it (docs/ha.md, "Holder indexes"). */
+void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns);
+/* Queues the PUT records of o's COMPLETE replicas for their holders (shard lock held); the highest seq,
+ * 0 when none follows. */
+uint64_t mc_obj_index_put(const struct object *o);
 /* Unlinks and frees o (its replicas must already be released or dropped). Caller holds the shard lock. */
 void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
 /* Finds the object with this hash and seq in sh (locked), or NULL. */
@@ -243,7 +260,13 @@ void mc_admin_stop(struct mc_admin *a); /* NULL ignored */
 int mc_bg_wait(struct mc_master *m, uint64_t ms);
 
 /* ---- discard.c: space that must not be reused before a given time (discard_mu inside) ---- */
+/* The client's holder-index feed for a FOLLOW_INDEX, opened on its first one (segments.c): a reference,
+ * or NULL (no segment of the client, or one of another realm than tenant). */
+struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, const char *tenant);
 void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns);
+/* The same, and not before h acknowledged record seq (takes a reference on h; h NULL = no condition). */
+void mc_discard_push_acked(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns,
+                           struct mc_hidx *h, uint64_t seq);
 /* Frees every entry whose release time is <= now. */
 void mc_discard_release_due(struct mc_master *m, uint64_t now);
 /* Drops (without freeing: their allocator goes with them) the entries of segments being unmounted. */

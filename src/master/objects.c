@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "master/hidx.h"
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
@@ -150,8 +151,29 @@ void mc_obj_drop_dead(struct object *o) {
   o->nrep = k;
 }
 
-static void release_all(struct object *o) {
-  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
+  struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
+  uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
+  if (seq || not_before_ns) mc_discard_push_acked(m, r->seg, r->blk, not_before_ns, seq ? h : NULL, seq);
+  else mc_rep_release(r->seg, r->blk);
+}
+
+uint64_t mc_obj_index_put(const struct object *o) {
+  uint64_t top = 0;
+  for (uint32_t i = 0; i < o->nrep; i++) {
+    const struct replica *r = &o->rep[i];
+    struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
+    if (!h) continue;
+    uint64_t off, len;
+    mc_tlsf_block_range(r->blk, &off, &len);
+    uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms);
+    if (seq > top) top = seq;
+  }
+  return top;
+}
+
+static void release_all(struct mc_master *m, struct object *o) {
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
   o->nrep = 0;
 }
 
@@ -164,11 +186,15 @@ static void discard_push(struct mc_master *m, const struct replica *r, uint64_t 
  * space must not be rewritten or handed to another object, or the reader would get another value's
  * bytes and no way to tell (its own check only catches transfers that finish after the lease). */
 static void release_after_lease(struct mc_master *m, struct object *o, uint64_t now) {
-  for (uint32_t i = 0; i < o->nrep; i++) {
-    if (o->lease_ns > now) discard_push(m, &o->rep[i], o->lease_ns);
-    else mc_rep_release(o->rep[i].seg, o->rep[i].blk);
-  }
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], o->lease_ns > now ? o->lease_ns : 0);
   o->nrep = 0;
+}
+
+/* 1 when some replica's holder follows its index: such an object is never rewritten in place (docs/ha.md). */
+static int indexed(const struct object *o) {
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (atomic_load(&o->rep[i].seg->hidx)) return 1;
+  return 0;
 }
 
 void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const struct replica *r) {
@@ -330,10 +356,10 @@ static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, st
     install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
     return 1;
   }
-  if (o->size != len) {
+  if (o->size != len || indexed(o)) {
     MLOG_V(1, "key=%s, info=upsert_reallocate, old_size=%llu, new_size=%llu", o->key, (unsigned long long)o->size,
            (unsigned long long)len);
-    release_all(o);
+    release_all(m, o);
     return 0;
   }
   for (uint32_t i = 0; i < o->nrep; i++) o->rep[i].status = MC_REPLICA_PROCESSING;
@@ -424,6 +450,7 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
   log_allocated(o, client);
   o->lease_ns = now; /* PutEnd: not leased, the LRU age starts here */
   if (soft_ttl) o->soft_pin_deadline_ns = now + soft_ttl * MC_NS_PER_MS;
+  mc_obj_index_put(o);
   pthread_mutex_unlock(&sh->mu);
   return 0;
 }
@@ -451,6 +478,7 @@ static int do_put_end(struct mc_master *m, struct object *o, uint8_t type) {
   o->lease_ns = now; /* not leased, but the LRU age starts here */
   if (o->soft_pin_ttl_ms && !o->soft_pin_deadline_ns)
     o->soft_pin_deadline_ns = now + o->soft_pin_ttl_ms * MC_NS_PER_MS;
+  mc_obj_index_put(o);
   return 0;
 }
 
@@ -473,7 +501,7 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void 
   int rc = owned(m, sh, h, key, klen, client, &o);
   if (!rc && (!targets_memory(type) || count_status(o, MC_REPLICA_PROCESSING) != o->nrep)) rc = MC_INVALID_WRITE;
   if (!rc) {
-    release_all(o);
+    release_all(m, o);
     mc_obj_erase(m, sh, o);
   }
   pthread_mutex_unlock(&sh->mu);
@@ -547,7 +575,7 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
     for (uint32_t i = 0; i < o->nrep; i++) {
       const char *name = o->rep[i].seg->name;
       if (!seg_len || (strlen(name) == seg_len && !memcmp(name, seg, seg_len))) {
-        mc_rep_release(o->rep[i].seg, o->rep[i].blk);
+        mc_rep_free(m, o, &o->rep[i], 0);
         cleared = 1;
       } else {
         o->rep[k++] = o->rep[i];

@@ -11,9 +11,11 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "master/hidx.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
 #include "mooncake/store_errors.h"
+#include "net/mrpc.h"
 
 #define SEGMENT_MIN_BYTES 56 /* uuid + 6 empty strings + base + size */
 
@@ -520,6 +522,31 @@ static int op_report_stats(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   mc_get_client_stats(r, &st);
   if (r->err) return MC_INVALID_PARAMS;
   mc_metrics_report(m->ms, &st);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ holder indexes */
+
+static void answer_deferred(void *arg, struct mc_wbuf *body) { mc_mrpc_deferred_reply(arg, 0, body); }
+
+static void answer_inline(void *arg, struct mc_wbuf *body) {
+  mc_w_bytes_raw(arg, body->p, body->len);
+  mc_w_free(body);
+}
+
+/* A holder's long poll (proto.h, FOLLOW_INDEX; docs/ha.md): the reply is deferred while it waits, so it
+ * holds no RPC worker. Dispatched outside the RPC server (in-process callers), it never waits. */
+static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t acked = mc_r_u64(r);
+  uint32_t wait_ms = mc_r_u32(r);
+  if (r->err) return MC_INVALID_PARAMS;
+  struct mc_hidx *h = mc_client_follow(m, client, tenant_of(r));
+  if (!h) return MC_CLIENT_NOT_FOUND;
+  struct mc_mrpc_deferred *d = wait_ms ? mc_mrpc_defer() : NULL;
+  if (d) mc_hidx_follow(h, acked, wait_ms, answer_deferred, d);
+  else mc_hidx_follow(h, acked, 0, answer_inline, w);
+  mc_hidx_unref(h);
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "master/hidx.h"
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
@@ -225,7 +226,9 @@ struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, u
 
 void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
   struct mclient *c = mc_client_find_locked(m, id);
-  if (c) *c = m->clients[--m->nclients];
+  if (!c) return;
+  if (c->hidx) mc_hidx_close(c->hidx); /* its waiting poll is answered; its segments keep references */
+  *c = m->clients[--m->nclients];
 }
 
 /* When the client last pinged or mounted (its deadline minus client_ttl), 0 when it is not in the table. */
@@ -271,6 +274,8 @@ static struct mseg *seg_new(const struct mc_segment_rec *r, struct mc_uuid clien
 }
 
 static void seg_free(struct mseg *s) {
+  struct mc_hidx *h = atomic_load(&s->hidx);
+  if (h) mc_hidx_unref(h);
   mc_tlsf_destroy(s->tlsf);
   pthread_mutex_destroy(&s->alloc_mu);
   mc_free(s->name);
@@ -326,7 +331,35 @@ void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
 }
 
+/* The client's index feed, opened at its first follow and attached to its segments (docs/ha.md): a
+ * reference for the caller, or NULL when the client has no segment here or mounted them in another
+ * realm than `tenant` (a tenant follows only its own segments' records). */
+struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, const char *tenant) {
+  pthread_rwlock_wrlock(&m->seg_mu);
+  struct mclient *c = mc_client_find_locked(m, client);
+  int mine = 0, theirs = 0;
+  for (uint32_t i = 0; c && i < m->nsegs; i++)
+    if (mc_uuid_eq(m->segs[i]->client, client)) mc_same_realm(m->segs[i]->tenant, tenant) ? mine++ : theirs++;
+  struct mc_hidx *h = NULL;
+  if (mine && !theirs) {
+    if (!c->hidx) {
+      c->hidx = mc_hidx_open(m->hfeed, client);
+      for (uint32_t i = 0; i < m->nsegs; i++)
+        if (mc_uuid_eq(m->segs[i]->client, client) && !atomic_load(&m->segs[i]->hidx)) {
+          mc_hidx_ref(c->hidx);
+          atomic_store(&m->segs[i]->hidx, c->hidx);
+        }
+    }
+    h = c->hidx;
+    mc_hidx_ref(h);
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  return h;
+}
+
 void mc_segments_destroy(struct mc_master *m) {
+  for (uint32_t i = 0; i < m->nclients; i++)
+    if (m->clients[i].hidx) mc_hidx_close(m->clients[i].hidx);
   for (uint32_t i = 0; i < m->nsegs; i++) seg_free(m->segs[i]);
   mc_free(m->segs);
   mc_free(m->clients);
@@ -364,7 +397,13 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
       return 1;
     }
   }
-  seg_add_locked(m, seg_new(r, client));
+  struct mseg *n = seg_new(r, client);
+  struct mclient *c = mc_client_find_locked(m, client);
+  if (c && c->hidx) { /* a holder that follows its index: this segment's records go there too */
+    mc_hidx_ref(c->hidx);
+    atomic_store(&n->hidx, c->hidx);
+  }
+  seg_add_locked(m, n);
   log_seg_action(client, "mount_segment", r->name);
   return 0;
 }

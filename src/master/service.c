@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "master/hidx.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
 #include "mooncake/store_errors.h"
@@ -107,7 +108,9 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
 int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
   struct mc_master *m = alloc_master(cfg);
   *out = NULL;
-  if (open_metadata(m) || start_threads(m)) {
+  /* record numbers above every earlier incarnation's (docs/ha.md, "Holder indexes") */
+  m->hfeed = mc_hidx_feed_start(m->view_version);
+  if (!m->hfeed || open_metadata(m) || start_threads(m)) {
     mc_master_destroy(m);
     return MC_INTERNAL_ERROR;
   }
@@ -149,6 +152,7 @@ void mc_master_destroy(struct mc_master *m) {
   mc_objects_destroy(m);
   mc_extents_destroy(m);
   mc_segments_destroy(m);
+  mc_hidx_feed_stop(m->hfeed); /* after the holders' feeds closed with their clients */
   mc_evict_free(m);
   mc_meta_server_stop(m->meta_server);
   if (m->meta) mc_meta_close(m->meta);

@@ -39,6 +39,11 @@
  *   BATCH_COMMIT_PUT   client id, u64 extent id, u8 soft_pin_action, i64 soft_pin_ttl_ms, u8 with_hard_pin,
  *                      list<{str key, u64 offset, u64 length}> -> list<i32 status> (each as COMMIT_PUT's
  *                      answer, in request order)
+ *   FOLLOW_INDEX       client id, u64 acked_seq, u32 max_wait_ms -> u64 durable_seq, u8 flags (1 = resync),
+ *                      list<index record> (master/hidx.h; docs/ha.md, "Holder indexes"): a long poll of a holder
+ *                      for the records of its segments, answered when some come or after max_wait_ms (at
+ *                      most 1 s); acknowledges every record up to acked_seq. CLIENT_NOT_FOUND: no segment of
+ *                      that client here (or one of another realm)
  * Segment records carry zone and host_id (docs/master.md, "Segments") and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (docs/master.md, "Segment ownership"). */
 #ifndef MC_MASTER_PROTO_H
@@ -86,12 +91,13 @@
   X(RESERVE_EXTENT, 60, reserve_extent, 0, mc_op_reserve_extent)                                  \
   X(COMMIT_PUT, 61, commit_put, 0, mc_op_commit_put)                                              \
   X(RELEASE_EXTENT, 62, release_extent, 0, mc_op_release_extent)                                  \
-  X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)
+  X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)                                 \
+  X(FOLLOW_INDEX, 70, follow_index, 0, op_follow_index)
 
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
-#define MC_OP_MAX 63 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
+#define MC_OP_MAX 70 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
 
 
 /* A writer starts a write into an extent only within this long of its last successful contact with
