@@ -351,6 +351,10 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
     case MC_OP_REMOVE_BY_REGEX: mc_w_str(w, "^zz"), mc_w_u8(w, 0); break;
     case MC_OP_REMOVE_ALL: mc_w_u8(w, 0); break;
     case MC_OP_FOLLOW_INDEX: mc_put_uuid(w, mt_id(1)), mc_w_u64(w, 0), mc_w_u32(w, 0); break;
+    case MC_OP_REMOUNT_INDEX:
+      mc_put_uuid(w, mt_id(1)), mc_put_uuid(w, mt_id(1001)), mc_w_u32(w, 1), mc_w_str(w, "zz");
+      mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64), mc_w_u8(w, 0), mc_w_u64(w, 0);
+      break;
     case MC_OP_REPORT_CLIENT_STATS: {
       struct mc_client_stats st = {.client = mt_id(1), .lat = {[3] = 2}, .lat_sum_us = 20, .hits = 1};
       mc_put_client_stats(w, &st);

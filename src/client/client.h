@@ -117,6 +117,7 @@ struct mc_store {
   } hb;
 
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
+  struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
 
   struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
     struct MHD_Daemon *daemon;
@@ -155,6 +156,18 @@ void mc_heartbeat_start(struct mc_store *s);   /* at the end of setup; a thread 
 void mc_heartbeat_stop(struct mc_store *s);    /* joins the thread; no-op when not running */
 /* Has the thread run its duties now instead of at its next tick. */
 void mc_heartbeat_kick(struct mc_store *s);
+
+/* ---- hindex.c: the holder's index of its segment (docs/ha.md, "Holder indexes") ---- */
+struct mc_hindex;
+/* Starts following the master's records for our segment (after the mount); a thread that cannot start is
+ * logged. mc_hindex_stop joins it and frees the index (teardown, before the master line goes). */
+void mc_hindex_start(struct mc_store *s);
+void mc_hindex_stop(struct mc_store *s);
+/* Sends the index to the master after a remount (heartbeat thread), so that a master that lost its state
+ * gets our objects back (docs/ha.md, "Rebuild"). */
+void mc_hindex_upload(struct mc_store *s);
+/* Entries in the index (tests, /health). */
+size_t mc_hindex_count(struct mc_store *s);
 
 /* ---- fastput.c: write-extent space (docs/store-client.md, "Write extents") ---- */
 void mc_fastput_init(struct mc_store *s);
@@ -265,6 +278,18 @@ void mcli_reps_free(struct mcli_reps *r, size_t n);
 int mcli_service_ready(struct mcli *c, int tmo, char **version, uint64_t *view);
 int mcli_ping(struct mcli *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
 int mcli_mount(struct mcli *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
+/* FOLLOW_INDEX (proto.h): the raw answer in *reply (u64 durable_seq, u8 flags, records; master/hidx.h). */
+int mcli_follow_index(struct mcli *c, struct mc_uuid id, uint64_t acked, uint32_t wait_ms, int tmo,
+                      struct mc_wbuf *reply);
+struct mcli_index_entry {
+  const char *key; /* as the master's records carry it (the key namespace included) */
+  uint32_t klen;
+  uint64_t offset, length, size, soft_pin_ttl_ms;
+  uint8_t hard_pin;
+};
+/* REMOUNT_INDEX (proto.h): this holder's index of segment seg, after a remount. */
+int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, const struct mcli_index_entry *e,
+                       uint32_t n, int tmo);
 int mcli_remount(struct mcli *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);
 int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo);

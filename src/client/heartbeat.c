@@ -1,6 +1,6 @@
 /* The heartbeat thread of a client (docs/store-client.md, "Setup", step 8): for a client with a mounted
  * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment,
- * and retire the write extent; PING_FAILURES failures in a row: drop the pooled connections), for every
+ * and retire the write extent, then upload the holder's index (hindex.c); PING_FAILURES failures in a row: drop the pooled connections), for every
  * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), and the write-extent releases the
  * put path left for it (fastput.c, "Releases"), at once when kicked. It never takes store->life: teardown
  * stops and joins it while holding life for writing. hb.mu guards stop and kick only; it is not held
@@ -36,6 +36,7 @@ static void remount(struct mc_store *s) {
   int rc = mcli_remount(s->master.cli, &s->seg.rec, 1, s->self.client_id, PING_TIMEOUT_MS);
   if (rc) LOG_WARN("remount of segment %s failed: %s", s->self.name, mooncake_store_err_name(rc));
   else LOG_INFO("segment %s remounted", s->self.name);
+  if (!rc) mc_hindex_upload(s); /* a master that lost its state gets our objects back (docs/ha.md) */
 }
 
 static void ping(struct mc_store *s, int *failures) {

@@ -119,6 +119,34 @@ int mcli_remount(struct mcli *c, const struct mc_segment_rec *segs, uint32_t n, 
   return call_void(c, MC_OP_REMOUNT_SEGMENTS, &req, tmo);
 }
 
+int mcli_follow_index(struct mcli *c, struct mc_uuid id, uint64_t acked, uint32_t wait_ms, int tmo,
+                      struct mc_wbuf *reply) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, acked);
+  mc_w_u32(&req, wait_ms);
+  int rc = call(c, MC_OP_FOLLOW_INDEX, &req, reply, tmo);
+  mc_w_free(&req);
+  return rc;
+}
+
+int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, const struct mcli_index_entry *e,
+                       uint32_t n, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_put_uuid(&req, seg);
+  mc_w_u32(&req, n);
+  for (uint32_t i = 0; i < n; i++) { /* the keys as the master sent them: namespace included */
+    mc_w_blob(&req, e[i].key, e[i].klen);
+    mc_w_u64(&req, e[i].offset);
+    mc_w_u64(&req, e[i].length);
+    mc_w_u64(&req, e[i].size);
+    mc_w_u8(&req, e[i].hard_pin);
+    mc_w_u64(&req, e[i].soft_pin_ttl_ms);
+  }
+  return call_void(c, MC_OP_REMOUNT_INDEX, &req, tmo);
+}
+
 int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, seg);

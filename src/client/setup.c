@@ -345,6 +345,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->seg.base) rc = mount_segment(s, deadline);
+  if (!rc && s->seg.mounted && mc_knob_bool(MC_KNOB_STORE_HOLDER_INDEX)) mc_hindex_start(s); /* docs/ha.md */
   if (!rc) mc_fastput_init(s); /* pure clients too: they get lease-only extents */
   if (!rc) mc_heartbeat_start(s);
   if (rc) {
@@ -371,6 +372,7 @@ static void release_engine_memory(struct mc_store *s) {
 void mc_store_do_teardown(struct mc_store *s) {
   mc_http_stop(s); /* first: its handlers read the master connection and the name */
   mc_heartbeat_stop(s);
+  mc_hindex_stop(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
   if (s->seg.mounted) {

@@ -44,6 +44,20 @@ int mc_master_start_admin(struct mc_master *m, uint16_t *port_out);
 /* ---- segments and clients (docs/master.md, "Segments", "Liveness and metadata cleanup") ---- */
 int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client);
 int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client);
+/* One entry of a holder's index upload (REMOUNT_INDEX; docs/ha.md, "Rebuild"): key views into the request. */
+struct mc_index_entry {
+  const uint8_t *key;
+  uint32_t klen;
+  uint64_t offset, length, size; /* offset and length of the space in the segment; size of the object */
+  uint8_t hard_pin;
+  uint64_t soft_pin_ttl_ms;
+};
+/* Rebuilds the objects of a segment `client` owns (in realm tenant) from its index entries: results[i] 0
+ * installed, OBJECT_ALREADY_EXISTS (the key exists, or the space is taken), INVALID_PARAMS (a range
+ * outside the segment or unaligned, an empty key, a size above its length), SEGMENT_NOT_FOUND (unmounted
+ * meanwhile). Returns SEGMENT_NOT_FOUND when the segment is not the client's or not mounted, else 0. */
+int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
+                            const struct mc_index_entry *e, uint32_t n, int32_t *results);
 /* tenant: the realm of the request (NULL = the whole cluster); a tenant touches only its realm's segments. */
 int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant);
 int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,

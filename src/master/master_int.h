@@ -72,6 +72,7 @@ struct mseg {
   _Atomic uint64_t used; /* written under alloc_mu */
   _Atomic uint64_t alloc_after_ns; /* no new allocations before this (remount quiet period) */
   struct mc_hidx *_Atomic hidx;    /* the holder's index feed once it follows (a reference), or NULL */
+  _Atomic int rebuilders; /* index uploads using it (rebuild.c): its memory is freed only once they are done */
 };
 
 /* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
@@ -191,6 +192,13 @@ void mc_objects_destroy(struct mc_master *m);
 int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
                       const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
                       void *ctx);
+/* Rebuild from a holder's index entry (rebuild.c; docs/ha.md, "Rebuild"): a complete object whose one
+ * replica is blk (reserved by the caller) at off on seg, as if put now (leased for one lease TTL, which
+ * honours a lease the old master may have granted). 1 installed (or added as another holder's copy of the
+ * same size); 0 when the key exists otherwise (the caller frees blk); -1 when seg is being unmounted
+ * (blk goes with its allocator). */
+int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);

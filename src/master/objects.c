@@ -455,6 +455,49 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
   return 0;
 }
 
+int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  pthread_mutex_lock(&sh->mu);
+  if (!seg_readable(seg)) { /* unmounted meanwhile: its allocator goes with it */
+    pthread_mutex_unlock(&sh->mu);
+    return -1;
+  }
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = 0;
+  if (!o) {
+    o = insert_new(m, sh, h, key, klen);
+    o->seq = atomic_fetch_add(&m->next_seq, 1);
+    o->size = size;
+    o->put_start_ns = now;
+    o->lease_ns = now + m->cfg.lease_ttl_ms * MC_NS_PER_MS; /* a lease the old master granted is honoured */
+    o->hard_pin = hard_pin ? 1 : 0;
+    if ((o->soft_pin_ttl_ms = soft_ttl_ms)) {
+      atomic_fetch_add(&m->n_soft_pinned, 1);
+      o->soft_pin_deadline_ns = now + soft_ttl_ms * MC_NS_PER_MS;
+    }
+    o->rep1 = (struct replica){.seg = seg, .blk = blk, .off = off, .status = MC_REPLICA_COMPLETE};
+    o->rep = &o->rep1;
+    o->nrep = 1;
+    rc = 1;
+  } else if (o->size == size && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) { /* another holder's copy */
+    int here = 0;
+    for (uint32_t i = 0; i < o->nrep; i++) here |= o->rep[i].seg == seg;
+    if (!here) {
+      struct replica *reps = mc_malloc(sizeof(*reps) * (o->nrep + 1));
+      memcpy(reps, o->rep, sizeof(*reps) * o->nrep);
+      reps[o->nrep] = (struct replica){.seg = seg, .blk = blk, .off = off, .status = MC_REPLICA_COMPLETE};
+      uint32_t n = o->nrep + 1;
+      o->nrep = 0;
+      adopt_reps(o, reps, n);
+      rc = 1;
+    }
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
+}
+
 /* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */
 static int targets_memory(uint8_t type) { return type == MC_REPLICA_MEMORY || type == MC_REPLICA_ALL; }
 

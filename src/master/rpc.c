@@ -550,6 +550,33 @@ static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   return 0;
 }
 
+#define INDEX_ENTRY_MIN_BYTES (4 + 8 * 3 + 1 + 8)
+
+static int op_remount_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r), seg = mc_get_uuid(r);
+  uint32_t n = mc_r_count(r, INDEX_ENTRY_MIN_BYTES);
+  struct mc_index_entry *e = request_array(r, &n, sizeof(*e));
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    e[i].key = mc_req_key(r, &e[i].klen);
+    e[i].offset = mc_r_u64(r);
+    e[i].length = mc_r_u64(r);
+    e[i].size = mc_r_u64(r);
+    e[i].hard_pin = mc_r_u8(r);
+    e[i].soft_pin_ttl_ms = mc_r_u64(r);
+  }
+  int32_t *res = r->err ? NULL : request_array(r, &n, sizeof(*res));
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_rebuild_index(m, client, seg, tenant_of(r), e, n, res);
+  if (!rc) {
+    uint32_t failed = 0;
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) mc_w_i32(w, res[i]), failed += res[i] != 0;
+    mc_metrics_batch(m->ms, MC_OP_REMOUNT_INDEX, n, failed);
+  }
+  mc_free(res);
+  mc_free(e);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 #define DISPATCH_(name, code, metric, batch, handler) [MC_OP_##name] = handler,

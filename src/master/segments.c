@@ -2,6 +2,7 @@
  * seg_mu guards the registry; allocation on a segment takes its alloc_mu inside seg_mu (read). */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "master/hidx.h"
@@ -328,7 +329,10 @@ void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
   for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
   mc_discard_drop_unreadable(m);
   mc_extents_drop_unmounting(m);
-  for (uint32_t i = 0; i < n; i++) seg_free(segs[i]);
+  for (uint32_t i = 0; i < n; i++) {
+    while (atomic_load(&segs[i]->rebuilders)) usleep(1000); /* an index upload still uses it (rebuild.c) */
+    seg_free(segs[i]);
+  }
 }
 
 /* The client's index feed, opened at its first follow and attached to its segments (docs/ha.md): a

@@ -44,6 +44,10 @@
  *                      for the records of its segments, answered when some come or after max_wait_ms (at
  *                      most 1 s); acknowledges every record up to acked_seq. CLIENT_NOT_FOUND: no segment of
  *                      that client here (or one of another realm)
+ *   REMOUNT_INDEX      client id, segment id, list<{str key, u64 offset, u64 length, u64 size, u8 hard_pin,
+ *                      u64 soft_pin_ttl_ms}> -> list<i32 status>: a holder's index of a segment it remounted,
+ *                      after a master restart or failover; each entry becomes its complete object again
+ *                      (master/master.h, mc_master_rebuild_index; docs/ha.md, "Rebuild")
  * Segment records carry zone and host_id (docs/master.md, "Segments") and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (docs/master.md, "Segment ownership"). */
 #ifndef MC_MASTER_PROTO_H
@@ -92,12 +96,13 @@
   X(COMMIT_PUT, 61, commit_put, 0, mc_op_commit_put)                                              \
   X(RELEASE_EXTENT, 62, release_extent, 0, mc_op_release_extent)                                  \
   X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)                                 \
-  X(FOLLOW_INDEX, 70, follow_index, 0, op_follow_index)
+  X(FOLLOW_INDEX, 70, follow_index, 0, op_follow_index)                                           \
+  X(REMOUNT_INDEX, 71, remount_index, 1, op_remount_index)
 
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
-#define MC_OP_MAX 70 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
+#define MC_OP_MAX 71 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
 
 
 /* A writer starts a write into an extent only within this long of its last successful contact with

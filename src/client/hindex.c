@@ -1,0 +1,249 @@
+/* The holder's index of its segment (docs/ha.md, "Holder indexes"): key -> where the object's bytes sit in
+ * our segment, kept from the master's PUT and DROP records, which a thread of ours follows with a long
+ * poll (FOLLOW_INDEX), acknowledging what it holds with the next poll. After a remount (heartbeat.c) the
+ * whole index goes to the master (REMOUNT_INDEX), so a master that restarted, or a new leader, gets our
+ * objects back. Records of other segments are ignored; a record that does not decode ends its answer (the
+ * rest comes again: it is not acknowledged).
+ *
+ * Locks: mu guards the table; it is never held across an RPC (the upload copies a batch out first) and
+ * takes no other lock. The thread polls at most POLL_MS at a time, so a stop waits that long at most. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#define POLL_MS 250        /* the longest poll: a stop waits this long at most */
+#define POLL_TMO_MS 5000   /* RPC deadline of a poll */
+#define RETRY_MS 200       /* after a refused or failed poll (a master restarting, no segment yet) */
+#define UPLOAD_BATCH 4096  /* entries per REMOUNT_INDEX */
+#define UPLOAD_TMO_MS 10000
+#define REC_KIND_PUT 1     /* master/hidx.h: MC_HIDX_PUT, MC_HIDX_DROP */
+#define REC_KIND_DROP 2
+
+struct entry {
+  struct entry *next;
+  uint64_t off, len, size, ttl, seq;
+  uint8_t pin;
+  uint32_t klen;
+  char key[]; /* klen bytes */
+};
+
+struct mc_hindex {
+  struct mc_store *s;
+  pthread_mutex_t mu;
+  struct entry **b;
+  size_t nb, n;
+  pthread_t th;
+  int running;
+  atomic_int stop;
+  uint64_t acked; /* the thread's: the last record received from the current master */
+};
+
+/* ---- the table (mu held) ---- */
+
+static uint64_t khash(const char *k, uint32_t n) { /* FNV-1a */
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t i = 0; i < n; i++) h = (h ^ (uint8_t)k[i]) * 1099511628211ull;
+  return h;
+}
+
+static struct entry **slot(struct mc_hindex *x, const char *k, uint32_t n) {
+  struct entry **p = &x->b[khash(k, n) & (x->nb - 1)];
+  while (*p && !((*p)->klen == n && !memcmp((*p)->key, k, n))) p = &(*p)->next;
+  return p;
+}
+
+static void grow(struct mc_hindex *x) {
+  size_t nb = x->nb * 2;
+  struct entry **b = mc_calloc(nb, sizeof(*b));
+  for (size_t i = 0; i < x->nb; i++)
+    for (struct entry *e = x->b[i], *next; e; e = next) {
+      next = e->next;
+      size_t j = khash(e->key, e->klen) & (nb - 1);
+      e->next = b[j];
+      b[j] = e;
+    }
+  mc_free(x->b);
+  x->b = b;
+  x->nb = nb;
+}
+
+static void put(struct mc_hindex *x, const char *k, uint32_t n, uint64_t seq, uint64_t off, uint64_t len,
+                uint64_t size, uint8_t pin, uint64_t ttl) {
+  struct entry **p = slot(x, k, n), *e = *p;
+  if (e && e->seq > seq) return; /* (a master's numbers only grow; a newer record is kept) */
+  if (!e) {
+    if (x->n >= x->nb) {
+      grow(x);
+      p = slot(x, k, n);
+    }
+    e = mc_malloc(sizeof(*e) + n);
+    e->next = NULL;
+    e->klen = n;
+    memcpy(e->key, k, n);
+    *p = e;
+    x->n++;
+  }
+  *e = (struct entry){e->next, off, len, size, ttl, seq, pin, n};
+}
+
+static void drop(struct mc_hindex *x, const char *k, uint32_t n) {
+  struct entry **p = slot(x, k, n), *e = *p;
+  if (!e) return;
+  *p = e->next;
+  mc_free(e);
+  x->n--;
+}
+
+/* ---- following ---- */
+
+/* Applies an answer: returns the last record's number (0 when none), or the answer's own end at the
+ * first record that does not decode. */
+static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, rep->p, rep->len);
+  mc_r_u64(&r); /* durable_seq (for the writers' witnesses; not used by the holder) */
+  uint8_t flags = mc_r_u8(&r);
+  uint32_t count = mc_r_u32(&r);
+  if (flags & 1) LOG_WARN_LIMITED("holder index: the master dropped records for us (its queue overflowed)");
+  uint64_t last = 0;
+  struct mc_uuid mine = x->s->seg.rec.id;
+  pthread_mutex_lock(&x->mu);
+  for (uint32_t i = 0; i < count && !r.err; i++) {
+    uint64_t seq = mc_r_u64(&r);
+    uint8_t kind = mc_r_u8(&r);
+    uint32_t kl;
+    const char *k = (const char *)mc_r_blob(&r, &kl);
+    struct mc_uuid seg = mc_get_uuid(&r);
+    uint64_t off = mc_r_u64(&r), len = mc_r_u64(&r), size = mc_r_u64(&r);
+    uint8_t pin = mc_r_u8(&r);
+    uint64_t ttl = mc_r_u64(&r);
+    if (r.err) break;
+    last = seq;
+    if (seg.hi != mine.hi || seg.lo != mine.lo) continue;
+    if (kind == REC_KIND_PUT) put(x, k, kl, seq, off, len, size, pin, ttl);
+    else if (kind == REC_KIND_DROP) drop(x, k, kl);
+  }
+  pthread_mutex_unlock(&x->mu);
+  if (r.err) LOG_WARN_LIMITED("holder index: a FOLLOW_INDEX answer does not decode; the rest comes again");
+  return last;
+}
+
+static void nap(struct mc_hindex *x, int ms) {
+  for (int t = 0; t < ms && !atomic_load(&x->stop); t += 20) usleep(20000);
+}
+
+static void *follow_main(void *arg) {
+  struct mc_hindex *x = arg;
+  struct mc_store *s = x->s;
+  while (!atomic_load(&x->stop)) {
+    struct mc_wbuf rep = {0};
+    int rc = mcli_follow_index(s->master.cli, s->self.client_id, x->acked, POLL_MS, POLL_TMO_MS, &rep);
+    if (!rc) {
+      uint64_t last = apply(x, &rep);
+      if (last) x->acked = last;
+    }
+    mc_w_free(&rep);
+    if (rc) { /* no segment here yet, or a master restarting: its records start over */
+      x->acked = 0;
+      nap(x, RETRY_MS);
+    }
+  }
+  return NULL;
+}
+
+void mc_hindex_start(struct mc_store *s) {
+  struct mc_hindex *x = mc_calloc(1, sizeof(*x));
+  x->s = s;
+  x->nb = 64;
+  x->b = mc_calloc(x->nb, sizeof(*x->b));
+  pthread_mutex_init(&x->mu, NULL);
+  /* one poll before setup returns: from its answer on, the master records every object placed on our
+   * segment (those placed between the mount and this poll have no record: a window of one round trip) */
+  struct mc_wbuf rep = {0};
+  if (!mcli_follow_index(s->master.cli, s->self.client_id, 0, 0, POLL_TMO_MS, &rep)) x->acked = apply(x, &rep);
+  mc_w_free(&rep);
+  x->running = !pthread_create(&x->th, NULL, follow_main, x);
+  if (!x->running) LOG_ERROR("store client %s: cannot start the holder-index thread", s->self.name);
+  s->hindex = x;
+}
+
+void mc_hindex_stop(struct mc_store *s) {
+  struct mc_hindex *x = s->hindex;
+  if (!x) return;
+  atomic_store(&x->stop, 1);
+  if (x->running) pthread_join(x->th, NULL);
+  for (size_t i = 0; i < x->nb; i++)
+    for (struct entry *e = x->b[i], *next; e; e = next) {
+      next = e->next;
+      mc_free(e);
+    }
+  mc_free(x->b);
+  pthread_mutex_destroy(&x->mu);
+  mc_free(x);
+  s->hindex = NULL;
+}
+
+size_t mc_hindex_count(struct mc_store *s) {
+  struct mc_hindex *x = s->hindex;
+  if (!x) return 0;
+  pthread_mutex_lock(&x->mu);
+  size_t n = x->n;
+  pthread_mutex_unlock(&x->mu);
+  return n;
+}
+
+/* ---- upload ---- */
+
+/* A batch of entries copied out of the table (their keys too), whole buckets at a time. */
+struct batch {
+  struct mcli_index_entry *e;
+  char **keys;
+  uint32_t n, cap;
+};
+
+static void batch_add(struct batch *b, const struct entry *x) {
+  if (b->n == b->cap) {
+    b->cap = b->cap ? 2 * b->cap : 256;
+    b->e = mc_realloc(b->e, sizeof(*b->e) * b->cap);
+    b->keys = mc_realloc(b->keys, sizeof(*b->keys) * b->cap);
+  }
+  char *k = mc_malloc(x->klen ? x->klen : 1);
+  memcpy(k, x->key, x->klen);
+  b->keys[b->n] = k;
+  b->e[b->n++] = (struct mcli_index_entry){k, x->klen, x->off, x->len, x->size, x->ttl, x->pin};
+}
+
+/* Copies the buckets from *at on until the batch holds UPLOAD_BATCH entries or more (mu held). */
+static void copy_batch(struct mc_hindex *x, size_t *at, struct batch *b) {
+  for (; *at < x->nb && b->n < UPLOAD_BATCH; (*at)++)
+    for (struct entry *e = x->b[*at]; e; e = e->next) batch_add(b, e);
+}
+
+void mc_hindex_upload(struct mc_store *s) {
+  struct mc_hindex *x = s->hindex;
+  if (!x) return;
+  struct batch b = {0};
+  size_t at = 0, total = 0;
+  int rc = 0;
+  for (;;) {
+    pthread_mutex_lock(&x->mu);
+    copy_batch(x, &at, &b); /* (a table that grows meanwhile is walked by its new buckets: an entry may go twice) */
+    pthread_mutex_unlock(&x->mu);
+    if (!b.n) break;
+    rc = mcli_remount_index(s->master.cli, s->self.client_id, s->seg.rec.id, b.e, b.n, UPLOAD_TMO_MS);
+    total += b.n;
+    for (uint32_t i = 0; i < b.n; i++) mc_free(b.keys[i]);
+    b.n = 0;
+    if (rc) break;
+  }
+  if (rc) LOG_WARN("holder index: upload to the master failed after %zu entries: %s", total, mooncake_store_err_name(rc));
+  else if (total) LOG_INFO("holder index: %zu entries sent to the master", total);
+  mc_free(b.e);
+  mc_free(b.keys);
+}

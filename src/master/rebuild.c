@@ -1,0 +1,68 @@
+/* Rebuilding the object table from what holders report (docs/ha.md, "Rebuild: restart and promotion"):
+ * after a holder remounts a segment, it uploads the index of that segment (REMOUNT_INDEX, proto.h), and
+ * each entry becomes the complete object it describes again, its space reserved exactly where it is.
+ *
+ * A segment's allocator takes the whole upload in one mc_tlsf_reserve (one walk of its blocks); the
+ * objects then go in key by key under their shard locks. Between the two the segment may be unmounted:
+ * seg->rebuilders keeps its memory alive until the upload is done (mc_sweep_and_free waits for it), and
+ * an object is installed only while the segment is still readable (its sweeper would drop it otherwise). */
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "master/master_int.h"
+#include "mooncake/store_errors.h"
+
+/* The segment if `client` owns it in realm tenant and it is mounted; counted as being rebuilt. */
+static struct mseg *take_segment(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant) {
+  struct mseg *found = NULL;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t i = 0; i < m->nsegs && !found; i++) {
+    struct mseg *s = m->segs[i];
+    if (mc_uuid_eq(s->id, seg_id) && mc_uuid_eq(s->client, client) && mc_same_realm(s->tenant, tenant) &&
+        seg_readable(s))
+      found = s;
+  }
+  if (found) atomic_fetch_add(&found->rebuilders, 1);
+  pthread_rwlock_unlock(&m->seg_mu);
+  return found;
+}
+
+static int refusal_status(enum mc_tlsf_refusal why) {
+  return why == MC_TLSF_REFUSE_TAKEN || why == MC_TLSF_REFUSE_OVERLAP ? MC_OBJECT_ALREADY_EXISTS : MC_INVALID_PARAMS;
+}
+
+int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
+                            const struct mc_index_entry *e, uint32_t n, int32_t *results) {
+  struct mseg *seg = take_segment(m, client, seg_id, tenant);
+  if (!seg) return MC_SEGMENT_NOT_FOUND;
+  uint64_t *off = mc_malloc(sizeof(*off) * (n ? n : 1)), *len = mc_malloc(sizeof(*len) * (n ? n : 1));
+  struct mc_tlsf_block **blk = mc_malloc(sizeof(*blk) * (n ? n : 1));
+  enum mc_tlsf_refusal *why = mc_malloc(sizeof(*why) * (n ? n : 1));
+  for (uint32_t i = 0; i < n; i++) off[i] = e[i].offset, len[i] = e[i].length;
+  pthread_mutex_lock(&seg->alloc_mu);
+  mc_tlsf_reserve(seg->tlsf, off, len, n, blk, why);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
+  uint32_t installed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!blk[i] || !e[i].klen || e[i].size > e[i].length) {
+      if (blk[i]) mc_rep_release(seg, blk[i]);
+      results[i] = blk[i] ? MC_INVALID_PARAMS : refusal_status(why[i]);
+      continue;
+    }
+    int rc = mc_obj_rebuild(m, seg, blk[i], off[i], e[i].key, e[i].klen, e[i].size, e[i].hard_pin, e[i].soft_pin_ttl_ms);
+    if (!rc) mc_rep_release(seg, blk[i]);
+    results[i] = rc > 0 ? 0 : rc < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
+    installed += rc > 0;
+  }
+  atomic_fetch_sub(&seg->rebuilders, 1);
+  char id[37];
+  mc_uuid_str(client, id);
+  LOG_INFO("client_id=%s, action=rebuild_index, entries=%u, installed=%u", id, n, installed);
+  mc_free(off);
+  mc_free(len);
+  mc_free(blk);
+  mc_free(why);
+  return 0;
+}
