@@ -100,6 +100,16 @@ static void drop(struct mc_hindex *x, const char *k, uint32_t n) {
   x->n--;
 }
 
+static void clear(struct mc_hindex *x) {
+  for (size_t i = 0; i < x->nb; i++)
+    for (struct entry *e = x->b[i], *next; e; e = next) {
+      next = e->next;
+      mc_free(e);
+    }
+  memset(x->b, 0, x->nb * sizeof(*x->b));
+  x->n = 0;
+}
+
 /* ---- following ---- */
 
 /* Applies an answer: returns the last record's number (0 when none), or the answer's own end at the
@@ -110,10 +120,13 @@ static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
   mc_r_u64(&r); /* durable_seq (for the writers' witnesses; not used by the holder) */
   uint8_t flags = mc_r_u8(&r);
   uint32_t count = mc_r_u32(&r);
-  if (flags & 1) LOG_WARN_LIMITED("holder index: the master dropped records for us (its queue overflowed)");
   uint64_t last = 0;
   struct mc_uuid mine = x->s->seg.rec.id;
   pthread_mutex_lock(&x->mu);
+  if (flags & 1) { /* records for us were dropped: what we hold cannot be trusted any more */
+    LOG_WARN_LIMITED("holder index: the master dropped records for us (its queue overflowed); index cleared");
+    clear(x);
+  }
   for (uint32_t i = 0; i < count && !r.err; i++) {
     uint64_t seq = mc_r_u64(&r);
     uint8_t kind = mc_r_u8(&r);
@@ -178,11 +191,7 @@ void mc_hindex_stop(struct mc_store *s) {
   if (!x) return;
   atomic_store(&x->stop, 1);
   if (x->running) pthread_join(x->th, NULL);
-  for (size_t i = 0; i < x->nb; i++)
-    for (struct entry *e = x->b[i], *next; e; e = next) {
-      next = e->next;
-      mc_free(e);
-    }
+  clear(x);
   mc_free(x->b);
   pthread_mutex_destroy(&x->mu);
   mc_free(x);
@@ -231,16 +240,16 @@ void mc_hindex_upload(struct mc_store *s) {
   struct batch b = {0};
   size_t at = 0, total = 0;
   int rc = 0;
-  for (;;) {
+  for (int first = 1;; first = 0) { /* at least one call: it attaches our feed at a new master at once */
     pthread_mutex_lock(&x->mu);
     copy_batch(x, &at, &b); /* (a table that grows meanwhile is walked by its new buckets: an entry may go twice) */
     pthread_mutex_unlock(&x->mu);
-    if (!b.n) break;
+    if (!b.n && !first) break;
     rc = mcli_remount_index(s->master.cli, s->self.client_id, s->seg.rec.id, b.e, b.n, UPLOAD_TMO_MS);
     total += b.n;
     for (uint32_t i = 0; i < b.n; i++) mc_free(b.keys[i]);
+    if (rc || !b.n) break;
     b.n = 0;
-    if (rc) break;
   }
   if (rc) LOG_WARN("holder index: upload to the master failed after %zu entries: %s", total, mooncake_store_err_name(rc));
   else if (total) LOG_INFO("holder index: %zu entries sent to the master", total);

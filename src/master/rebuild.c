@@ -5,11 +5,17 @@
  * A segment's allocator takes the whole upload in one mc_tlsf_reserve (one walk of its blocks); the
  * objects then go in key by key under their shard locks. Between the two the segment may be unmounted:
  * seg->rebuilders keeps its memory alive until the upload is done (mc_sweep_and_free waits for it), and
- * an object is installed only while the segment is still readable (its sweeper would drop it otherwise). */
+ * an object is installed only while the segment is still readable (its sweeper would drop it otherwise).
+ *
+ * The holder follows its index from the first upload on (its feed is attached before any entry is
+ * installed), so every later change to a rebuilt object reaches it as a record. An entry that is not
+ * installed gets a DROP back, and space it reserved waits for that DROP's acknowledgement: the holder's
+ * index never keeps an entry for space the master may hand out again (docs/ha.md, the two rules). */
 #include <string.h>
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "master/hidx.h"
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
@@ -32,10 +38,23 @@ static int refusal_status(enum mc_tlsf_refusal why) {
   return why == MC_TLSF_REFUSE_TAKEN || why == MC_TLSF_REFUSE_OVERLAP ? MC_OBJECT_ALREADY_EXISTS : MC_INVALID_PARAMS;
 }
 
+/* An entry the master does not install: the holder drops it (a DROP record), and the space it reserved,
+ * if any, waits for that DROP to be acknowledged. */
+static void refuse(struct mc_master *m, struct mseg *seg, struct mc_hidx *h, const struct mc_index_entry *e,
+                   struct mc_tlsf_block *blk) {
+  uint64_t seq = h ? mc_hidx_drop(h, e->key, e->klen, seg->id) : 0;
+  if (blk && seq) mc_discard_push_acked(m, seg, blk, 0, h, seq);
+  else if (blk) mc_rep_release(seg, blk);
+}
+
 int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
                             const struct mc_index_entry *e, uint32_t n, int32_t *results) {
-  struct mseg *seg = take_segment(m, client, seg_id, tenant);
-  if (!seg) return MC_SEGMENT_NOT_FOUND;
+  struct mc_hidx *h = mc_client_follow(m, client, tenant); /* attached first: later changes are recorded */
+  struct mseg *seg = h ? take_segment(m, client, seg_id, tenant) : NULL;
+  if (!seg) {
+    if (h) mc_hidx_unref(h);
+    return MC_SEGMENT_NOT_FOUND;
+  }
   uint64_t *off = mc_malloc(sizeof(*off) * (n ? n : 1)), *len = mc_malloc(sizeof(*len) * (n ? n : 1));
   struct mc_tlsf_block **blk = mc_malloc(sizeof(*blk) * (n ? n : 1));
   enum mc_tlsf_refusal *why = mc_malloc(sizeof(*why) * (n ? n : 1));
@@ -47,16 +66,17 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
   uint32_t installed = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!blk[i] || !e[i].klen || e[i].size > e[i].length) {
-      if (blk[i]) mc_rep_release(seg, blk[i]);
       results[i] = blk[i] ? MC_INVALID_PARAMS : refusal_status(why[i]);
+      refuse(m, seg, h, &e[i], blk[i]);
       continue;
     }
     int rc = mc_obj_rebuild(m, seg, blk[i], off[i], e[i].key, e[i].klen, e[i].size, e[i].hard_pin, e[i].soft_pin_ttl_ms);
-    if (!rc) mc_rep_release(seg, blk[i]);
+    if (!rc) refuse(m, seg, h, &e[i], blk[i]);
     results[i] = rc > 0 ? 0 : rc < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
     installed += rc > 0;
   }
   atomic_fetch_sub(&seg->rebuilders, 1);
+  mc_hidx_unref(h);
   char id[37];
   mc_uuid_str(client, id);
   LOG_INFO("client_id=%s, action=rebuild_index, entries=%u, installed=%u", id, n, installed);
