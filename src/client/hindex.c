@@ -22,8 +22,6 @@
 #define RETRY_MS 200       /* after a refused or failed poll (a master restarting, no segment yet) */
 #define UPLOAD_BATCH 4096  /* entries per REMOUNT_INDEX */
 #define UPLOAD_TMO_MS 10000
-#define REC_KIND_PUT 1     /* master/hidx.h: MC_HIDX_PUT, MC_HIDX_DROP */
-#define REC_KIND_DROP 2
 
 struct entry {
   struct entry *next;
@@ -139,8 +137,8 @@ static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
     if (r.err) break;
     last = seq;
     if (seg.hi != mine.hi || seg.lo != mine.lo) continue;
-    if (kind == REC_KIND_PUT) put(x, k, kl, seq, off, len, size, pin, ttl);
-    else if (kind == REC_KIND_DROP) drop(x, k, kl);
+    if (kind == MC_HIDX_PUT) put(x, k, kl, seq, off, len, size, pin, ttl);
+    else if (kind == MC_HIDX_DROP) drop(x, k, kl);
   }
   pthread_mutex_unlock(&x->mu);
   if (r.err) LOG_WARN_LIMITED("holder index: a FOLLOW_INDEX answer does not decode; the rest comes again");

@@ -27,7 +27,6 @@
 #include "net/codec.h"
 #include "proto/proto.h"
 
-enum { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
 #define MC_HIDX_QUEUE_MAX (64u << 20)
 #define MC_HIDX_BATCH_US 100
 #define MC_HIDX_POLL_MAX_MS 1000 /* the longest a poll waits */

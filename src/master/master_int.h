@@ -271,6 +271,8 @@ int mc_bg_wait(struct mc_master *m, uint64_t ms);
 /* The client's holder-index feed for a FOLLOW_INDEX, opened on its first one (segments.c): a reference,
  * or NULL (no segment of the client, or one of another realm than tenant). */
 struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, const char *tenant);
+/* The mounted segment with this id, or NULL (seg_mu held). */
+struct mseg *mc_seg_find_locked(struct mc_master *m, struct mc_uuid id);
 void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns);
 /* The same, and not before h acknowledged record seq (takes a reference on h; h NULL = no condition). */
 void mc_discard_push_acked(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns,

@@ -21,14 +21,10 @@
 
 /* The segment if `client` owns it in realm tenant and it is mounted; counted as being rebuilt. */
 static struct mseg *take_segment(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant) {
-  struct mseg *found = NULL;
   pthread_rwlock_rdlock(&m->seg_mu);
-  for (uint32_t i = 0; i < m->nsegs && !found; i++) {
-    struct mseg *s = m->segs[i];
-    if (mc_uuid_eq(s->id, seg_id) && mc_uuid_eq(s->client, client) && mc_same_realm(s->tenant, tenant) &&
-        seg_readable(s))
-      found = s;
-  }
+  struct mseg *found = mc_seg_find_locked(m, seg_id);
+  if (found && !(mc_uuid_eq(found->client, client) && mc_same_realm(found->tenant, tenant) && seg_readable(found)))
+    found = NULL;
   if (found) atomic_fetch_add(&found->rebuilders, 1);
   pthread_rwlock_unlock(&m->seg_mu);
   return found;

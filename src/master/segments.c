@@ -249,7 +249,7 @@ int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) 
 
 /* ------------------------------------------------------------------ segments */
 
-static struct mseg *seg_find_locked(struct mc_master *m, struct mc_uuid id) {
+struct mseg *mc_seg_find_locked(struct mc_master *m, struct mc_uuid id) {
   for (uint32_t i = 0; i < m->nsegs; i++)
     if (mc_uuid_eq(m->segs[i]->id, id)) return m->segs[i];
   return NULL;
@@ -387,7 +387,7 @@ static uint64_t quiet_for_ms(uint64_t seen_ns) {
  * into *seen_ns (the caller probes it without the lock). */
 static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
                         struct mc_uuid *holder, char **probe, uint64_t *seen_ns) {
-  struct mseg *s = seg_find_locked(m, r->id);
+  struct mseg *s = mc_seg_find_locked(m, r->id);
   if (s) { /* a re-mount keeps an admin drain (docs/admin.md) */
     int st = atomic_load(&s->state);
     return st == MC_SEG_OK || st == MC_SEG_DRAINING ? 0 : MC_UNAVAILABLE_IN_CURRENT_STATUS;
@@ -467,14 +467,14 @@ int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, ui
   int first = 0;
   for (uint32_t i = 0; i < n; i++) {
     pthread_rwlock_rdlock(&m->seg_mu);
-    int known = seg_find_locked(m, segs[i].id) != NULL;
+    int known = mc_seg_find_locked(m, segs[i].id) != NULL;
     pthread_rwlock_unlock(&m->seg_mu);
     int rc = mount_one(m, &segs[i], client);
     if (rc && !first) first = rc;
     if (rc || known) continue;
     /* the master had forgotten this segment (restart, expiry): MC_REMOUNT_QUIET_NS */
     pthread_rwlock_rdlock(&m->seg_mu);
-    struct mseg *sg = seg_find_locked(m, segs[i].id);
+    struct mseg *sg = mc_seg_find_locked(m, segs[i].id);
     if (sg) atomic_store(&sg->alloc_after_ns, mc_now_ns() + MC_REMOUNT_QUIET_NS);
     pthread_rwlock_unlock(&m->seg_mu);
   }
@@ -492,7 +492,7 @@ int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, ui
  * unknown (OK), or INVALID_PARAMS. */
 static int owned_seg_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, const char *tenant,
                             struct mseg **out) {
-  *out = seg_find_locked(m, id);
+  *out = mc_seg_find_locked(m, id);
   if (!*out) return 1;
   return mc_uuid_eq((*out)->client, client) && (!tenant || mc_same_realm((*out)->tenant, tenant)) ? 0
                                                                                                : MC_INVALID_PARAMS;

@@ -102,6 +102,8 @@
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
+/* The kind of a holder-index record (FOLLOW_INDEX answers; layout in master/hidx.h). */
+enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
 #define MC_OP_MAX 71 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
 
 
