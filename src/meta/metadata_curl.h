@@ -1,6 +1,7 @@
-/* libcurl plumbing shared by the HTTP and etcd metadata backends (implemented in metadata_http.c):
- * one request bounded by the metadata timeouts (3 s total, 1.5 s connect), the response body captured
- * up to a cap. Easy handles are pooled so connections are reused. Thread-safe. Internal header. */
+/* libcurl plumbing shared by the HTTP metadata backend and the etcd client (implemented in
+ * metadata_http.c): one request bounded by the metadata timeouts (3 s total, 1.5 s connect) or by a
+ * timeout of the caller's, the response body captured up to a cap; and a streamed answer read line by
+ * line (etcd's watch). Easy handles are pooled so connections are reused. Thread-safe. Internal header. */
 #ifndef MC_TE_METADATA_CURL_H
 #define MC_TE_METADATA_CURL_H
 #include <stddef.h>
@@ -20,7 +21,29 @@ void mc_curl_unref(void);
  * timed out, response over the cap) with the reason in err. resp is always initialised. */
 int mc_curl_request(const char *method, const char *url, const char *body, size_t body_len,
                     struct mc_curl_resp *resp, char *err, size_t errlen);
+/* The same bounded by timeout_ms in total (the connect by half of it). */
+int mc_curl_request_t(const char *method, const char *url, const char *body, size_t body_len, long timeout_ms,
+                      struct mc_curl_resp *resp, char *err, size_t errlen);
 void mc_curl_resp_free(struct mc_curl_resp *r);
+
+/* A streamed answer read line by line (newline-delimited JSON and the like). */
+struct mc_curl_stream {
+  /* Called from mc_curl_stream's thread with each non-empty line of a 200 answer, NUL-terminated,
+   * without its "\n" (or "\r\n"). Nonzero ends the transfer. */
+  int (*on_line)(void *arg, char *line, size_t len);
+  /* Polled at least every 100 ms while the transfer runs; nonzero ends it. */
+  int (*should_stop)(void *arg);
+  void *arg;
+  size_t max_line;         /* a longer line fails the transfer (the peer may send one without end) */
+  long connect_timeout_ms; /* there is no total timeout: should_stop bounds the transfer */
+  long status;             /* out: the HTTP status (0 before the headers) */
+  int stopped;             /* out: 1 when on_line or should_stop ended the transfer */
+};
+/* Sends method with body (may be NULL) to url and feeds the answer to s until the peer ends it or a
+ * callback stops it: 0 (s->status and s->stopped tell which; a non-200 answer's first bytes are in err),
+ * or -1 on a transport failure or a line over max_line (the reason in err). */
+int mc_curl_stream(const char *method, const char *url, const char *body, size_t body_len,
+                   struct mc_curl_stream *s, char *err, size_t errlen);
 /* Percent-encodes every byte except RFC 3986 unreserved ones. Caller frees. */
 char *mc_curl_escape(const char *s);
 

@@ -1,6 +1,7 @@
 /* HTTP metadata backend (GET/PUT/DELETE <url>?key=<escaped key>, only 200 is success; docs/transfer-engine.md)
- * and the libcurl plumbing it shares with the etcd backend (metadata_curl.h). Every request is bounded
- * by a 3 s total / 1.5 s connect timeout; nothing here may block forever or raise signals. */
+ * and the libcurl plumbing it shares with the etcd client (metadata_curl.h). Every request is bounded
+ * by a 3 s total / 1.5 s connect timeout or the caller's own; a streamed answer by its connect timeout
+ * and the caller's stop check, polled every 50 ms. Nothing here may block forever or raise signals. */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +18,8 @@
 #define CONNECT_TIMEOUT_MS 1500L
 #define RESP_MAX (64u << 20) /* larger answers are treated as a failure */
 #define POOL_MAX 8
+#define STREAM_POLL_MS 50 /* how often a streamed transfer's stop check runs, data or not */
+#define STREAM_HEAD_MAX 256 /* what is kept of a non-200 streamed answer, for the message */
 
 /* ---- libcurl plumbing ---- */
 
@@ -72,32 +75,33 @@ static void handle_put(CURL *h) {
   if (h) curl_easy_cleanup(h);
 }
 
+/* Makes room for need bytes in *buf (capacity *cap), doubling from 4 KiB. */
+static void buf_reserve(char **buf, size_t *cap, size_t need) {
+  if (need <= *cap) return;
+  size_t n = *cap ? *cap : 4096;
+  while (n < need) n *= 2;
+  *buf = mc_realloc(*buf, n);
+  *cap = n;
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
   struct mc_curl_resp *r = ud;
   size_t add = size * nmemb;
   if (add > RESP_MAX - r->len) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
-  if (r->len + add + 1 > r->cap) {
-    size_t cap = r->cap ? r->cap : 4096;
-    while (cap < r->len + add + 1) cap *= 2;
-    r->body = mc_realloc(r->body, cap);
-    r->cap = cap;
-  }
+  buf_reserve(&r->body, &r->cap, r->len + add + 1);
   memcpy(r->body + r->len, data, add);
   r->len += add;
   r->body[r->len] = 0;
   return add;
 }
 
-static void set_common_opts(CURL *h, const char *url, struct mc_curl_resp *resp, char *errbuf) {
+static void set_common_opts(CURL *h, const char *url, long connect_timeout_ms, char *errbuf) {
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, TOTAL_TIMEOUT_MS);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
 #if LIBCURL_VERSION_NUM >= 0x075500
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #endif
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 }
 
@@ -112,8 +116,30 @@ static void set_method(CURL *h, const char *method, const char *body, size_t bod
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 }
 
-int mc_curl_request(const char *method, const char *url, const char *body, size_t body_len,
-                    struct mc_curl_resp *resp, char *err, size_t errlen) {
+/* The request's headers, set on h (freed by handle_done). */
+static struct curl_slist *set_headers(CURL *h, const char *method, const char *url, const char *body,
+                                      size_t body_len) {
+  /* "Expect:" stops curl from waiting for 100-continue before large bodies. */
+  struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
+  if (!mc_auth_http_header_for_url(method, url, body, body ? body_len : 0, auth, sizeof(auth)))
+    hdrs = curl_slist_append(hdrs, auth);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  return hdrs;
+}
+
+/* Returns h to the pool; the pooled handle must not keep pointers to the caller's frame. */
+static void handle_done(CURL *h, struct curl_slist *hdrs) {
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
+  curl_slist_free_all(hdrs);
+  handle_put(h);
+}
+
+int mc_curl_request_t(const char *method, const char *url, const char *body, size_t body_len, long timeout_ms,
+                      struct mc_curl_resp *resp, char *err, size_t errlen) {
   memset(resp, 0, sizeof(*resp));
   resp->body = mc_calloc(1, 1);
   CURL *h = handle_get();
@@ -122,27 +148,147 @@ int mc_curl_request(const char *method, const char *url, const char *body, size_
     return -1;
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  /* "Expect:" stops curl from waiting for 100-continue before large bodies. */
-  struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-  hdrs = curl_slist_append(hdrs, "Expect:");
-  char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
-  if (!mc_auth_http_header_for_url(method, url, body, body ? body_len : 0, auth, sizeof(auth)))
-    hdrs = curl_slist_append(hdrs, auth);
-  set_common_opts(h, url, resp, errbuf);
+  set_common_opts(h, url, timeout_ms / 2 > 0 ? timeout_ms / 2 : 1, errbuf);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
   set_method(h, method, body, body_len);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len);
   CURLcode rc = curl_easy_perform(h);
   if (rc == CURLE_OK)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
   else
     snprintf(err, errlen, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-  /* The pooled handle must not keep pointers to this frame. */
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, NULL);
-  curl_slist_free_all(hdrs);
-  handle_put(h);
+  handle_done(h, hdrs);
   return rc == CURLE_OK ? 0 : -1;
+}
+
+int mc_curl_request(const char *method, const char *url, const char *body, size_t body_len,
+                    struct mc_curl_resp *resp, char *err, size_t errlen) {
+  return mc_curl_request_t(method, url, body, body_len, TOTAL_TIMEOUT_MS, resp, err, errlen);
+}
+
+/* ---- streamed answers, line by line ---- */
+
+struct stream_ctx {
+  CURL *h;
+  struct mc_curl_stream *s;
+  char *line; /* the line being assembled */
+  size_t len, cap;
+  int too_long;
+  char head[STREAM_HEAD_MAX]; /* the start of a non-200 answer */
+  size_t head_len;
+};
+
+/* Hands the assembled line to on_line (empty lines are skipped). Nonzero when it stopped the transfer. */
+static int stream_line(struct stream_ctx *x) {
+  size_t n = x->len;
+  x->len = 0;
+  if (n > 0 && x->line[n - 1] == '\r') n--;
+  if (n == 0) return 0;
+  x->line[n] = 0;
+  return x->s->stopped = x->s->on_line(x->s->arg, x->line, n) != 0;
+}
+
+/* Appends [data, data+n) to the line; -1 when the line would exceed max_line. */
+static int stream_append(struct stream_ctx *x, const char *data, size_t n) {
+  if (n > x->s->max_line - x->len) return -1;
+  buf_reserve(&x->line, &x->cap, x->len + n + 1);
+  memcpy(x->line + x->len, data, n);
+  x->len += n;
+  return 0;
+}
+
+/* Keeps the first bytes of a non-200 answer; 0 (ends the transfer) once that is full. */
+static size_t stream_head(struct stream_ctx *x, const char *data, size_t n) {
+  size_t room = sizeof(x->head) - 1 - x->head_len, k = n < room ? n : room;
+  memcpy(x->head + x->head_len, data, k);
+  x->head_len += k;
+  x->head[x->head_len] = 0;
+  return k < n ? 0 : n;
+}
+
+static size_t on_stream(char *data, size_t size, size_t nmemb, void *ud) {
+  struct stream_ctx *x = ud;
+  size_t n = size * nmemb;
+  if (!x->s->status) curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->s->status);
+  if (x->s->status != 200) return stream_head(x, data, n);
+  for (size_t off = 0; off < n;) {
+    const char *nl = memchr(data + off, '\n', n - off);
+    size_t k = nl ? (size_t)(nl - (data + off)) : n - off;
+    if (stream_append(x, data + off, k)) {
+      x->too_long = 1;
+      return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+    }
+    off += k + (nl ? 1 : 0);
+    if (nl && stream_line(x)) return 0;
+  }
+  return n;
+}
+
+/* Drives the transfer with a multi handle: unlike curl_easy_perform, whose progress callback may run only
+ * once a second on an idle connection, this checks should_stop every STREAM_POLL_MS. */
+static CURLcode stream_run(CURL *h, struct mc_curl_stream *s) {
+  CURLM *m = curl_multi_init();
+  if (!m) return CURLE_OUT_OF_MEMORY;
+  curl_multi_add_handle(m, h);
+  CURLcode rc = CURLE_OK;
+  int running = 1;
+  while (running) {
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      rc = CURLE_FAILED_INIT;
+      break;
+    }
+    if (running && s->should_stop && s->should_stop(s->arg)) {
+      s->stopped = 1;
+      break;
+    }
+    if (running) curl_multi_poll(m, NULL, 0, STREAM_POLL_MS, NULL);
+  }
+  int left;
+  for (CURLMsg *msg; !running && (msg = curl_multi_info_read(m, &left));)
+    if (msg->msg == CURLMSG_DONE) rc = msg->data.result;
+  curl_multi_remove_handle(m, h);
+  curl_multi_cleanup(m);
+  return rc;
+}
+
+/* The outcome of a streamed transfer (see mc_curl_stream). */
+static int stream_result(const struct stream_ctx *x, CURLcode rc, const char *errbuf, char *err, size_t errlen) {
+  if (x->too_long) {
+    snprintf(err, errlen, "a line of the answer is longer than %zu bytes", x->s->max_line);
+    return -1;
+  }
+  if (x->s->status && x->s->status != 200) {
+    snprintf(err, errlen, "HTTP %ld: %.200s", x->s->status, x->head);
+    return 0;
+  }
+  if (x->s->stopped || rc == CURLE_OK) return 0;
+  snprintf(err, errlen, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+  return -1;
+}
+
+int mc_curl_stream(const char *method, const char *url, const char *body, size_t body_len,
+                   struct mc_curl_stream *s, char *err, size_t errlen) {
+  s->status = 0;
+  s->stopped = 0;
+  CURL *h = handle_get();
+  if (!h) {
+    snprintf(err, errlen, "curl_easy_init failed");
+    return -1;
+  }
+  struct stream_ctx x = {.h = h, .s = s};
+  char errbuf[CURL_ERROR_SIZE] = "";
+  set_common_opts(h, url, s->connect_timeout_ms > 0 ? s->connect_timeout_ms : CONNECT_TIMEOUT_MS, errbuf);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+  set_method(h, method, body, body_len);
+  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len);
+  CURLcode rc = stream_run(h, s);
+  if (!s->status) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
+  handle_done(h, hdrs);
+  mc_free(x.line);
+  return stream_result(&x, rc, errbuf, err, errlen);
 }
 
 void mc_curl_resp_free(struct mc_curl_resp *r) {

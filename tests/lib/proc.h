@@ -342,35 +342,125 @@ static inline int mc_tp_etcd_healthy_(int port, long timeout_ms) {
   return -1;
 }
 
+/* Execs one etcd member into s (dir and log set; s->port its client port) named name, with its peer port
+ * and the --initial-cluster list (ignored by etcd once the data dir exists, so a restart uses the same
+ * call). Heartbeat 20 ms / election 200 ms: a lost leader is replaced within a few hundred ms. Returns the
+ * pid (also in s->pid), or -1. */
+static inline pid_t mc_tp_etcd_exec_(struct mc_tp_service *s, const char *name, int peer, const char *initial) {
+  char client[64], peer_url[64], *data = mc_tp_path(s->dir, "data");
+  snprintf(client, sizeof(client), "http://127.0.0.1:%d", s->port);
+  snprintf(peer_url, sizeof(peer_url), "http://127.0.0.1:%d", peer);
+  char *argv[] = {"etcd",
+                  "--name", (char *)name,
+                  "--data-dir", data,
+                  "--listen-client-urls", client,
+                  "--advertise-client-urls", client,
+                  "--listen-peer-urls", peer_url,
+                  "--initial-advertise-peer-urls", peer_url,
+                  "--initial-cluster", (char *)initial,
+                  "--heartbeat-interval", "20",
+                  "--election-timeout", "200",
+                  "--log-level", "warn",
+                  NULL};
+  s->pid = mc_tp_spawn(argv, NULL, s->log);
+  free(data);
+  return s->pid;
+}
+
+/* Waits until the member in s listens and says it is healthy (it has a leader). 0, or -1 (FAIL printed,
+ * log dumped). */
+static inline int mc_tp_etcd_wait_(struct mc_tp_service *s, long timeout_ms) {
+  if (s->pid > 0 && !mc_tp_wait_port(s->port, timeout_ms, s->pid) && !mc_tp_etcd_healthy_(s->port, timeout_ms))
+    return 0;
+  fprintf(stderr, "FAIL: etcd on port %d never became healthy\n", s->port);
+  if (s->pid > 0) mc_tp_dump_log(s->log);
+  return -1;
+}
+
+/* A peer port for a member whose client port is client (never the same one). */
+static inline int mc_tp_etcd_peer_port_(int client) {
+  int peer = mc_tp_free_port();
+  while (peer == client) peer = mc_tp_free_port();
+  return peer;
+}
+
 /* Starts a single-node etcd on free 127.0.0.1 ports. 0, or -1 (FAIL message printed). */
 static inline int mc_tp_start_etcd(struct mc_tp_service *s) {
   if (mc_tp_service_init_(s, "etcd")) return -1;
   s->port = mc_tp_free_port();
-  int peer = mc_tp_free_port();
-  while (peer == s->port) peer = mc_tp_free_port();
-  char client[64], peer_url[64], cluster[80], *data = mc_tp_path(s->dir, "data");
-  snprintf(client, sizeof(client), "http://127.0.0.1:%d", s->port);
-  snprintf(peer_url, sizeof(peer_url), "http://127.0.0.1:%d", peer);
-  snprintf(cluster, sizeof(cluster), "t=%s", peer_url);
-  char *argv[] = {"etcd",   "--name",
-                  "t",      "--data-dir",
-                  data,     "--listen-client-urls",
-                  client,   "--advertise-client-urls",
-                  client,   "--listen-peer-urls",
-                  peer_url, "--initial-advertise-peer-urls",
-                  peer_url, "--initial-cluster",
-                  cluster,  "--heartbeat-interval",
-                  "20",     "--election-timeout",
-                  "200",    "--log-level",
-                  "warn",   NULL};
-  int rc = mc_tp_service_spawn_(s, argv, 15000);
-  free(data);
-  if (!rc && mc_tp_etcd_healthy_(s->port, 15000)) {
-    fprintf(stderr, "FAIL: etcd on port %d never became healthy\n", s->port);
-    mc_tp_dump_log(s->log);
-    rc = -1;
+  int peer = mc_tp_etcd_peer_port_(s->port);
+  char cluster[80];
+  snprintf(cluster, sizeof(cluster), "t=http://127.0.0.1:%d", peer);
+  if (mc_tp_etcd_exec_(s, "t", peer, cluster) < 0) return -1;
+  return mc_tp_etcd_wait_(s, 15000);
+}
+
+/* ---- an etcd cluster of several members ---- */
+
+#define MC_TP_ETCD_MAX 7
+
+struct mc_tp_etcd_member {
+  struct mc_tp_service s; /* s.port is the member's client port; s.pid -1 while it is killed */
+  int peer_port;
+  char name[8];
+};
+
+struct mc_tp_etcd_cluster {
+  int n;
+  struct mc_tp_etcd_member m[MC_TP_ETCD_MAX];
+  char initial[MC_TP_ETCD_MAX * 48];   /* --initial-cluster */
+  char endpoints[MC_TP_ETCD_MAX * 24]; /* "127.0.0.1:p0,127.0.0.1:p1,..." (client ports, member order) */
+};
+
+/* Stops every member and removes their data. */
+static inline void mc_tp_stop_etcd_cluster(struct mc_tp_etcd_cluster *c) {
+  for (int i = 0; i < c->n; i++) mc_tp_service_stop(&c->m[i].s);
+  c->n = 0;
+}
+
+/* Starts an n-member etcd cluster (n <= MC_TP_ETCD_MAX) on free 127.0.0.1 ports and waits until every
+ * member is healthy. 0, or -1 (FAIL message printed, whatever started is stopped). */
+static inline int mc_tp_start_etcd_cluster(struct mc_tp_etcd_cluster *c, int n) {
+  memset(c, 0, sizeof(*c));
+  if (n < 1 || n > MC_TP_ETCD_MAX) return -1;
+  for (int i = 0; i < n; i++, c->n++) {
+    struct mc_tp_etcd_member *m = &c->m[i];
+    if (mc_tp_service_init_(&m->s, "etcdc")) break;
+    m->s.port = mc_tp_free_port();
+    m->peer_port = mc_tp_etcd_peer_port_(m->s.port);
+    snprintf(m->name, sizeof(m->name), "m%d", i);
+    size_t k = strlen(c->initial), e = strlen(c->endpoints);
+    snprintf(c->initial + k, sizeof(c->initial) - k, "%sm%d=http://127.0.0.1:%d", i ? "," : "", i, m->peer_port);
+    snprintf(c->endpoints + e, sizeof(c->endpoints) - e, "%s127.0.0.1:%d", i ? "," : "", m->s.port);
   }
+  int rc = c->n == n ? 0 : -1;
+  for (int i = 0; i < c->n && !rc; i++)
+    if (mc_tp_etcd_exec_(&c->m[i].s, c->m[i].name, c->m[i].peer_port, c->initial) < 0) rc = -1;
+  for (int i = 0; i < c->n && !rc; i++) rc = mc_tp_etcd_wait_(&c->m[i].s, 20000);
+  if (rc) mc_tp_stop_etcd_cluster(c);
   return rc;
+}
+
+/* SIGKILLs member i (reaped; its data stays for a restart). */
+static inline void mc_tp_etcd_kill(struct mc_tp_etcd_cluster *c, int i) {
+  struct mc_tp_service *s = &c->m[i].s;
+  if (s->pid <= 0) return;
+  kill(s->pid, SIGKILL);
+  waitpid(s->pid, NULL, 0);
+  s->pid = -1;
+}
+
+/* Freezes (SIGSTOP, paused = 1) or thaws (SIGCONT) member i: a member that hangs instead of dying. */
+static inline void mc_tp_etcd_pause(struct mc_tp_etcd_cluster *c, int i, int paused) {
+  if (c->m[i].s.pid > 0) kill(c->m[i].s.pid, paused ? SIGSTOP : SIGCONT);
+}
+
+/* Starts killed member i again on its ports with its data, and waits until it is healthy. 0 or -1. */
+static inline int mc_tp_etcd_restart(struct mc_tp_etcd_cluster *c, int i) {
+  struct mc_tp_etcd_member *m = &c->m[i];
+  if (m->s.pid > 0) return 0;
+  if (mc_tp_etcd_exec_(&m->s, m->name, m->peer_port, c->initial) < 0) return -1;
+  return mc_tp_etcd_wait_(&m->s, 20000);
 }
 
 /* Starts redis-server on port (0 = a free one) with extra arguments (NULL-terminated, may be NULL). s must
