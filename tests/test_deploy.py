@@ -187,6 +187,45 @@ try:
     check("unknown key" not in log and "Loading config from" in log, "the master knows every key of the YAML example")
     stop(m2)
 
+    # The HA example (deploy/master/master-ha.yaml) with two masters on a real etcd, its addresses pointed
+    # at this machine: one leads, the other stands by (-1010 / 503), and takes over when the leader dies.
+    etcd_bin = shutil.which("etcd")
+    check(etcd_bin is not None, "etcd is installed (scripts/install-deps.sh: etcd-server)")
+    if etcd_bin:
+        ec, ep = free_port(), free_port()
+        e = start([etcd_bin, "--name", "d", "--data-dir", os.path.join(tmp, "etcd"),
+                   "--listen-client-urls", f"http://127.0.0.1:{ec}", "--advertise-client-urls", f"http://127.0.0.1:{ec}",
+                   "--listen-peer-urls", f"http://127.0.0.1:{ep}", "--initial-advertise-peer-urls",
+                   f"http://127.0.0.1:{ep}", "--initial-cluster", f"d=http://127.0.0.1:{ep}", "--log-level", "warn"],
+                  "etcd.log")
+        check(wait_port(ec, e), "etcd starts")
+        ha = []
+        for i in range(2):
+            r, a = free_port(), free_port()
+            p_ = start([os.path.join(BIN, "mooncake_master"), "--config_path=" + os.path.join(DEPLOY, "master/master-ha.yaml"),
+                        f"--rpc_port={r}", f"--metrics_port={a}", "--metrics_host=127.0.0.1", "--rpc_address=127.0.0.1",
+                        f"--ha_backend_connstring=127.0.0.1:{ec}", f"--metadata_server=etcd://127.0.0.1:{ec}"],
+                       f"master-ha{i}.log")
+            check(wait_port(a, p_), f"mooncake_master {i} starts with deploy/master/master-ha.yaml")
+            ha.append((p_, r, a))
+            if i == 0:  # the first one wins before the second starts
+                deadline = time.time() + 10
+                while time.time() < deadline and http(a, "/role")[1] != "leader":
+                    time.sleep(0.05)
+        roles = [http(a, "/role")[1] for _, _, a in ha]
+        check(roles == ["leader", "standby"], f"one leader, one standby ({roles})")
+        check(http(ha[1][2], "/get_all_keys")[0] == 503, "the standby answers data endpoints with 503")
+        st, body = http(ha[1][2], "/leader")
+        check(st == 200 and f'"leader_address":"127.0.0.1:{ha[0][1]}"' in body, "the standby names the leader: " + body)
+        ha[0][0].kill()
+        ha[0][0].wait()
+        deadline = time.time() + 10
+        while time.time() < deadline and http(ha[1][2], "/role")[1] != "leader":
+            time.sleep(0.05)
+        check(http(ha[1][2], "/role")[1] == "leader", "the standby takes over from a SIGKILLed leader")
+        stop(ha[1][0])
+        stop(e)
+
     # ------------------------------------------------------------ systemd units
     sda = shutil.which("systemd-analyze")
     if not sda:

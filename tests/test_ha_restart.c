@@ -3,6 +3,7 @@
  * records, remounts when the new master answers NEED_REMOUNT, and uploads the index; the objects come back
  * with the same bytes, removed ones stay removed, and it holds over a second restart with puts in between.
  * Real master binary, real store clients, real TCP. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,4 +121,42 @@ static void test_restart_keeps_objects(void) {
   master_stop(&M);
 }
 
-TEST_MAIN(TEST_CASE(test_restart_keeps_objects))
+/* A put whose record no holder has yet survives a master crash through the writer's witness (docs/ha.md,
+ * "Witnesses"): the holder (another process) is frozen after its last poll was answered, so the records of
+ * the puts made meanwhile stay queued at the master, which is then SIGKILLed; the new master learns the
+ * objects from the writer (RECOMMIT) once the thawed holder has remounted and uploaded its index. */
+static void test_witness_restores_unindexed_puts(void) {
+  setenv("MC_STORE_HOLDER_INDEX", "1", 1);
+  struct master M;
+  REQUIRE(master_start(&M, NULL) == 0);
+  struct peer holder;
+  REQUIRE(peer_start(&holder, &M, 64 * MiB, 1 * MiB, NULL) == 0);
+  mooncake_store_t writer = client_new(&M, 0, 4 * MiB);
+  REQUIRE(writer);
+  CHECK_EQ(put_keys(writer, "w", 0, 5, 3), 0); /* indexed by the holder: come back by its upload */
+  usleep(500 * 1000);
+  kill(holder.pid, SIGSTOP);
+  usleep(600 * 1000); /* its outstanding poll is answered (empty) and not renewed */
+  CHECK_EQ(put_keys(writer, "w", 5, 25, 3), 0); /* records queued for a holder that does not poll */
+  struct mc_witnesses *wit = ((struct mc_store *)writer)->master.cli->wit;
+  CHECK(mc_witness_count(wit) >= 20); /* nothing durable: every one of them is witnessed */
+  REQUIRE(master_restart(&M, NULL) == 0);
+  kill(holder.pid, SIGCONT);
+  long ms = wait_back(writer, "w", 0, 25, 15000);
+  fprintf(stderr, "unindexed puts back %ld ms after the restart\n", ms);
+  CHECK(ms >= 0);
+  CHECK_EQ(verify_keys(writer, "w", 0, 25, 3), 0);
+  for (int i = 0; i < 100 && mc_witness_count(wit); i++) usleep(50 * 1000);
+  CHECK_EQ(mc_witness_count(wit), 0); /* installed, then durable at the new master */
+  CHECK_EQ(mc_witness_given_up(wit), 0);
+  peer_quit(&holder);
+  mooncake_store_destroy(writer);
+  master_stop(&M);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 6 && !strcmp(argv[1], "--peer")) return peer_main(argc, argv);
+  static const struct mc_test_case cases[] = {TEST_CASE(test_restart_keeps_objects),
+                                              TEST_CASE(test_witness_restores_unindexed_puts)};
+  return run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
+}

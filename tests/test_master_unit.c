@@ -355,6 +355,11 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
       mc_put_uuid(w, mt_id(1)), mc_put_uuid(w, mt_id(1001)), mc_w_u32(w, 1), mc_w_str(w, "zz");
       mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64), mc_w_u8(w, 0), mc_w_u64(w, 0);
       break;
+    case MC_OP_RECOMMIT: /* one witness of another master's, for a segment nobody mounted */
+      mc_put_uuid(w, mt_id(1)), mc_w_u64(w, 5), mc_w_u32(w, 1), mc_w_u64(w, 10), mc_w_u8(w, MC_HIDX_PUT);
+      mc_w_str(w, "zz"), mc_put_uuid(w, mt_id(1001)), mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64);
+      mc_w_u8(w, 0), mc_w_u64(w, 0);
+      break;
     case MC_OP_REPORT_CLIENT_STATS: {
       struct mc_client_stats st = {.client = mt_id(1), .lat = {[3] = 2}, .lat_sum_us = 20, .hits = 1};
       mc_put_client_stats(w, &st);

@@ -284,7 +284,9 @@ static void test_setup_bad_arguments(void) {
   CHECK_EQ(mooncake_store_setup(s, NULL, "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"), -600);
   CHECK_EQ(mooncake_store_setup(s, "", "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"), -600);
   CHECK_EQ(mooncake_store_setup(s, "127.0.0.1:99999", "P2PHANDSHAKE", 0, 0, NULL, NULL, "127.0.0.1:1"), -600);
-  CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, NULL, NULL, "etcd://127.0.0.1:2379"), -600);
+  /* leader discovery: only etcd:// (an etcd that does not answer is ETCD_OPERATION_ERROR) */
+  CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, NULL, NULL, "redis://127.0.0.1:6379"), -600);
+  CHECK_EQ(mooncake_store_setup(s, "127.0.0.1", "P2PHANDSHAKE", 0, 0, NULL, NULL, "etcd://127.0.0.1:1"), -1000);
   CHECK_EQ(mooncake_store_health_check(s), 1); /* a failed setup leaves the handle un-setup */
   mooncake_store_destroy(s);
 }
@@ -499,26 +501,26 @@ static void test_malformed_master_replies(void) {
 }
 
 /* The rule for starting a write into a write extent (fastput.c "Safety"): the lease bound with its margin,
- * the liveness bound for extents of clients with a segment, and the 2 s contact bound. */
+ * the liveness bound for extents of clients with a segment, and the 500 ms contact bound. */
 static void test_fastput_start_rule(void) {
   const uint64_t S = 1000000000ull, t0 = 1000 * S;
   /* lease-only extent (a pure client): lease 10 s, margin 2.5 s, reserve sent at t0 */
-  CHECK_EQ(mc_fastput_may_start(t0 + S, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
-  CHECK_EQ(mc_fastput_may_start(t0 + 2 * S, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 0); /* no contact for 2 s */
-  CHECK_EQ(mc_fastput_may_start(t0 + 2 * S - 1, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
-  /* short lease 2 s, margin 0.5 s: the margin ends it before the contact bound does */
-  CHECK_EQ(mc_fastput_may_start(t0 + 14 * S / 10, t0 + 2 * S, 2 * S, 0, S / 2, 0), 1);
-  CHECK_EQ(mc_fastput_may_start(t0 + 16 * S / 10, t0 + 2 * S, 2 * S, 0, S / 2, 0), 0);
-  /* a later commit moved the deadline (and the contact) on */
-  CHECK_EQ(mc_fastput_may_start(t0 + 5 * S, t0 + 14 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 4, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 2, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 0); /* no contact for 500 ms */
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 2 - 1, t0 + 10 * S, 10 * S, 0, 10 * S / 4, 0), 1);
+  /* short lease 600 ms, margin 150 ms: the margin ends it before the contact bound does */
+  CHECK_EQ(mc_fastput_may_start(t0 + 4 * S / 10, t0 + 6 * S / 10, 6 * S / 10, 0, 15 * S / 100, 0), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + 46 * S / 100, t0 + 6 * S / 10, 6 * S / 10, 0, 15 * S / 100, 0), 0);
+  /* a later commit (at t0 + 4 s) moved the deadline and the contact on */
+  CHECK_EQ(mc_fastput_may_start(t0 + 4 * S + S / 4, t0 + 14 * S, 10 * S, 0, 10 * S / 4, 0), 1);
   /* a client with a segment: liveness ttl 5 s, margin min(lease, ttl) / 4 = 1.25 s */
   const uint64_t ttl = 5 * S, m = 5 * S / 4, dl = t0 + 10 * S;
-  CHECK_EQ(mc_fastput_may_start(t0 + S, dl, 10 * S, ttl, m, 0), 0);               /* never pinged */
-  CHECK_EQ(mc_fastput_may_start(t0 + 5 * S / 2, dl, 10 * S, ttl, m, t0 + S), 1); /* pinged at t0 + 1 s */
-  CHECK_EQ(mc_fastput_may_start(t0 + S / 2, dl, 10 * S, ttl, m, t0 - 4 * S), 0); /* last ping too old */
-  CHECK_EQ(mc_fastput_may_start(t0 + 3 * S, dl, 10 * S, ttl, m, t0 + S), 0);     /* pinged, then silence 2 s */
-  CHECK_EQ(mc_fastput_may_start(t0 + 9 * S, dl, 10 * S, ttl, m, t0 + 8 * S), 0); /* lease margin */
-  CHECK_EQ(mc_fastput_may_start(t0 + 8 * S, dl, 10 * S, ttl, m, t0 + 7 * S), 1);
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 4, dl, 10 * S, ttl, m, 0), 0);                   /* never pinged */
+  CHECK_EQ(mc_fastput_may_start(t0 + 5 * S / 2, dl, 10 * S, ttl, m, t0 + 9 * S / 4), 1); /* pinged 250 ms ago */
+  CHECK_EQ(mc_fastput_may_start(t0 + S / 4, dl, 10 * S, ttl, m, t0 - 4 * S), 0);         /* last ping too old */
+  CHECK_EQ(mc_fastput_may_start(t0 + 3 * S, dl, 10 * S, ttl, m, t0 + S), 0);             /* pinged, then silence 2 s */
+  CHECK_EQ(mc_fastput_may_start(t0 + 9 * S, dl, 10 * S, ttl, m, t0 + 8 * S + S / 2), 0); /* lease margin */
+  CHECK_EQ(mc_fastput_may_start(t0 + 8 * S, dl, 10 * S, ttl, m, t0 + 8 * S - S / 4), 1);
 }
 
 /* Replica addresses come off the wire: one that claims to be in this client's own segment (read by

@@ -189,10 +189,15 @@ static int serve(struct mc_master_cfg *cfg) {
   char line[2048];
   mc_master_cfg_describe(cfg, line, sizeof(line));
   LOG_INFO("%s", line);
-  int sig = 0;
-  sigwait(&set, &sig);
-  LOG_INFO("Shutdown signal received, exiting gracefully");
+  /* A leader that lost its term (HA) restarts as a standby: a fresh process holds nothing of a state
+   * another leader may have changed since (docs/ha.md, "Election and failover"). */
+  struct timespec tick = {0, 100 * 1000000L};
+  int sig;
+  while ((sig = sigtimedwait(&set, NULL, &tick)) < 0 && !mc_master_ha_lost(m)) {
+  }
   mc_master_destroy(m);
+  if (sig < 0) return 2; /* main re-executes */
+  LOG_INFO("Shutdown signal received, exiting gracefully");
   return 0;
 }
 
@@ -212,6 +217,12 @@ int main(int argc, char **argv) {
     } else {
       status = serve(&cfg);
     }
+  }
+  if (status == 2) {
+    mc_master_cfg_free(&cfg);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "ERROR: cannot restart as a standby: %s\n", strerror(errno));
+    return 1;
   }
   mc_master_cfg_free(&cfg);
   return status;

@@ -76,6 +76,7 @@ struct mc_store {
     _Atomic uint64_t view;       /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
     _Atomic uint64_t ok_ns;      /* send time of the last mount or ping answered OK (fastput.c "Safety") */
     char addr[300];              /* as given to setup (for /health) */
+    struct mc_leader *leader;    /* with an etcd:// address: the leader watch (leader.c), else NULL */
   } master;
 
   struct { /* our global segment and its mount */
@@ -114,6 +115,8 @@ struct mc_store {
     pthread_cond_t cv;  /* monotonic clock */
     int stop;
     int kick; /* work for the thread before its next tick (fastput releases) */
+    int ping_now; /* and a ping (a new leader) */
+    _Atomic int witness_ticks; /* the thread wakes every witness tick (witnesses pending): no kick needed */
   } hb;
 
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
@@ -156,6 +159,21 @@ void mc_heartbeat_start(struct mc_store *s);   /* at the end of setup; a thread 
 void mc_heartbeat_stop(struct mc_store *s);    /* joins the thread; no-op when not running */
 /* Has the thread run its duties now instead of at its next tick. */
 void mc_heartbeat_kick(struct mc_store *s);
+/* The same, and ping now (a new leader: its answer NEED_REMOUNT starts the remount). */
+void mc_heartbeat_ping_now(struct mc_store *s);
+
+/* ---- leader.c: following the master leader through etcd (docs/ha.md, "Election and failover") ---- */
+struct mc_leader;
+/* Whether a master address names the leader key in etcd ("etcd://h:p;h:p"). */
+int mc_leader_is_ha(const char *addr);
+/* Reads the leader of conn ("etcd://...") into addr ("host:port"). 0, UNAVAILABLE_IN_CURRENT_STATUS (no
+ * leader), ETCD_OPERATION_ERROR or INVALID_PARAMS (logged). s->master.leader is set either way. */
+int mc_leader_open(struct mc_store *s, const char *conn, char *addr, size_t len);
+/* Starts the watch thread (after setup); a no-op without a leader key. */
+void mc_leader_start(struct mc_store *s);
+/* Reads the key again and follows a new leader (after failed pings). 0 or the error of mc_leader_open. */
+int mc_leader_reread(struct mc_store *s);
+void mc_leader_close(struct mc_store *s); /* joins the thread, frees (NULL leader ignored) */
 
 /* ---- hindex.c: the holder's index of its segment (docs/ha.md, "Holder indexes") ---- */
 struct mc_hindex;
@@ -168,6 +186,22 @@ void mc_hindex_stop(struct mc_store *s);
 void mc_hindex_upload(struct mc_store *s);
 /* Entries in the index (tests, /health). */
 size_t mc_hindex_count(struct mc_store *s);
+
+/* ---- witness.c: the witnesses of completed puts (docs/ha.md, "Witnesses") ---- */
+struct mc_witnesses;
+struct mc_witnesses *mc_witness_new(void);
+void mc_witness_free(struct mc_witnesses *w); /* NULL ignored */
+/* Takes in the witness block at r (proto.h), if the reply has one. */
+void mc_witness_take(struct mc_witnesses *w, struct mc_rbuf_rd *r);
+/* Asks about pending witnesses (one RECOMMIT per issuing master): the heartbeat thread, every
+ * mc_witness_tick_ns() while mc_witness_pending, and at once when a new leader is followed. */
+void mc_witness_tick(struct mcli *c, struct mc_uuid id, int force);
+/* fn(arg) runs when witnesses appear in an empty set (to wake the heartbeat thread from a long sleep). */
+void mc_witness_on_pending(struct mc_witnesses *w, void (*fn)(void *arg), void *arg);
+int mc_witness_pending(struct mc_witnesses *w);
+uint64_t mc_witness_tick_ns(void);
+size_t mc_witness_count(struct mc_witnesses *w);    /* tests */
+uint64_t mc_witness_given_up(struct mc_witnesses *w); /* tests */
 
 /* ---- fastput.c: write-extent space (docs/store-client.md, "Write extents") ---- */
 void mc_fastput_init(struct mc_store *s);
@@ -270,7 +304,10 @@ struct mcli_reps {
 struct mcli {
   struct mc_mrpc_client *rpc;
   char key_ns[136];
+  struct mc_witnesses *wit; /* the witnesses of this client's completed puts (witness.c) */
 };
+/* One call of op (tmo ms, 0 = the line's default). The reply status; the body in *reply (caller frees). */
+int mcli_call(struct mcli *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo);
 struct mcli *mcli_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms);
 void mcli_set_key_ns(struct mcli *c, const char *tenant); /* "" or "default": none */
 void mcli_free(struct mcli *c);
@@ -287,9 +324,10 @@ struct mcli_index_entry {
   uint64_t offset, length, size, soft_pin_ttl_ms;
   uint8_t hard_pin;
 };
-/* REMOUNT_INDEX (proto.h): this holder's index of segment seg, after a remount. */
+/* REMOUNT_INDEX (proto.h): one batch of this holder's index of segment seg, after a remount; applied: the
+ * newest record the index took in; last: the final batch. */
 int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, const struct mcli_index_entry *e,
-                       uint32_t n, int tmo);
+                       uint32_t n, uint64_t applied, int last, int tmo);
 int mcli_remount(struct mcli *c, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid id,
                  int tmo);
 int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo);

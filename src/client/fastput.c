@@ -20,7 +20,7 @@
  *   now + margin < (time the last OK ping was SENT) + client_ttl,
  * margin = min(lease, client_ttl) / 4 (lease / 4 for a lease-only extent). The master reclaims an
  * extent no earlier than either bound, so a write that starts in time has at least the margin to land.
- * And a write starts only within MC_FASTPUT_CONTACT_NS (2 s; pings go every 1 s) of the last successful
+ * And a write starts only within MC_FASTPUT_CONTACT_NS (500 ms; under load commits renew it, else a new reserve does) of the last successful
  * contact with the master (OK ping, reserve or commit): a master that restarted knows nothing of our
  * extent, but it keeps every re-mounted segment free of new allocations for longer than that
  * (MC_REMOUNT_QUIET_NS), so a write aimed at the old extent cannot land in space the new master handed

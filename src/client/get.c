@@ -5,7 +5,7 @@
  * arrived after lookup time + lease_ttl_ms is discarded with LEASE_EXPIRED. A read that took longer than
  * LONG_READ_MS also checks that the master which granted the lease still runs: a restarted master knows
  * nothing of the old leases and hands out a re-mounted segment's space again after its quiet period
- * (MC_REMOUNT_QUIET_NS, 3 s), so such a read is discarded the same way. */
+ * (MC_REMOUNT_QUIET_NS, 1.5 s), so such a read is discarded the same way. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +15,7 @@
 #include "common/util.h"
 
 #define LOOKUP_CHUNK 8192 /* keys per master lookup and transfer batch */
-#define LONG_READ_MS (MC_FASTPUT_CONTACT_NS / 1000000) /* 2 s: below the master's remount quiet period */
+#define LONG_READ_MS 1000 /* below the master's remount quiet period (MC_REMOUNT_QUIET_NS, 1.5 s) */
 #define VIEW_CHECK_MS 2000
 
 /* A peer that failed a read (frozen, cut off, dead but still listed until the master expires it) would

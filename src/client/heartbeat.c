@@ -1,6 +1,7 @@
 /* The heartbeat thread of a client (docs/store-client.md, "Setup", step 8): for a client with a mounted
  * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment,
- * and retire the write extent, then upload the holder's index (hindex.c); PING_FAILURES failures in a row: drop the pooled connections), for every
+ * and retire the write extent, then upload the holder's index (hindex.c); PING_FAILURES failures in a row: drop the pooled
+ * connections and, following a leader (leader.c), read the leader key again), for every
  * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), and the write-extent releases the
  * put path left for it (fastput.c, "Releases"), at once when kicked. It never takes store->life: teardown
  * stops and joins it while holding life for writing. hb.mu guards stop and kick only; it is not held
@@ -16,6 +17,7 @@
 #define PING_INTERVAL_MS 1000
 #define PING_TIMEOUT_MS 2000
 #define PING_FAILURES 3
+#define STANDBY_RETRY_NS (50ull * 1000000)
 
 void mc_heartbeat_init(struct mc_store *s) {
   pthread_mutex_init(&s->hb.mu, NULL);
@@ -39,7 +41,8 @@ static void remount(struct mc_store *s) {
   if (!rc) mc_hindex_upload(s); /* a master that lost its state gets our objects back (docs/ha.md) */
 }
 
-static void ping(struct mc_store *s, int *failures) {
+/* Returns the ping's status. */
+static int ping(struct mc_store *s, int *failures) {
   uint64_t sent = mc_now_ns();
   uint64_t view = 0;
   int status = 0, rc = mcli_ping(s->master.cli, s->self.client_id, PING_TIMEOUT_MS, &status, &view);
@@ -47,6 +50,7 @@ static void ping(struct mc_store *s, int *failures) {
   if (rc && ++*failures >= PING_FAILURES) {
     LOG_WARN("master: %d pings failed (%s); reconnecting", *failures, mooncake_store_err_name(rc));
     mc_mrpc_client_reset(s->master.cli->rpc);
+    mc_leader_reread(s); /* HA: the leader may have changed without our watch seeing it */
     *failures = 0;
   } else if (!rc) {
     *failures = 0;
@@ -57,6 +61,7 @@ static void ping(struct mc_store *s, int *failures) {
      * its whole lease. */
     if (status == MC_PING_NEED_REMOUNT) mc_fastput_retire(s, 0), remount(s);
   }
+  return rc;
 }
 
 /* Waits on hb.cv (hb.mu held) until the monotonic deadline, a kick or a stop. */
@@ -67,6 +72,13 @@ static void wait_until(struct mc_store *s, uint64_t deadline_ns) {
   s->hb.kick = 0;
 }
 
+void mc_heartbeat_ping_now(struct mc_store *s) {
+  pthread_mutex_lock(&s->hb.mu);
+  s->hb.kick = s->hb.ping_now = 1;
+  pthread_cond_broadcast(&s->hb.cv);
+  pthread_mutex_unlock(&s->hb.mu);
+}
+
 void mc_heartbeat_kick(struct mc_store *s) {
   pthread_mutex_lock(&s->hb.mu);
   s->hb.kick = 1;
@@ -74,22 +86,40 @@ void mc_heartbeat_kick(struct mc_store *s) {
   pthread_mutex_unlock(&s->hb.mu);
 }
 
+/* Witnesses appeared (witness.c): a thread in a long sleep wakes for them. */
+static void on_witness(void *arg) {
+  struct mc_store *s = arg;
+  if (!atomic_load(&s->hb.witness_ticks)) mc_heartbeat_kick(s);
+}
+
 static void *heartbeat_main(void *arg) {
   struct mc_store *s = arg;
   int failures = 0;
   uint64_t ping_ns = (uint64_t)PING_INTERVAL_MS * 1000000, report_ns = (uint64_t)mc_stats_interval_ms() * 1000000;
-  uint64_t next_ping = mc_now_ns() + ping_ns, next_report = mc_now_ns() + report_ns;
+  uint64_t next_ping = mc_now_ns() + ping_ns, next_report = mc_now_ns() + report_ns, next_wit = 0;
+  struct mc_witnesses *wit = s->master.cli->wit;
   pthread_mutex_lock(&s->hb.mu);
   while (!s->hb.stop) {
-    wait_until(s, s->seg.mounted ? MC_MIN(next_ping, next_report) : next_report);
+    uint64_t due = s->seg.mounted ? MC_MIN(next_ping, next_report) : next_report;
+    int pending = mc_witness_pending(wit); /* then tick for them (docs/ha.md, "Witnesses") */
+    atomic_store(&s->hb.witness_ticks, pending);
+    if (pending) due = MC_MIN(due, MC_MAX(next_wit, mc_now_ns() + 1000000));
+    wait_until(s, due);
     if (s->hb.stop) break;
+    int ping_now = s->hb.ping_now;
+    s->hb.ping_now = 0;
     pthread_mutex_unlock(&s->hb.mu);
     uint64_t now = mc_now_ns();
-    if (s->seg.mounted && now >= next_ping) {
-      ping(s, &failures);
-      next_ping = now + ping_ns;
+    if (s->seg.mounted && (now >= next_ping || ping_now)) {
+      /* a master answering as a standby may be a new leader a moment before it serves: ask again soon */
+      int rc = ping(s, &failures);
+      next_ping = now + (rc == MC_UNAVAILABLE_IN_CURRENT_STATUS && s->master.leader ? STANDBY_RETRY_NS : ping_ns);
     }
     mc_fastput_flush(s); /* after the ping: a release that waits on a slow master never delays liveness */
+    if (mc_witness_pending(wit) && (now >= next_wit || ping_now)) {
+      mc_witness_tick(s->master.cli, s->self.client_id, ping_now);
+      next_wit = mc_now_ns() + mc_witness_tick_ns();
+    }
     if (now >= next_report) {
       mc_stats_report(s, PING_TIMEOUT_MS);
       next_report = now + report_ns;
@@ -102,6 +132,7 @@ static void *heartbeat_main(void *arg) {
 
 void mc_heartbeat_start(struct mc_store *s) {
   s->hb.stop = 0;
+  mc_witness_on_pending(s->master.cli->wit, on_witness, s);
   s->hb.running = !pthread_create(&s->hb.th, NULL, heartbeat_main, s);
   if (!s->hb.running) LOG_ERROR("store client %s: cannot start the heartbeat thread", s->self.name);
 }
@@ -114,4 +145,5 @@ void mc_heartbeat_stop(struct mc_store *s) {
   pthread_mutex_unlock(&s->hb.mu);
   pthread_join(s->hb.th, NULL);
   s->hb.running = 0;
+  mc_witness_on_pending(s->master.cli->wit, NULL, NULL);
 }

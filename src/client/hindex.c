@@ -40,6 +40,8 @@ struct mc_hindex {
   int running;
   atomic_int stop;
   uint64_t acked; /* the thread's: the last record received from the current master */
+  uint64_t applied; /* the newest record taken in from any master (mu): sent with the upload, so the master
+                       knows which writers' witnesses our index already settled (docs/ha.md, "Witnesses") */
 };
 
 /* ---- the table (mu held) ---- */
@@ -136,6 +138,7 @@ static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
     uint64_t ttl = mc_r_u64(&r);
     if (r.err) break;
     last = seq;
+    if (seq > x->applied) x->applied = seq;
     if (seg.hi != mine.hi || seg.lo != mine.lo) continue;
     if (kind == MC_HIDX_PUT) put(x, k, kl, seq, off, len, size, pin, ttl);
     else if (kind == MC_HIDX_DROP) drop(x, k, kl);
@@ -238,16 +241,17 @@ void mc_hindex_upload(struct mc_store *s) {
   struct batch b = {0};
   size_t at = 0, total = 0;
   int rc = 0;
-  for (int first = 1;; first = 0) { /* at least one call: it attaches our feed at a new master at once */
+  for (int last = 0; !last;) { /* at least one call: it attaches our feed at a new master at once */
     pthread_mutex_lock(&x->mu);
     copy_batch(x, &at, &b); /* (a table that grows meanwhile is walked by its new buckets: an entry may go twice) */
+    last = at >= x->nb;
+    uint64_t applied = x->applied;
     pthread_mutex_unlock(&x->mu);
-    if (!b.n && !first) break;
-    rc = mcli_remount_index(s->master.cli, s->self.client_id, s->seg.rec.id, b.e, b.n, UPLOAD_TMO_MS);
+    rc = mcli_remount_index(s->master.cli, s->self.client_id, s->seg.rec.id, b.e, b.n, applied, last, UPLOAD_TMO_MS);
     total += b.n;
     for (uint32_t i = 0; i < b.n; i++) mc_free(b.keys[i]);
-    if (rc || !b.n) break;
     b.n = 0;
+    if (rc) break;
   }
   if (rc) LOG_WARN("holder index: upload to the master failed after %zu entries: %s", total, mooncake_store_err_name(rc));
   else if (total) LOG_INFO("holder index: %zu entries sent to the master", total);

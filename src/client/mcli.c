@@ -12,6 +12,7 @@
 struct mcli *mcli_new(const char *host, uint16_t port, int connect_timeout_ms, int timeout_ms) {
   struct mcli *c = mc_calloc(1, sizeof(*c));
   c->rpc = mc_mrpc_client_new(host, port, connect_timeout_ms, timeout_ms);
+  c->wit = mc_witness_new();
   return c;
 }
 
@@ -25,6 +26,7 @@ void mcli_set_key_ns(struct mcli *c, const char *tenant) {
 void mcli_free(struct mcli *c) {
   if (!c) return;
   mc_mrpc_client_free(c->rpc);
+  mc_witness_free(c->wit);
   mc_free(c);
 }
 
@@ -36,6 +38,24 @@ static int malformed(int op) {
 
 static int call(struct mcli *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo) {
   return tmo > 0 ? mc_mrpc_call_timeout(c->rpc, op, req, reply, tmo) : mc_mrpc_call(c->rpc, op, req, reply);
+}
+
+int mcli_call(struct mcli *c, uint16_t op, const struct mc_wbuf *req, struct mc_wbuf *reply, int tmo) {
+  return call(c, op, req, reply, tmo);
+}
+
+/* A completion whose reply is a witness block (proto.h): kept by c->wit (witness.c). */
+static int call_witnessed(struct mcli *c, uint16_t op, struct mc_wbuf *req, int tmo) {
+  struct mc_wbuf rep;
+  int rc = call(c, op, req, &rep, tmo);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    mc_witness_take(c->wit, &r);
+  }
+  mc_w_free(req);
+  mc_w_free(&rep);
+  return rc;
 }
 
 /* A call whose reply body is empty on success. */
@@ -131,7 +151,7 @@ int mcli_follow_index(struct mcli *c, struct mc_uuid id, uint64_t acked, uint32_
 }
 
 int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, const struct mcli_index_entry *e,
-                       uint32_t n, int tmo) {
+                       uint32_t n, uint64_t applied, int last, int tmo) {
   struct mc_wbuf req = {0};
   mc_put_uuid(&req, id);
   mc_put_uuid(&req, seg);
@@ -144,6 +164,8 @@ int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, co
     mc_w_u8(&req, e[i].hard_pin);
     mc_w_u64(&req, e[i].soft_pin_ttl_ms);
   }
+  mc_w_u64(&req, applied);
+  mc_w_u8(&req, last ? 1 : 0);
   return call_void(c, MC_OP_REMOUNT_INDEX, &req, tmo);
 }
 
@@ -190,7 +212,7 @@ int mcli_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid 
   mc_put_uuid(&req, id);
   put_key(&req, c, key);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return call_void(c, revoke ? ops->revoke : ops->end, &req, 0);
+  return revoke ? call_void(c, ops->revoke, &req, 0) : call_witnessed(c, ops->end, &req, 0);
 }
 
 /* Decodes list<{i32 status, list<replica>}> of exactly n entries into out. */
@@ -237,17 +259,23 @@ static int get_i32_list(struct mc_rbuf_rd *r, size_t n, int *out) {
   return r->err ? -1 : 0;
 }
 
-static int call_i32_list(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
+/* witnessed: a witness block follows the list (proto.h). */
+static int call_i32_list_w(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results, int witnessed) {
   struct mc_wbuf rep;
   int rc = call(c, op, req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     if (get_i32_list(&r, n, results)) rc = MALFORMED(op);
+    else if (witnessed) mc_witness_take(c->wit, &r);
   }
   mc_w_free(req);
   mc_w_free(&rep);
   return rc;
+}
+
+static int call_i32_list(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
+  return call_i32_list_w(c, op, req, n, results, 0);
 }
 
 static void put_keys(struct mc_wbuf *w, struct mcli *c, const char *const *keys, size_t n) {
@@ -261,7 +289,7 @@ int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc
   mc_put_uuid(&req, id);
   put_keys(&req, c, keys, n);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return call_i32_list(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results);
+  return call_i32_list_w(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results, !revoke);
 }
 
 int mcli_get_replicas(struct mcli *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
@@ -453,7 +481,7 @@ int mcli_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const ch
   mc_w_u64(&req, off);
   mc_w_u64(&req, len);
   put_pins(&req, cfg);
-  return call_void(c, MC_OP_COMMIT_PUT, &req, 0);
+  return call_witnessed(c, MC_OP_COMMIT_PUT, &req, 0);
 }
 
 void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *const *keys,
@@ -469,7 +497,7 @@ void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, c
     mc_w_u64(&req, offs[i]);
     mc_w_u64(&req, lens[i]);
   }
-  int rc = call_i32_list(c, MC_OP_BATCH_COMMIT_PUT, &req, n, st);
+  int rc = call_i32_list_w(c, MC_OP_BATCH_COMMIT_PUT, &req, n, st, 1);
   for (size_t i = 0; i < n && rc; i++) st[i] = rc;
 }
 

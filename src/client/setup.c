@@ -22,6 +22,7 @@
 
 #define SETUP_BUDGET_MS 10000
 #define MASTER_CHECK_MS 4000 /* connect + SERVICE_READY */
+#define LEADER_RETRY_MS 200  /* following a leader: pause before reading the key again */
 #define TEARDOWN_RPC_MS 3000
 #define DEFAULT_MASTER_PORT 50051
 #define MOUNT_RETRY_MS 8000 /* a name held by a hung predecessor: the master waits 3 s of silence, then probes ~2 s */
@@ -150,11 +151,30 @@ static int hold_port(uint16_t *port_out) {
 
 /* ------------------------------------------------------------------ dependencies */
 
-static int connect_master(struct mc_store *s, const char *addr, uint64_t deadline) {
-  char host[256];
+/* ServiceReady at the master line; following a leader, a master that does not answer or answers as a
+ * standby (a failover under way) is tried again after reading the key again, until the deadline. */
+static int service_ready(struct mc_store *s, uint64_t deadline, char **version, uint64_t *view) {
+  for (;;) {
+    int rc = mcli_service_ready(s->master.cli, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), version, view);
+    if (!s->master.leader || (rc != MC_RPC_FAIL && rc != MC_UNAVAILABLE_IN_CURRENT_STATUS) ||
+        remaining_ms(deadline) < 2 * LEADER_RETRY_MS)
+      return rc;
+    struct timespec ts = {0, LEADER_RETRY_MS * 1000000L};
+    nanosleep(&ts, NULL);
+    mc_leader_reread(s);
+  }
+}
+
+static int connect_master(struct mc_store *s, const char *given, uint64_t deadline) {
+  char host[256], leader[160];
   uint16_t port;
-  if (strstr(addr, "://")) {
-    LOG_ERROR("setup: master address %s: HA master discovery (etcd://, redis://, k8s://) is not supported yet", addr);
+  const char *addr = given;
+  if (mc_leader_is_ha(given)) { /* docs/ha.md, "Election and failover" */
+    int rc = mc_leader_open(s, given, leader, sizeof(leader));
+    if (rc) return rc;
+    addr = leader;
+  } else if (strstr(given, "://")) {
+    LOG_ERROR("setup: master address %s: only etcd:// leader discovery is supported (not redis://, k8s://)", given);
     return MC_INVALID_PARAMS;
   }
   if (mc_split_host_port(addr, host, sizeof(host), &port, DEFAULT_MASTER_PORT)) {
@@ -166,7 +186,7 @@ static int connect_master(struct mc_store *s, const char *addr, uint64_t deadlin
   s->master.cli = mcli_new(host, port, ctmo, tmo < 0 ? 1 << 30 : (tmo ? tmo : 30000)); /* < 0: no limit */
   char *version = NULL;
   uint64_t view = 0;
-  int rc = mcli_service_ready(s->master.cli, MC_MIN(MASTER_CHECK_MS, remaining_ms(deadline)), &version, &view);
+  int rc = service_ready(s, deadline, &version, &view);
   atomic_store(&s->master.view, view);
   if (rc == MC_RPC_FAIL) LOG_ERROR("setup: master %s is unreachable (RPC_FAIL)", addr);
   else if (rc == MC_RPC_TIMEOUT) LOG_ERROR("setup: master %s accepted the connection but did not answer (RPC_TIMEOUT)", addr);
@@ -345,9 +365,11 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->seg.base) rc = mount_segment(s, deadline);
-  if (!rc && s->seg.mounted && mc_knob_bool(MC_KNOB_STORE_HOLDER_INDEX)) mc_hindex_start(s); /* docs/ha.md */
+  /* holder index (docs/ha.md): on with MC_STORE_HOLDER_INDEX=1, and always when following a leader (HA) */
+  if (!rc && s->seg.mounted && (mc_knob_bool(MC_KNOB_STORE_HOLDER_INDEX) || s->master.leader)) mc_hindex_start(s);
   if (!rc) mc_fastput_init(s); /* pure clients too: they get lease-only extents */
   if (!rc) mc_heartbeat_start(s);
+  if (!rc) mc_leader_start(s);
   if (rc) {
     mc_store_do_teardown(s);
     return rc;
@@ -371,6 +393,7 @@ static void release_engine_memory(struct mc_store *s) {
 
 void mc_store_do_teardown(struct mc_store *s) {
   mc_http_stop(s); /* first: its handlers read the master connection and the name */
+  mc_leader_close(s); /* it retargets the master line and kicks the heartbeat */
   mc_heartbeat_stop(s);
   mc_hindex_stop(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */

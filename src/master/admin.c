@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/util.h"
+#include "master/ha.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
 #include "mooncake/store_errors.h"
@@ -132,32 +133,56 @@ static mc_mhd_ret get_summary(struct mc_admin *a, struct MHD_Connection *c, cons
   return reply_text(c, MHD_HTTP_OK, line);
 }
 
-/* This build has no HA: the one master is always the serving leader at its own RPC address. */
-static json_t *leader_fields(struct mc_admin *a) {
-  char addr[96];
-  snprintf(addr, sizeof(addr), "%s:%u", a->m->cfg.bind_ip, (unsigned)a->m->rpc_port);
-  return json_pack("{s:s, s:I}", "leader_address", addr, "view_version", (json_int_t)a->m->view_version);
+/* The leader as this master knows it: itself without HA; with HA what the election last read. */
+static json_t *leader_fields(struct mc_admin *a, int *present) {
+  struct mc_master *m = a->m;
+  char addr[160];
+  uint64_t view = m->view_version;
+  *present = 1;
+  if (m->ha) {
+    struct mc_ha_info hi;
+    mc_ha_info(m->ha, &hi);
+    *present = hi.present;
+    snprintf(addr, sizeof(addr), "%s", hi.leader);
+    view = hi.view_version;
+  } else {
+    snprintf(addr, sizeof(addr), "%s:%u", m->cfg.bind_ip, (unsigned)m->rpc_port);
+  }
+  return *present ? json_pack("{s:s, s:I}", "leader_address", addr, "view_version", (json_int_t)view) : json_object();
 }
 
+static const char *ha_state(struct mc_master *m) {
+  if (!m->ha) return "serving";
+  struct mc_ha_info hi;
+  mc_ha_info(m->ha, &hi);
+  if (hi.state == MC_HA_SERVING && !mc_master_serving(m)) return "standby"; /* past its lease's horizon */
+  return mc_ha_state_name(hi.state);
+}
+
+static const char *role(struct mc_master *m) { return strcmp(ha_state(m), "serving") ? "standby" : "leader"; }
+
 static mc_mhd_ret get_health(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
-  json_t *j = json_pack("{s:s, s:s, s:s, s:b}", "status", "ok", "role", "leader", "ha_state", "serving",
-                        "service_ready", 1);
-  json_object_update_new(j, leader_fields(a));
+  int present;
+  json_t *j = json_pack("{s:s, s:s, s:s, s:b}", "status", "ok", "role", role(a->m), "ha_state", ha_state(a->m),
+                        "service_ready", mc_master_serving(a->m));
+  json_object_update_new(j, leader_fields(a, &present));
   return reply_json(c, MHD_HTTP_OK, j);
 }
 
 static mc_mhd_ret get_leader(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
-  json_t *j = json_pack("{s:b}", "present", 1);
-  json_object_update_new(j, leader_fields(a));
+  int present;
+  json_t *f = leader_fields(a, &present);
+  json_t *j = json_pack("{s:b}", "present", present);
+  json_object_update_new(j, f);
   return reply_json(c, MHD_HTTP_OK, j);
 }
 
 static mc_mhd_ret get_role(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
-  return reply_text(c, MHD_HTTP_OK, "leader");
+  return reply_text(c, MHD_HTTP_OK, role(a->m));
 }
 
 static mc_mhd_ret get_ha_status(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
-  return reply_text(c, MHD_HTTP_OK, "serving");
+  return reply_text(c, MHD_HTTP_OK, ha_state(a->m));
 }
 
 static mc_mhd_ret get_config(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
@@ -562,16 +587,17 @@ struct route {
   int post; /* 0: GET (and HEAD), 1: POST */
   const char *path;
   route_fn fn;
+  int always; /* answers also while this master does not serve (a standby; docs/ha.md) */
 };
 
 static const struct route routes[] = {
-    {0, "/metrics", get_metrics},
-    {0, "/metrics/summary", get_summary},
-    {0, "/health", get_health},
-    {0, "/role", get_role},
-    {0, "/ha_status", get_ha_status},
-    {0, "/leader", get_leader},
-    {0, "/config", get_config},
+    {0, "/metrics", get_metrics, 1},
+    {0, "/metrics/summary", get_summary, 1},
+    {0, "/health", get_health, 1},
+    {0, "/role", get_role, 1},
+    {0, "/ha_status", get_ha_status, 1},
+    {0, "/leader", get_leader, 1},
+    {0, "/config", get_config, 1},
     {0, "/get_all_keys", get_all_keys},
     {0, "/get_all_segments", get_all_segments},
     {0, "/get_segments_detail", get_segments_detail},
@@ -596,7 +622,12 @@ static mc_mhd_ret route(struct mc_admin *a, struct MHD_Connection *c, const char
     if (routes[i].post && post && !mc_httpd_authorized(c, method, url, rq->body, rq->len)) /* docs/security.md */
       return reply_json(c, MHD_HTTP_UNAUTHORIZED,
                         error_body(MC_INVALID_PARAMS, "not authorized: a cross-site request, or no valid X-Mooncake-Auth"));
-    if (routes[i].post ? post : get) return routes[i].fn(a, c, rq);
+    if (!(routes[i].post ? post : get)) continue;
+    if (!routes[i].always && !mc_master_serving(a->m))
+      return reply_json(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        json_pack("{s:b, s:i, s:s}", "success", 0, "error_code", MC_UNAVAILABLE_IN_CURRENT_MODE,
+                                  "error_message", "service plane is not active"));
+    return routes[i].fn(a, c, rq);
   }
   if (known) return reply_json(c, MHD_HTTP_METHOD_NOT_ALLOWED, error_body(MC_INVALID_PARAMS, "method not allowed"));
   return reply_json(c, MHD_HTTP_NOT_FOUND, json_pack("{s:b, s:s}", "success", 0, "error", "no such endpoint"));

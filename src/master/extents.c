@@ -355,7 +355,10 @@ int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *
   pc.soft_pin_action = mc_r_u8(r);
   pc.soft_pin_ttl_ms = mc_r_i64(r);
   pc.with_hard_pin = mc_r_u8(r);
+  struct mc_wsink sink = {0};
+  mc_wsink = &sink;
   int rc = r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
+  mc_witness_reply(m, &sink, !rc, w);
   if (!rc) mc_metrics_put_started(m->ms, len, 1, 1); /* a put like PutStart's, in one round trip */
   return rc;
 }
@@ -381,6 +384,8 @@ int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   r->off = body;
   uint32_t failed = 0;
   mc_w_u32(w, n);
+  struct mc_wsink sink = {0};
+  mc_wsink = &sink;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t klen;
     const uint8_t *key = mc_req_key(r, &klen);
@@ -390,6 +395,7 @@ int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
     mc_w_i32(w, st);
     failed += st != 0;
   }
+  mc_witness_reply(m, &sink, 1, w);
   mc_metrics_batch(m->ms, MC_OP_BATCH_COMMIT_PUT, n, failed);
   return 0;
 }

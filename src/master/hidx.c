@@ -40,6 +40,7 @@ struct mc_hidx_feed {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t next_seq;
+  _Atomic uint64_t durable; /* mc_hidx_durable as last computed (mc_hidx_durable_cached) */
   struct mc_hidx *dirty;   /* holders with unacknowledged records */
   struct mc_hidx *waiting; /* holders with a waiting poll */
   int stop;
@@ -68,13 +69,35 @@ static void dirty_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
   h->dirty_prev = h->dirty_next = NULL;
 }
 
-uint64_t mc_hidx_durable(struct mc_hidx_feed *f) {
-  pthread_mutex_lock(&f->mu);
+/* f->mu held. */
+static uint64_t durable_locked(struct mc_hidx_feed *f) {
   uint64_t d = f->next_seq - 1;
   for (struct mc_hidx *h = f->dirty; h; h = h->dirty_next)
     if (h->first_unacked - 1 < d) d = h->first_unacked - 1;
+  if (d > atomic_load(&f->durable)) atomic_store(&f->durable, d);
+  return d;
+}
+
+uint64_t mc_hidx_durable(struct mc_hidx_feed *f) {
+  pthread_mutex_lock(&f->mu);
+  uint64_t d = durable_locked(f);
   pthread_mutex_unlock(&f->mu);
   return d;
+}
+
+uint64_t mc_hidx_durable_cached(struct mc_hidx_feed *f) { return atomic_load(&f->durable); }
+
+void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
+                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl) {
+  mc_w_u64(w, seq);
+  mc_w_u8(w, kind);
+  mc_w_blob(w, key, klen);
+  mc_put_uuid(w, seg);
+  mc_w_u64(w, off);
+  mc_w_u64(w, len);
+  mc_w_u64(w, size);
+  mc_w_u8(w, hard_pin);
+  mc_w_u64(w, ttl);
 }
 
 uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f) {
@@ -185,15 +208,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
     pthread_cond_signal(&f->cv);
   }
   pthread_mutex_unlock(&f->mu);
-  mc_w_u64(&h->q, seq);
-  mc_w_u8(&h->q, kind);
-  mc_w_blob(&h->q, key, klen);
-  mc_put_uuid(&h->q, seg);
-  mc_w_u64(&h->q, off);
-  mc_w_u64(&h->q, len);
-  mc_w_u64(&h->q, size);
-  mc_w_u8(&h->q, hard_pin);
-  mc_w_u64(&h->q, ttl);
+  mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl);
   if (h->ix_n == h->ix_cap) {
     h->ix_cap = h->ix_cap ? 2 * h->ix_cap : 64;
     h->ix = mc_realloc(h->ix, h->ix_cap * sizeof(*h->ix));
@@ -223,6 +238,7 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   pthread_mutex_lock(&f->mu);
   if (!first) dirty_remove(f, h);
   else if (h->first_unacked) h->first_unacked = first;
+  durable_locked(f);
   pthread_mutex_unlock(&f->mu);
   if (first || !max_wait_ms || h->closed || h->resync) {
     struct mc_wbuf w = {0};
@@ -273,6 +289,7 @@ void mc_hidx_close(struct mc_hidx *h) {
   queue_clear(h);
   pthread_mutex_lock(&h->f->mu);
   dirty_remove(h->f, h);
+  durable_locked(h->f);
   pthread_mutex_unlock(&h->f->mu);
   pthread_mutex_unlock(&h->mu);
   mc_hidx_unref(h);
@@ -328,9 +345,17 @@ static void *feed_main(void *arg) {
   return NULL;
 }
 
+void mc_hidx_feed_raise(struct mc_hidx_feed *f, uint64_t seq) {
+  pthread_mutex_lock(&f->mu);
+  if (seq > f->next_seq) f->next_seq = seq;
+  durable_locked(f);
+  pthread_mutex_unlock(&f->mu);
+}
+
 struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
   struct mc_hidx_feed *f = mc_calloc(1, sizeof(*f));
   f->next_seq = first_seq ? first_seq : 1;
+  atomic_init(&f->durable, f->next_seq - 1);
   pthread_mutex_init(&f->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

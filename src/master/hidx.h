@@ -44,8 +44,16 @@ struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq);
 /* Answers every waiting poll (empty), stops the thread, frees the feed. Holders must be closed first. */
 void mc_hidx_feed_stop(struct mc_hidx_feed *f);
 uint64_t mc_hidx_durable(struct mc_hidx_feed *f);
+/* durable_seq as last computed (at the latest acknowledgement): never above the truth, and lock-free —
+ * what the writers' witnesses read on every put (docs/ha.md, "Witnesses"). */
+uint64_t mc_hidx_durable_cached(struct mc_hidx_feed *f);
+/* Appends one record in the wire layout above (also the layout of a writer's witness). */
+void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
+                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl);
 /* The number the next record will get. */
 uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f);
+/* Numbers the next records from seq on if that is above the next number (a promotion, ha.c). */
+void mc_hidx_feed_raise(struct mc_hidx_feed *f, uint64_t seq);
 
 /* A holder's queue (for a client with segments). The feed holds it until mc_hidx_close. */
 struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client);

@@ -18,8 +18,12 @@ struct mc_master;
  * strings, after mc_master_destroy). Starts the embedded HTTP metadata server when configured, and the
  * eviction and housekeeping threads. 0, or INTERNAL_ERROR (-1) with the reason logged. */
 int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out);
-/* Starts the RPC server on cfg bind_ip:listen_port (*port_out gets the port). 0 or INTERNAL_ERROR. */
+/* Starts the RPC server on cfg bind_ip:listen_port (*port_out gets the port), and with --enable_ha the
+ * election (docs/ha.md): until it wins, every RPC answers UNAVAILABLE_IN_CURRENT_STATUS. 0 or INTERNAL_ERROR. */
 int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out);
+/* 1 once this master lost a leadership it held (HA): its state may be stale; the process should be
+ * restarted (it rejoins as a standby). */
+int mc_master_ha_lost(struct mc_master *m);
 /* Stops the RPC server and the threads, frees everything. NULL ignored. */
 void mc_master_destroy(struct mc_master *m);
 /* Port of the embedded HTTP metadata server, 0 when none. */
@@ -57,7 +61,14 @@ struct mc_index_entry {
  * outside the segment or unaligned, an empty key, a size above its length), SEGMENT_NOT_FOUND (unmounted
  * meanwhile). Returns SEGMENT_NOT_FOUND when the segment is not the client's or not mounted, else 0. */
 int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
-                            const struct mc_index_entry *e, uint32_t n, int32_t *results);
+                            const struct mc_index_entry *e, uint32_t n, uint64_t applied, int last, int32_t *results);
+/* One writer's witness (RECOMMIT; docs/ha.md, "Witnesses"): the record seq of another master placed the
+ * object e on segment seg_id. MC_RECOMMIT_KNOWN (proto.h): nothing to do (the holder's upload covered it);
+ * 0: installed, its new record's witness in mc_wsink; SEGMENT_NOT_FOUND / UNAVAILABLE_IN_CURRENT_STATUS:
+ * not yet (the holder has not remounted, or not finished its upload: ask again); OBJECT_ALREADY_EXISTS (key
+ * or space taken), LEASE_EXPIRED (too late: the segment takes new allocations), INVALID_PARAMS: never. */
+int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
+                       const struct mc_index_entry *e);
 /* tenant: the realm of the request (NULL = the whole cluster); a tenant touches only its realm's segments. */
 int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant);
 int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,

@@ -32,6 +32,7 @@
 
 #include "net/auth.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "master/extents.h"
 #include "master/master.h"
 #include "proto/proto.h"
@@ -45,6 +46,7 @@ struct mc_admin;
 struct mc_mstats;
 struct mc_hidx;
 struct mc_hidx_feed;
+struct mc_ha;
 
 #define MC_NSHARDS 1024u
 #define MC_NS_PER_MS 1000000ull
@@ -73,13 +75,18 @@ struct mseg {
   _Atomic uint64_t alloc_after_ns; /* no new allocations before this (remount quiet period) */
   struct mc_hidx *_Atomic hidx;    /* the holder's index feed once it follows (a reference), or NULL */
   _Atomic int rebuilders; /* index uploads using it (rebuild.c): its memory is freed only once they are done */
+  /* its holder's index upload (rebuild.c): every record numbered at or below `applied` was in the holder's
+   * index when it uploaded, so the upload is the truth about them; writers' witnesses above it may be
+   * installed (RECOMMIT) once `uploaded` (the last batch came) */
+  _Atomic uint64_t applied;
+  _Atomic int uploaded;
 };
 
 /* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
  * this long: writers holding write extents from before stop writing within MC_FASTPUT_CONTACT_NS of
  * their last contact with the master that granted them (docs/master.md, "Write extents"), so nothing
  * the new allocations receive can be overwritten by such a late write. */
-#define MC_REMOUNT_QUIET_NS (MC_FASTPUT_CONTACT_NS + 1000ull * 1000000ull)
+#define MC_REMOUNT_QUIET_NS (MC_FASTPUT_CONTACT_NS + 1000ull * 1000000ull) /* 1.5 s */
 
 struct mclient {
   struct mc_uuid id;
@@ -127,7 +134,11 @@ struct discard {
 
 struct mc_master {
   struct mc_master_cfg cfg;
-  uint64_t view_version;
+  _Atomic uint64_t view_version; /* this incarnation (non-HA) or the leader key's etcd revision (HA) */
+  /* RPCs are served while mc_now_ns() is below this: UINT64_MAX without HA, else set by the election
+   * (ha.c): 0 on a standby, the lease's safe horizon on the leader (docs/ha.md, "Election and failover") */
+  _Atomic uint64_t serve_until_ns;
+  struct mc_ha *ha; /* the election (ha.c) with --enable_ha, else NULL; immutable after create */
   struct shard shards[MC_NSHARDS];
   _Atomic uint64_t nobjects, next_seq;
 
@@ -177,6 +188,17 @@ void mc_rep_free(struct mc_master *m, const struct object *o, const struct repli
 /* Queues the PUT records of o's COMPLETE replicas for their holders (shard lock held); the highest seq,
  * 0 when none follows. */
 uint64_t mc_obj_index_put(const struct object *o);
+/* The witness records of the request being handled (docs/ha.md, "Witnesses"): while a handler runs with
+ * mc_wsink set, every PUT record the object table queues is also appended here, in the feed's record
+ * layout (hidx.h), and the reply carries them back to the writer (mc_witness_reply). Per thread. */
+struct mc_wsink {
+  struct mc_wbuf w;
+  uint32_t n;
+};
+extern __thread struct mc_wsink *mc_wsink;
+/* Appends the witness block to a successful reply: u64 view_version, u64 durable_seq, u32 count, records;
+ * frees the sink and clears mc_wsink. ok = 0: nothing appended. */
+void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w);
 /* Unlinks and frees o (its replicas must already be released or dropped). Caller holds the shard lock. */
 void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
 /* Finds the object with this hash and seq in sh (locked), or NULL. */
@@ -199,6 +221,10 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
  * (blk goes with its allocator). */
 int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
                    uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
+/* The same for a writer's witness (RECOMMIT): installs only a key that does not exist, and queues its PUT
+ * record (the holder does not have it). 1 installed, 0 the key exists, -1 seg being unmounted. */
+int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                    uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);
@@ -263,6 +289,15 @@ void mc_evict_free(struct mc_master *m);
 
 /* ---- admin HTTP (admin.c) ---- */
 void mc_admin_stop(struct mc_admin *a); /* NULL ignored */
+
+/* ---- HA (ha.c) ---- */
+/* This master won the election with the leader key at etcd revision rev: its view_version becomes rev
+ * and its holder-index records are numbered above every earlier leader's (docs/ha.md). */
+void mc_master_promote(struct mc_master *m, uint64_t rev);
+/* Whether this master serves now (always without HA; the leader within its lease's safe horizon). */
+static inline int mc_master_serving(struct mc_master *m) {
+  return !m->ha || mc_now_ns() < atomic_load_explicit(&m->serve_until_ns, memory_order_acquire);
+}
 
 /* Sleeps up to ms on bg_cv; returns 1 when the master is stopping. */
 int mc_bg_wait(struct mc_master *m, uint64_t ms);

@@ -70,10 +70,10 @@ const struct mc_cfg_opt mc_master_opts[] = {
     I_(metrics_port, "9003", 0, 65535, "admin/metrics HTTP port (0 = any free port)"),
     S_(metrics_host, "0.0.0.0", "admin/metrics HTTP address (:: = IPv6 and IPv4)"),
     /* HA */
-    B_(enable_ha, "false", "leader election" NS),
-    S_(ha_backend_type, "etcd", "etcd | redis | k8s" NS),
-    S_(ha_backend_connstring, "", "HA backend endpoints" NS),
-    S_(etcd_endpoints, "", "legacy alias of ha_backend_connstring" NS),
+    B_(enable_ha, "false", "leader election over etcd (docs/ha.md)"),
+    S_(ha_backend_type, "etcd", "etcd (redis and k8s are not supported)"),
+    S_(ha_backend_connstring, "", "etcd endpoints h:p, separated by , or ;"),
+    S_(etcd_endpoints, "", "legacy alias of ha_backend_connstring"),
     S_(cluster_id, "mooncake_cluster", "cluster namespace ([0-9A-Za-z_.-], <= 128; default $MC_STORE_CLUSTER_ID)"),
     B_(enable_oplog, "false", "replicate metadata mutations to standbys" NS),
     I_(oplog_poll_interval_ms, "1000", 1, I64MAX, "standby OpLog poll period" NS),
@@ -154,7 +154,7 @@ const struct mc_cfg_opt mc_master_opts[] = {
 
 /* Flags whose behaviour this build does not have: a warning when set away from their default. */
 static const char *const unsupported[] = {
-    "enable_ha", "ha_backend_connstring", "etcd_endpoints", "enable_oplog", "pod_name", "pod_namespace",
+    "enable_oplog", "pod_name", "pod_namespace",
     "enable_snapshot", "enable_snapshot_restore", "snapshot_object_store_type", "snapshot_catalog_store_type",
     "snapshot_catalog_store_connstring", "snapshot_backup_dir", "snapshot_payload_store_type",
     "snapshot_payload_backend_type", "snapshot_catalog_backend_type", "snapshot_catalog_backend_connstring",
@@ -449,12 +449,32 @@ static int check_choices(struct mc_master_cfg *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* --enable_ha (docs/ha.md): etcd endpoints, and a published address other masters and clients can reach. */
+static int check_ha(const struct mc_master_cfg *c, char *err, size_t errlen) {
+  if (!c->enable_ha) return 0;
+  const char *eps = c->ha_backend_connstring && *c->ha_backend_connstring ? c->ha_backend_connstring : c->etcd_endpoints;
+  if (!eps || !*eps) {
+    snprintf(err, errlen, "--enable_ha needs --ha_backend_connstring (or --etcd_endpoints): the etcd endpoints");
+    return -1;
+  }
+  if (strcmp(c->ha_backend_type, "etcd")) {
+    snprintf(err, errlen, "--ha_backend_type=%s is not supported by this build (etcd only)", c->ha_backend_type);
+    return -1;
+  }
+  if (!strcmp(c->bind_ip, "0.0.0.0")) {
+    snprintf(err, errlen, "--enable_ha publishes the RPC address as the leader's: set --rpc_address to a routable "
+                          "address (or --rpc_interface), not 0.0.0.0");
+    return -1;
+  }
+  return 0;
+}
+
 int mc_master_cfg_finalize(struct mc_master_cfg *c, char *err, size_t errlen) {
   if (duration("default_kv_lease_ttl", c->default_kv_lease_ttl, &c->lease_ttl_ms, err, errlen) ||
       duration("default_kv_soft_pin_ttl", c->default_kv_soft_pin_ttl, &c->soft_pin_ttl_ms, err, errlen) ||
       duration("max_kv_soft_pin_ttl", c->max_kv_soft_pin_ttl, &c->max_soft_pin_ttl_ms, err, errlen))
     return -1;
-  if (check_choices(c, err, errlen) || derive_network(c, err, errlen)) return -1;
+  if (check_choices(c, err, errlen) || derive_network(c, err, errlen) || check_ha(c, err, errlen)) return -1;
   const char *proto = mc_knob_str(MC_KNOB_RPC_PROTOCOL);
   if (proto && *proto && strcasecmp(proto, "tcp"))
     LOG_WARN("MC_RPC_PROTOCOL=%s is not supported by this build; the RPC runs over tcp", proto);

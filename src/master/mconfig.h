@@ -34,7 +34,7 @@ struct mc_master_cfg {
   int enable_metric_reporting;
   int64_t metrics_port, metric_report_interval_sec;
   char *metrics_host;
-  /* HA (accepted; this build runs a single master) */
+  /* HA (docs/ha.md): etcd election; enable_oplog is accepted and ignored (holder indexes replace it) */
   int enable_ha, enable_oplog;
   char *ha_backend_type, *ha_backend_connstring, *etcd_endpoints, *cluster_id, *pod_name, *pod_namespace;
   int64_t oplog_poll_interval_ms, oplog_batch_max_entries, batch_oplog_retry_timeout_sec;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "master/ha.h"
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
@@ -326,6 +327,33 @@ static void client_report_families(const struct view *v, struct mc_wbuf *w) {
   counter(w, "store_client_stats_reports_total", "Client statistics reports received", v->reports);
 }
 
+/* master_ha_* (docs/admin.md, "Metrics"): also on a standby and without HA (enabled 0). */
+static void ha_families(struct mc_master *m, struct mc_wbuf *w) {
+  struct mc_ha_info hi = {0};
+  if (m->ha) mc_ha_info(m->ha, &hi);
+  int leader = mc_master_serving(m);
+  gauge(w, "master_ha_enabled", "1 when this master runs the etcd leader election (--enable_ha)", m->ha != NULL);
+  gauge(w, "master_ha_is_leader", "1 while this master serves as the leader", leader);
+  family(w, "master_ha_state", "gauge", "1 for the election state this master is in");
+  static const int states[] = {MC_HA_STARTING, MC_HA_STANDBY, MC_HA_CANDIDATE, MC_HA_SERVING};
+  int cur = !m->ha ? MC_HA_SERVING : hi.state == MC_HA_STOPPED || (hi.state == MC_HA_SERVING && !leader) ? MC_HA_STANDBY : hi.state;
+  for (size_t i = 0; i < MC_ARRAY_LEN(states); i++)
+    outf(w, "master_ha_state{state=\"%s\"} %d\n", mc_ha_state_name(states[i]), cur == states[i]);
+  gauge(w, "master_ha_leader_present", "1 when a leader key exists (as this master last read it)",
+        m->ha ? hi.present : 1);
+  gauge(w, "master_ha_view_version", "view_version of the leader this master knows (the key's etcd revision)",
+        (double)(m->ha ? hi.view_version : m->view_version));
+  gauge(w, "master_ha_lease_remaining_seconds", "How long the leader may still serve without reaching etcd",
+        m->ha ? (double)hi.lease_left_ms / 1000.0 : 0.0);
+  counter(w, "master_ha_elections_won_total", "Times this master became the leader", hi.elections_won);
+  counter(w, "master_ha_leader_changes_total", "Leaders this master has seen (itself included)", hi.leader_changes);
+  counter(w, "master_ha_dead_leader_revokes_total",
+          "Leases of dead leaders this standby revoked (their port refused connections)", hi.revokes);
+  counter(w, "master_ha_keepalive_failures_total", "Lease keepalives of this leader that did not reach etcd",
+          hi.keepalive_failures);
+  counter(w, "master_ha_terms_lost_total", "Leaderships this master lost while running", hi.terms_lost);
+}
+
 void mc_metrics_exposition(struct mc_master *m, struct mc_wbuf *w) {
   struct view v;
   collect(m, &v);
@@ -338,6 +366,7 @@ void mc_metrics_exposition(struct mc_master *m, struct mc_wbuf *w) {
   client_report_families(&v, w);
   gauge(w, "master_uptime_seconds", "Seconds since the master started",
         (double)(mc_now_ns() - m->ms->start_ns) / 1e9);
+  ha_families(m, w);
 }
 
 /* ------------------------------------------------------------------ log lines */
@@ -378,19 +407,29 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
                {"Get", MC_OP_BATCH_GET_REPLICA_LIST}, {"Exist", MC_OP_BATCH_EXIST_KEY}, {"Del", MC_OP_BATCH_REMOVE}};
   struct view v;
   collect(m, &v);
-  char used[32], cap[32], reqs[512], breqs[256];
+  char used[32], cap[32], reqs[512], breqs[256], ha[256];
+  int leader = mc_master_serving(m);
+  const char *state = "serving";
+  snprintf(ha, sizeof(ha), "enabled=false");
+  if (m->ha) {
+    struct mc_ha_info hi;
+    mc_ha_info(m->ha, &hi);
+    state = leader ? "serving" : hi.state == MC_HA_SERVING ? "standby" : mc_ha_state_name(hi.state);
+    snprintf(ha, sizeof(ha), "enabled=true, leader=%s, view_version=%llu", hi.present ? hi.leader : "none",
+             (unsigned long long)hi.view_version);
+  }
   human(v.used, used, sizeof(used));
   human(v.cap, cap, sizeof(cap));
   ok_rates(m->ms, single, MC_ARRAY_LEN(single), reqs, sizeof(reqs));
   ok_rates(m->ms, batch, MC_ARRAY_LEN(batch), breqs, sizeof(breqs));
   snprintf(buf, len,
-           "role=leader, state=serving, service_ready=true, master={Mem Storage: %s / %s (%.1f%%) | NVMe-oF SSD: 0 B / "
+           "role=%s, state=%s, service_ready=%s, master={Mem Storage: %s / %s (%.1f%%) | NVMe-oF SSD: 0 B / "
            "0 B | SSD Storage: 0 B / 0 B | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Segments: %llu | "
            "Requests (Success/Total per sec): %s | Batch Requests (Success/Total per sec): %s | Evicted: %llu}, "
-           "ha={enabled=false}",
-           used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0, (unsigned long long)v.keys,
+           "ha={%s}",
+           leader ? "leader" : "standby", state, leader ? "true" : "false", used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0, (unsigned long long)v.keys,
            (unsigned long long)v.soft, (unsigned long long)v.clients, (unsigned long long)v.segs, reqs, breqs,
-           (unsigned long long)v.evicted);
+           (unsigned long long)v.evicted, ha);
 }
 
 void mc_metrics_kv_line(struct mc_master *m, char *buf, size_t len) {

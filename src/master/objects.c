@@ -167,10 +167,17 @@ uint64_t mc_obj_index_put(const struct object *o) {
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms);
+    if (seq && mc_wsink) { /* the writer's witness of this record (docs/ha.md, "Witnesses") */
+      mc_hidx_encode(&mc_wsink->w, seq, MC_HIDX_PUT, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
+                     o->soft_pin_ttl_ms);
+      mc_wsink->n++;
+    }
     if (seq > top) top = seq;
   }
   return top;
 }
+
+__thread struct mc_wsink *mc_wsink;
 
 static void release_all(struct mc_master *m, struct object *o) {
   for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
@@ -455,8 +462,8 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
   return 0;
 }
 
-int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
+static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms, int witness) {
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
@@ -480,7 +487,10 @@ int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
     o->rep1 = (struct replica){.seg = seg, .blk = blk, .off = off, .status = MC_REPLICA_COMPLETE};
     o->rep = &o->rep1;
     o->nrep = 1;
+    if (witness) mc_obj_index_put(o); /* the holder did not have it */
     rc = 1;
+  } else if (witness) {
+    rc = 0;
   } else if (o->size == size && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) { /* another holder's copy */
     int here = 0;
     for (uint32_t i = 0; i < o->nrep; i++) here |= o->rep[i].seg == seg;
@@ -496,6 +506,16 @@ int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
   }
   pthread_mutex_unlock(&sh->mu);
   return rc;
+}
+
+int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
+  return rebuild(m, seg, blk, off, key, klen, size, hard_pin, soft_ttl_ms, 0);
+}
+
+int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
+                    uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
+  return rebuild(m, seg, blk, off, key, klen, size, hard_pin, soft_ttl_ms, 1);
 }
 
 /* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */

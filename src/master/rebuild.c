@@ -44,7 +44,7 @@ static void refuse(struct mc_master *m, struct mseg *seg, struct mc_hidx *h, con
 }
 
 int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
-                            const struct mc_index_entry *e, uint32_t n, int32_t *results) {
+                            const struct mc_index_entry *e, uint32_t n, uint64_t applied, int last, int32_t *results) {
   struct mc_hidx *h = mc_client_follow(m, client, tenant); /* attached first: later changes are recorded */
   struct mseg *seg = h ? take_segment(m, client, seg_id, tenant) : NULL;
   if (!seg) {
@@ -71,6 +71,8 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
     results[i] = rc > 0 ? 0 : rc < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
     installed += rc > 0;
   }
+  if (applied > atomic_load(&seg->applied)) atomic_store(&seg->applied, applied);
+  if (last) atomic_store(&seg->uploaded, 1); /* writers' witnesses above `applied` may come in now */
   atomic_fetch_sub(&seg->rebuilders, 1);
   mc_hidx_unref(h);
   char id[37];
@@ -81,4 +83,36 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
   mc_free(blk);
   mc_free(why);
   return 0;
+}
+
+/* ---- writers' witnesses (docs/ha.md, "Witnesses") ---- */
+
+int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
+                       const struct mc_index_entry *e) {
+  if (!e->klen || e->size > e->length) return MC_INVALID_PARAMS;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  struct mseg *seg = mc_seg_find_locked(m, seg_id);
+  if (seg && !(mc_same_realm(seg->tenant, tenant) && seg_readable(seg))) seg = NULL;
+  int rc = !seg ? MC_SEGMENT_NOT_FOUND : !atomic_load(&seg->uploaded) ? MC_UNAVAILABLE_IN_CURRENT_STATUS
+           : seq <= atomic_load(&seg->applied) ? MC_RECOMMIT_KNOWN : 0;
+  if (!rc) atomic_fetch_add(&seg->rebuilders, 1);
+  pthread_rwlock_unlock(&m->seg_mu);
+  if (rc) return rc;
+  struct mc_tlsf_block *blk = NULL;
+  enum mc_tlsf_refusal why = 0;
+  pthread_mutex_lock(&seg->alloc_mu);
+  /* Only while the segment takes no new allocation (its remount quiet period): until then its free space
+   * is exactly what the old master left free, so the witnessed range holds the witnessed bytes. */
+  if (mc_now_ns() >= atomic_load(&seg->alloc_after_ns)) rc = MC_LEASE_EXPIRED;
+  else mc_tlsf_reserve(seg->tlsf, &e->offset, &e->length, 1, &blk, &why);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
+  if (!rc && !blk) rc = refusal_status(why);
+  if (!rc) {
+    int in = mc_obj_recommit(m, seg, blk, e->offset, e->key, e->klen, e->size, e->hard_pin, e->soft_pin_ttl_ms);
+    if (in == 0) mc_rep_release(seg, blk); /* the key exists: its value stays */
+    rc = in > 0 ? 0 : in < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
+  }
+  atomic_fetch_sub(&seg->rebuilders, 1);
+  return rc;
 }

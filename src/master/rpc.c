@@ -189,8 +189,24 @@ static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
   return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type);
 }
 
+void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w) {
+  mc_wsink = NULL;
+  if (ok) {
+    mc_w_u64(w, m->view_version);
+    mc_w_u64(w, mc_hidx_durable_cached(m->hfeed));
+    mc_w_u32(w, s->n);
+    mc_w_bytes_raw(w, s->w.p, s->w.len);
+  }
+  mc_w_free(&s->w);
+}
+
+/* PUT_END / UPSERT_END: the reply carries the witnesses of the records the completion queued. */
 static int op_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return single_end(m, r, mc_master_put_end);
+  struct mc_wsink sink = {0};
+  mc_wsink = &sink;
+  int rc = single_end(m, r, mc_master_put_end);
+  mc_witness_reply(m, &sink, !rc, w);
+  return rc;
 }
 
 static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
@@ -238,19 +254,23 @@ static int op_batch_upsert_start(struct mc_master *m, struct mc_rbuf_rd *r, stru
   return batch_start(m, MC_OP_BATCH_UPSERT_START, r, w, mc_master_upsert_start);
 }
 
+/* The batch End/Revoke forms; an End's reply carries the witnesses after its statuses. */
 static int batch_end(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, struct mc_wbuf *w, end_fn fn) {
   struct mc_uuid client = mc_get_uuid(r);
   uint32_t n, failed = 0;
   struct key *k = get_keys(r, &n);
   uint8_t type = mc_r_u8(r);
-  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  int rc = r->err ? MC_INVALID_PARAMS : 0, end = fn == mc_master_put_end;
   if (!rc) {
+    struct mc_wsink sink = {0};
+    if (end) mc_wsink = &sink;
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
       int st = fn(m, client, k[i].p, k[i].n, type);
       mc_w_i32(w, st);
       failed += st != 0;
     }
+    mc_witness_reply(m, &sink, end, w);
     mc_metrics_batch(m->ms, op, n, failed);
   }
   mc_free(k);
@@ -564,8 +584,13 @@ static int op_remount_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc
     e[i].hard_pin = mc_r_u8(r);
     e[i].soft_pin_ttl_ms = mc_r_u64(r);
   }
+  /* then (a holder that knows of witnesses) u64 applied_seq, u8 last batch */
+  int more = !r->err && r->len > r->off;
+  uint64_t applied = more ? mc_r_u64(r) : 0;
+  int last = more ? mc_r_u8(r) : 1;
   int32_t *res = r->err ? NULL : request_array(r, &n, sizeof(*res));
-  int rc = r->err ? MC_INVALID_PARAMS : mc_master_rebuild_index(m, client, seg, tenant_of(r), e, n, res);
+  int rc = r->err ? MC_INVALID_PARAMS
+                  : mc_master_rebuild_index(m, client, seg, tenant_of(r), e, n, applied, last, res);
   if (!rc) {
     uint32_t failed = 0;
     mc_w_u32(w, n);
@@ -574,6 +599,45 @@ static int op_remount_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc
   }
   mc_free(res);
   mc_free(e);
+  return rc;
+}
+
+/* RECOMMIT (proto.h; docs/ha.md, "Witnesses"): a writer's witnesses of records another master issued. */
+static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  (void)mc_get_uuid(r); /* the writer (for the record; any client may witness) */
+  uint64_t view = mc_r_u64(r);
+  uint32_t n = mc_r_count(r, INDEX_ENTRY_MIN_BYTES + 8 + 1 + 16);
+  struct mc_index_entry *e = request_array(r, &n, sizeof(*e));
+  uint64_t *seq = r->err ? NULL : request_array(r, &n, sizeof(*seq));
+  struct mc_uuid *seg = r->err ? NULL : request_array(r, &n, sizeof(*seg));
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    seq[i] = mc_r_u64(r);
+    if (mc_r_u8(r) != MC_HIDX_PUT) r->err = 1;
+    e[i].key = mc_req_key(r, &e[i].klen);
+    seg[i] = mc_get_uuid(r);
+    e[i].offset = mc_r_u64(r);
+    e[i].length = mc_r_u64(r);
+    e[i].size = mc_r_u64(r);
+    e[i].hard_pin = mc_r_u8(r);
+    e[i].soft_pin_ttl_ms = mc_r_u64(r);
+  }
+  int rc = r->err ? MC_INVALID_PARAMS : 0;
+  if (!rc) {
+    struct mc_wsink sink = {0};
+    mc_wsink = &sink;
+    uint32_t failed = 0;
+    mc_w_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+      int st = view == m->view_version ? MC_RECOMMIT_KNOWN : mc_master_recommit(m, tenant_of(r), seg[i], seq[i], &e[i]);
+      mc_w_i32(w, st);
+      failed += st < 0;
+    }
+    mc_witness_reply(m, &sink, 1, w);
+    mc_metrics_batch(m->ms, MC_OP_RECOMMIT, n, failed);
+  }
+  mc_free(e);
+  mc_free(seq);
+  mc_free(seg);
   return rc;
 }
 
@@ -586,6 +650,8 @@ static const op_fn ops[MC_OP_MAX + 1] = {MC_MASTER_OPS(DISPATCH_)};
 int mc_master_dispatch_as(struct mc_master *m, const char *tenant, uint16_t op, const uint8_t *body, size_t len,
                           struct mc_wbuf *reply) {
   if (op >= MC_ARRAY_LEN(ops) || !ops[op]) return MC_NOT_SUPPORTED;
+  /* a standby, or a leader whose lease may have run out, serves nothing (docs/ha.md) */
+  if (!mc_master_serving(m)) return MC_UNAVAILABLE_IN_CURRENT_STATUS;
   struct mc_req q = {.tenant = tenant && *tenant ? tenant : NULL};
   if (q.tenant) {
     size_t tl = strnlen(q.tenant, MC_AUTH_TENANT_MAX + 1);

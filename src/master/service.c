@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "master/ha.h"
 #include "master/hidx.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
@@ -81,14 +82,26 @@ static int start_threads(struct mc_master *m) {
   return 0;
 }
 
+static uint64_t wall_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void mc_master_promote(struct mc_master *m, uint64_t rev) {
+  atomic_store(&m->view_version, rev);
+  /* a standby's feed was numbered from its own start, which may precede the old leader's */
+  mc_hidx_feed_raise(m->hfeed, wall_us());
+}
+
 static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   struct mc_master *m = mc_calloc(1, sizeof(*m));
   m->cfg = *cfg;
   /* this master's incarnation: wall-clock microseconds at start, so a restart (even within the same
    * second) always shows a new value; clients compare it after long reads (docs/store-client.md) */
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  m->view_version = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+  m->view_version = wall_us();
+  /* without HA the one master serves from the start; with HA the election opens the gate (ha.c) */
+  m->serve_until_ns = cfg->enable_ha ? 0 : UINT64_MAX;
   atomic_init(&m->next_seq, 1);
   m->ms = mc_calloc(1, sizeof(*m->ms));
   mc_metrics_init(m->ms);
@@ -109,7 +122,11 @@ int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
   struct mc_master *m = alloc_master(cfg);
   *out = NULL;
   /* record numbers above every earlier incarnation's (docs/ha.md, "Holder indexes") */
-  m->hfeed = mc_hidx_feed_start(m->view_version);
+  m->hfeed = mc_hidx_feed_start(wall_us());
+  if (cfg->enable_ha && !(m->ha = mc_ha_new(m))) {
+    mc_master_destroy(m);
+    return MC_INTERNAL_ERROR;
+  }
   if (!m->hfeed || open_metadata(m) || start_threads(m)) {
     mc_master_destroy(m);
     return MC_INTERNAL_ERROR;
@@ -134,12 +151,16 @@ int mc_master_start_rpc(struct mc_master *m, uint16_t *port_out) {
                                   .nagle = !m->cfg.rpc_enable_tcp_no_delay};
   m->rpc = mc_mrpc_server_start_opts(m->cfg.bind_ip, m->cfg.listen_port, rpc_handler, NULL, m, &o, &m->rpc_port);
   if (port_out) *port_out = m->rpc_port;
-  return m->rpc ? 0 : MC_INTERNAL_ERROR;
+  if (!m->rpc) return MC_INTERNAL_ERROR;
+  return m->ha && mc_ha_start(m->ha, m->rpc_port) ? MC_INTERNAL_ERROR : 0;
 }
+
+int mc_master_ha_lost(struct mc_master *m) { return mc_ha_lost(m->ha); }
 
 void mc_master_destroy(struct mc_master *m) {
   if (!m) return;
   mc_admin_stop(m->admin);     /* no admin request runs after this */
+  mc_ha_free(m->ha);           /* RPCs answer UNAVAILABLE_IN_CURRENT_STATUS from here; a leader gives its lease up */
   mc_mrpc_server_stop(m->rpc); /* no RPC runs after this */
   pthread_mutex_lock(&m->bg_mu);
   m->stopping = 1;

@@ -59,9 +59,10 @@ struct mc_mrpc_client {
   char host[256];
   uint16_t port;
   int connect_timeout_ms, timeout_ms;
-  pthread_mutex_t mu;
+  pthread_mutex_t mu; /* guards host, port, gen and the pool */
   int idle[POOL_MAX];
   int nidle;
+  uint64_t gen; /* the target's generation: a connection to an earlier target is never pooled again */
   atomic_uint_least64_t next_id;
   struct mc_spin spin; /* reply waits: poll first while the master answers within the window */
 };
@@ -91,12 +92,26 @@ void mc_mrpc_client_free(struct mc_mrpc_client *c) {
   mc_free(c);
 }
 
-static int take_conn(struct mc_mrpc_client *c, int tmo) {
+void mc_mrpc_client_retarget(struct mc_mrpc_client *c, const char *host, uint16_t port) {
+  pthread_mutex_lock(&c->mu);
+  snprintf(c->host, sizeof(c->host), "%s", host);
+  c->port = port;
+  c->gen++;
+  for (int i = 0; i < c->nidle; i++) close(c->idle[i]);
+  c->nidle = 0;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int take_conn(struct mc_mrpc_client *c, int tmo, uint64_t *gen) {
+  char host[256];
   pthread_mutex_lock(&c->mu);
   int fd = c->nidle ? c->idle[--c->nidle] : -1;
+  uint16_t port = c->port;
+  memcpy(host, c->host, sizeof(host));
+  *gen = c->gen;
   pthread_mutex_unlock(&c->mu);
   if (fd >= 0) return fd;
-  fd = mc_sock_connect(c->host, c->port, MC_MIN(c->connect_timeout_ms, tmo));
+  fd = mc_sock_connect(host, port, MC_MIN(c->connect_timeout_ms, tmo));
   int rc = fd < 0 ? 0 : mc_auth_client(fd, "master", tmo); /* docs/security.md */
   if (rc) {
     close(fd);
@@ -105,9 +120,9 @@ static int take_conn(struct mc_mrpc_client *c, int tmo) {
   return fd;
 }
 
-static void give_conn(struct mc_mrpc_client *c, int fd) {
+static void give_conn(struct mc_mrpc_client *c, int fd, uint64_t gen) {
   pthread_mutex_lock(&c->mu);
-  if (c->nidle < POOL_MAX) c->idle[c->nidle++] = fd;
+  if (c->nidle < POOL_MAX && gen == c->gen) c->idle[c->nidle++] = fd;
   else close(fd);
   pthread_mutex_unlock(&c->mu);
 }
@@ -147,11 +162,12 @@ int mc_mrpc_call_timeout(struct mc_mrpc_client *c, uint16_t op, const struct mc_
     pthread_mutex_lock(&c->mu);
     pooled = c->nidle > 0;
     pthread_mutex_unlock(&c->mu);
-    int fd = take_conn(c, tmo);
+    uint64_t gen;
+    int fd = take_conn(c, tmo, &gen);
     if (fd < 0) return map_err(fd);
     int io_err = 0, st = exchange(c, fd, op, req, reply, tmo, &io_err);
     if (!io_err) {
-      give_conn(c, fd);
+      give_conn(c, fd, gen);
       return st;
     }
     close(fd);

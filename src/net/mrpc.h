@@ -78,5 +78,8 @@ int mc_mrpc_call_timeout(struct mc_mrpc_client *c, uint16_t opcode, const struct
                          int timeout_ms);
 /* Drops pooled connections (next call reconnects). */
 void mc_mrpc_client_reset(struct mc_mrpc_client *c);
+/* Points later calls at host:port (a new leader); pooled connections are dropped, and connections of
+ * calls in flight are closed when they finish instead of being pooled. */
+void mc_mrpc_client_retarget(struct mc_mrpc_client *c, const char *host, uint16_t port);
 
 #endif

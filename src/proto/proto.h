@@ -45,9 +45,19 @@
  *                      most 1 s); acknowledges every record up to acked_seq. CLIENT_NOT_FOUND: no segment of
  *                      that client here (or one of another realm)
  *   REMOUNT_INDEX      client id, segment id, list<{str key, u64 offset, u64 length, u64 size, u8 hard_pin,
- *                      u64 soft_pin_ttl_ms}> -> list<i32 status>: a holder's index of a segment it remounted,
- *                      after a master restart or failover; each entry becomes its complete object again
- *                      (master/master.h, mc_master_rebuild_index; docs/ha.md, "Rebuild")
+ *                      u64 soft_pin_ttl_ms}>, then u64 applied_seq, u8 last -> list<i32 status>: a holder's
+ *                      index of a segment it remounted, after a master restart or failover, in batches (last = 1
+ *                      on the final one; applied_seq: the newest record the index has taken in, from any
+ *                      master); each entry becomes its complete object again (master/master.h,
+ *                      mc_master_rebuild_index; docs/ha.md, "Rebuild"). Without the two trailing fields: 0, 1
+ *   witness block      what PUT_END, UPSERT_END, COMMIT_PUT (after nothing) and BATCH_PUT_END, BATCH_UPSERT_END,
+ *                      BATCH_COMMIT_PUT (after their statuses) also answer: u64 view_version, u64 durable_seq,
+ *                      u32 count, index records (master/hidx.h, kind PUT) of what the request completed — the
+ *                      writer keeps them until durable_seq reaches them (docs/ha.md, "Witnesses"). A master
+ *                      that predates them sends nothing: a reader stops at the end of the body
+ *   RECOMMIT           client id, u64 view_version (of the master that issued them), list<index record> ->
+ *                      list<i32 status> (master/master.h, mc_master_recommit), witness block (of the
+ *                      records it issued for what it installed)
  * Segment records carry zone and host_id (docs/master.md, "Segments") and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (docs/master.md, "Segment ownership"). */
 #ifndef MC_MASTER_PROTO_H
@@ -97,21 +107,25 @@
   X(RELEASE_EXTENT, 62, release_extent, 0, mc_op_release_extent)                                  \
   X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)                                 \
   X(FOLLOW_INDEX, 70, follow_index, 0, op_follow_index)                                           \
-  X(REMOUNT_INDEX, 71, remount_index, 1, op_remount_index)
+  X(REMOUNT_INDEX, 71, remount_index, 1, op_remount_index)                                        \
+  X(RECOMMIT, 72, recommit, 1, op_recommit)
 
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
 /* The kind of a holder-index record (FOLLOW_INDEX answers; layout in master/hidx.h). */
 enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
-#define MC_OP_MAX 71 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
+/* A RECOMMIT status besides the ErrorCodes: nothing to do (the issuing master itself, or a holder's index
+ * upload, settled the witness). */
+#define MC_RECOMMIT_KNOWN 1
+#define MC_OP_MAX 72 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
 
 
 /* A writer starts a write into an extent only within this long of its last successful contact with
  * the master that granted it (OK ping, reserve or commit); the master keeps re-mounted segments free
  * of new allocations for longer (MC_REMOUNT_QUIET_NS), so a late write from before a master restart
  * cannot land in space the new master handed out. */
-#define MC_FASTPUT_CONTACT_NS (2000ull * 1000000ull)
+#define MC_FASTPUT_CONTACT_NS (500ull * 1000000ull) /* short: the quiet period it sets bounds a failover's first put */
 
 #define MC_STORE_VERSION "mooncake-c 0.1.0"
 
