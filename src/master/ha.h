@@ -8,7 +8,7 @@
 struct mc_master;
 struct mc_ha;
 
-#define MC_HA_LEASE_TTL_S 5 /* the leader key's lease (docs/master.md, "High availability") */
+#define MC_HA_LEASE_TTL_S 5 /* the leader key's lease (docs/ha.md, "Election and failover") */
 
 enum mc_ha_state { MC_HA_STARTING = 0, MC_HA_STANDBY, MC_HA_CANDIDATE, MC_HA_SERVING, MC_HA_STOPPED };
 
