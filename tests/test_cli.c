@@ -192,6 +192,9 @@ static void test_setup(void) {
   REQUIRE(start_node(&C, 0, "zone-a") == 0);
   REQUIRE(start_node(&C, 1, "zone-b") == 0);
   REQUIRE(start_node(&C, 2, "zone-b") == 0);
+  /* The writer puts through PutStart/PutEnd: a write extent (docs/store-client.md) would keep space on a
+   * node for its lease after the writer paused, and test_drain needs an empty node 2. */
+  setenv("MC_STORE_PUT_EXTENTS", "0", 1);
   W = mooncake_store_create();
   REQUIRE(mooncake_store_setup(W, "127.0.0.1", C.meta_url, 0, 4 * MiB, "tcp", "", C.addr) == 0);
 }
