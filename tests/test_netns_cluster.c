@@ -30,6 +30,7 @@
  * Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN) and iproute2; without them it FAILS with the reason (never
  * skips). Namespace names carry this process's pid; everything is torn down at exit (also on SIGINT/
  * SIGTERM/SIGHUP and failed checks), and leftovers of an earlier run that died are removed at start. */
+#include <ctype.h>
 #include <dirent.h>
 #include <poll.h>
 #include <sched.h>
@@ -53,19 +54,27 @@
 #define WARM_TIMEOUT_MS 60000 /* a node's prefault of its 64 MiB, also with the CPUs saturated (node_wait_warm) */
 
 enum { NS_T, NS_M, NS_N1, NS_N2, NS_N3, NS_COUNT };
-static const char *const ns_tag[NS_COUNT] = {"t", "m", "n1", "n2", "n3"};
-static const char *const ns_ip[NS_COUNT] = {"10.231.0.1", MASTER_IP, "10.231.0.11", "10.231.0.12", "10.231.0.13"};
+static const char *const cluster_tag[NS_COUNT] = {"t", "m", "n1", "n2", "n3"};
+static const char *const cluster_ip[NS_COUNT] = {"10.231.0.1", MASTER_IP, "10.231.0.11", "10.231.0.12", "10.231.0.13"};
 
-static char ns_name[NS_COUNT][32];
-static int ns_made[NS_COUNT];
+/* The namespaces netns_run builds: this test's by default; a test that includes this file may point these
+ * at its own table before netns_run (tests/test_netns_ha.c). Entry 0 holds the bridge and this process;
+ * every other one gets a veth to the bridge and its address (/24). Tags are short (veth "v-<tag>"). */
+#define NS_MAX 16
+static const char *const *ns_tag = cluster_tag, *const *ns_ip = cluster_ip;
+static int ns_count = NS_COUNT;
+
+static char ns_name[NS_MAX][32];
+static int ns_made[NS_MAX];
 static char ip_bin[512];
 static char *work_dir;
 
 /* Every child we started, for the teardown (async-signal-safe parts only there). */
-static volatile pid_t children[16];
+#define MAX_CHILDREN 32
+static volatile pid_t children[MAX_CHILDREN];
 
 static void track(pid_t p) {
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < MAX_CHILDREN; i++)
     if (children[i] <= 0) {
       children[i] = p;
       return;
@@ -73,7 +82,7 @@ static void track(pid_t p) {
 }
 
 static void untrack(pid_t p) {
-  for (int i = 0; i < 16; i++)
+  for (int i = 0; i < MAX_CHILDREN; i++)
     if (children[i] == p) children[i] = 0;
 }
 
@@ -125,7 +134,7 @@ static int ipc(const char *fmt, ...) {
 /* ------------------------------------------------------------ teardown */
 
 static void teardown(void) {
-  for (int i = 0; i < 16; i++) {
+  for (int i = 0; i < MAX_CHILDREN; i++) {
     pid_t p = children[i];
     if (p > 0) {
       kill(p, SIGKILL);
@@ -133,7 +142,7 @@ static void teardown(void) {
       children[i] = 0;
     }
   }
-  for (int i = NS_COUNT; i-- > 0;) {
+  for (int i = NS_MAX; i-- > 0;) {
     if (!ns_made[i]) continue;
     char *argv[] = {ip_bin, "netns", "del", ns_name[i], NULL};
     run_argv(argv, 1);
@@ -147,21 +156,26 @@ static void on_signal(int sig) {
   raise(sig);
 }
 
-/* Namespaces "mc-<tag>-<pid>" whose pid is gone: left by a run that was killed. Their processes (if any
- * survived) are killed, then the names removed. */
+/* The pid in a namespace name "mc-<tag>-<pid>" (tag: letters and digits, as every namespace test built on
+ * this file names them), or 0 for any other name. */
+static int stale_pid(const char *name) {
+  if (strncmp(name, "mc-", 3)) return 0;
+  const char *p = name + 3, *dash = strchr(p, '-');
+  if (!dash || dash == p) return 0;
+  for (const char *c = p; c < dash; c++)
+    if (!isalnum((unsigned char)*c)) return 0;
+  char *end = NULL;
+  long pid = strtol(dash + 1, &end, 10);
+  return pid > 0 && pid < INT32_MAX && end != dash + 1 && !*end ? (int)pid : 0;
+}
+
+/* Namespaces "mc-<tag>-<pid>" whose pid is gone: left by a run (of any namespace test) that was killed.
+ * Their processes (if any survived) are killed, then the names removed. */
 static void clean_stale(void) {
   DIR *d = opendir("/run/netns");
   for (struct dirent *e; d && (e = readdir(d));) {
-    int pid = 0, ours = 0;
-    for (int i = 0; i < NS_COUNT && !ours; i++) {
-      char prefix[16];
-      int len = snprintf(prefix, sizeof(prefix), "mc-%s-", ns_tag[i]);
-      char *end = NULL;
-      if (strncmp(e->d_name, prefix, (size_t)len)) continue;
-      pid = (int)strtol(e->d_name + len, &end, 10);
-      ours = pid > 0 && end && !*end;
-    }
-    if (!ours || (kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    int pid = stale_pid(e->d_name);
+    if (!pid || (kill(pid, 0) == 0 || errno != ESRCH)) continue;
     char path[300];
     snprintf(path, sizeof(path), "/run/netns/%s", e->d_name);
     struct stat ns;
@@ -201,20 +215,24 @@ static int enter_ns(const char *name) {
 /* Builds the namespaces and the bridge, and moves this process into mc-t. 0, or -1 with the reason. */
 static int topology_up(void) {
   if (geteuid() != 0) {
-    fprintf(stderr, "FAIL: test_netns_cluster needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network "
-                    "namespaces; running as uid %d. Run it as root (CI does).\n", (int)geteuid());
+    fprintf(stderr, "FAIL: %s needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN) to create network namespaces; running "
+                    "as uid %d. Run it as root (CI does).\n", program_invocation_short_name, (int)geteuid());
     return -1;
   }
   char *ip = mc_tp_which("ip");
   if (!ip) {
-    fprintf(stderr, "FAIL: the 'ip' command (iproute2) is not installed; test_netns_cluster needs it to build "
-                    "network namespaces\n");
+    fprintf(stderr, "FAIL: the 'ip' command (iproute2) is not installed; %s needs it to build network "
+                    "namespaces\n", program_invocation_short_name);
     return -1;
   }
   snprintf(ip_bin, sizeof(ip_bin), "%s", ip);
   free(ip);
+  if (ns_count < 2 || ns_count > NS_MAX) {
+    fprintf(stderr, "FAIL: a topology of %d namespaces (2 to %d)\n", ns_count, NS_MAX);
+    return -1;
+  }
   clean_stale();
-  for (int i = 0; i < NS_COUNT; i++) {
+  for (int i = 0; i < ns_count; i++) {
     snprintf(ns_name[i], sizeof(ns_name[i]), "mc-%s-%d", ns_tag[i], (int)getpid());
     if (ipc("netns add %s", ns_name[i])) {
       fprintf(stderr, "FAIL: cannot create network namespace %s (see the ip error above; needs CAP_SYS_ADMIN "
@@ -229,7 +247,7 @@ static int topology_up(void) {
     fprintf(stderr, "FAIL: cannot create the bridge in %s (needs CAP_NET_ADMIN and bridge support)\n", t);
     return -1;
   }
-  for (int i = NS_M; i < NS_COUNT; i++) {
+  for (int i = 1; i < ns_count; i++) {
     const char *n = ns_name[i];
     if (ipc("-n %s link add v-%s type veth peer name eth0 netns %s", t, ns_tag[i], n) ||
         ipc("-n %s link set v-%s master mcbr0", t, ns_tag[i]) || ipc("-n %s link set v-%s up", t, ns_tag[i]) ||
@@ -309,23 +327,42 @@ static int wait_listen(const char *ip, int port, long timeout_ms, pid_t pid) {
   return -1;
 }
 
-/* GET on the master's HTTP metadata server: the status, the body into body (NUL-terminated). */
-static int meta_get(const char *key, char *body, size_t cap) {
-  char req[600], resp[8192];
-  snprintf(req, sizeof(req), "GET /metadata?key=%s HTTP/1.0\r\nHost: %s\r\n\r\n", key, MASTER_IP);
-  int fd = connect_to(MASTER_IP, META_PORT);
+/* One HTTP/1.0 request to ip:port (3 s receive timeout): method and path, a body when given (sent with its
+ * Content-Length). The status (-1: no connection), the answer's body into out (NUL-terminated, cut at
+ * cap). */
+static int http_request(const char *ip, int port, const char *method, const char *path, const char *body, char *out,
+                        size_t cap) {
+  char req[2048];
+  static _Thread_local char resp[256 * 1024];
+  int n = body ? snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Length: %zu\r\n\r\n%s", method,
+                          path, ip, strlen(body), body)
+               : snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: %s\r\n\r\n", method, path, ip);
+  if (out && cap) out[0] = 0;
+  if (n < 0 || n >= (int)sizeof(req)) return -1;
+  int fd = connect_to(ip, port);
   if (fd < 0) return -1;
   struct timeval tv = {3, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   size_t got = 0;
-  if (send(fd, req, strlen(req), MSG_NOSIGNAL) < 0) return close(fd), -1;
-  for (ssize_t n; got + 1 < sizeof(resp) && (n = recv(fd, resp + got, sizeof(resp) - 1 - got, 0)) > 0;)
-    got += (size_t)n;
+  if (send(fd, req, (size_t)n, MSG_NOSIGNAL) < 0) return close(fd), -1;
+  for (ssize_t r; got + 1 < sizeof(resp) && (r = recv(fd, resp + got, sizeof(resp) - 1 - got, 0)) > 0;)
+    got += (size_t)r;
   close(fd);
   resp[got] = 0;
   const char *b = strstr(resp, "\r\n\r\n");
-  if (body) snprintf(body, cap, "%s", b ? b + 4 : "");
+  if (out) snprintf(out, cap, "%s", b ? b + 4 : "");
   return mc_tp_http_status(resp);
+}
+
+static int http_get(const char *ip, int port, const char *path, char *body, size_t cap) {
+  return http_request(ip, port, "GET", path, NULL, body, cap);
+}
+
+/* GET on the master's HTTP metadata server: the status, the body into body (NUL-terminated). */
+static int meta_get(const char *key, char *body, size_t cap) {
+  char path[600];
+  snprintf(path, sizeof(path), "/metadata?key=%s", key);
+  return http_get(MASTER_IP, META_PORT, path, body, cap);
 }
 
 /* ------------------------------------------------------------ the master */
@@ -419,7 +456,7 @@ static int replicas(const char *key, char names[][64], int max) {
 /* ------------------------------------------------------------ nodes */
 
 struct node {
-  int idx; /* 1..3 */
+  int idx; /* 1..NODE_MAX-1 */
   pid_t pid;
   int to, from;
   char rbuf[4096];
@@ -429,7 +466,8 @@ struct node {
   int warm_before; /* "populated and warm" lines in the log before this incarnation started */
 };
 
-static struct node nodes[4];
+#define NODE_MAX 8
+static struct node nodes[NODE_MAX];
 
 /* Lines of path holding needle. */
 static int file_count(const char *path, const char *needle) {
@@ -469,17 +507,19 @@ static int node_line(struct node *n, char *line, size_t cap, long timeout_ms) {
   }
 }
 
-/* Starts node idx (1..3) in its namespace under the name "<ip>:12345". 0, or -1 (log dumped). */
-static int node_start(int idx, uint64_t gss) {
+/* Starts node idx (1..NODE_MAX-1) in namespace ns under the name "<ns's ip>:12345", given the master
+ * address and the metadata server as netns_node takes them, and extra environment entries (NULL-terminated,
+ * may be NULL). 0, or -1 (log dumped). */
+static int node_start_at(int idx, int ns, uint64_t gss, const char *master, const char *meta, char *const extra_env[]) {
   struct node *n = &nodes[idx];
-  const char *ip = ns_ip[NS_N1 + idx - 1];
+  const char *ip = ns_ip[ns];
   memset(n, 0, sizeof(*n));
   n->idx = idx;
   n->pid = -1;
   snprintf(n->log, sizeof(n->log), "%s/node%d.log", work_dir, idx);
   n->warm_before = file_count(n->log, WARM_LINE);
   const char *self = getenv("MC_NETNS_NODE");
-  char bin[600], host[64], meta[128], master[64], gs[32], bs[32], bind[64], hid[64];
+  char bin[600], host[64], gs[32], bs[32], bind[64], hid[64];
   if (self && *self) {
     snprintf(bin, sizeof(bin), "%s", self);
   } else { /* next to this binary */
@@ -489,21 +529,20 @@ static int node_start(int idx, uint64_t gss) {
     snprintf(slash ? slash + 1 : bin, 16, "netns_node");
   }
   snprintf(host, sizeof(host), "%s:%d", ip, NODE_PORT);
-  snprintf(meta, sizeof(meta), "http://%s:%d/metadata", MASTER_IP, META_PORT);
-  snprintf(master, sizeof(master), "%s:%d", MASTER_IP, MASTER_RPC_PORT);
   snprintf(gs, sizeof(gs), "%llu", (unsigned long long)gss);
   snprintf(bs, sizeof(bs), "%llu", (unsigned long long)(8 * MiB));
   snprintf(bind, sizeof(bind), "MC_TCP_BIND_ADDRESS=%s", ip);
   snprintf(hid, sizeof(hid), "MC_HOST_ID=netns-node%d-%d", idx, (int)getpid());
-  char *argv[] = {bin, host, meta, master, gs, bs, NULL};
+  char *argv[] = {bin, host, (char *)meta, (char *)master, gs, bs, NULL};
   /* shorter no-progress and RPC deadlines than the defaults (10 s / 30 s), so the partition phases run
    * in seconds; what they check (bounded, then failed over or failed) does not depend on the values */
   char tcp_io[64], tcp_conn[64], rpc_tmo[64];
   snprintf(tcp_io, sizeof(tcp_io), "MC_TCP_IO_TIMEOUT_MS=%d", NODE_TCP_IO_MS);
   snprintf(tcp_conn, sizeof(tcp_conn), "MC_TCP_CONNECT_TIMEOUT_MS=%d", NODE_CONNECT_MS);
   snprintf(rpc_tmo, sizeof(rpc_tmo), "MC_RPC_TIMEOUT_MS=%d", NODE_RPC_MS);
-  char *env[] = {bind, hid, "MC_LOG_LEVEL=INFO", tcp_io, tcp_conn, rpc_tmo, NULL};
-  n->pid = spawn_in(ns_name[NS_N1 + idx - 1], argv, env, n->log, &n->to, &n->from);
+  char *env[16] = {bind, hid, "MC_LOG_LEVEL=INFO", tcp_io, tcp_conn, rpc_tmo};
+  for (int i = 0, k = 6; extra_env && extra_env[i] && k < 15; i++) env[k++] = extra_env[i];
+  n->pid = spawn_in(ns_name[ns], argv, env, n->log, &n->to, &n->from);
   if (n->pid <= 0) return -1;
   char line[512];
   int rc = -1;
@@ -515,6 +554,15 @@ static int node_start(int idx, uint64_t gss) {
   }
   if (rc) mc_tp_dump_log(n->log);
   return rc;
+}
+
+/* Starts node idx (1..3) in its namespace of this test's topology, with the master's RPC address and its
+ * HTTP metadata server. */
+static int node_start(int idx, uint64_t gss) {
+  char meta[128], master[64];
+  snprintf(meta, sizeof(meta), "http://%s:%d/metadata", MASTER_IP, META_PORT);
+  snprintf(master, sizeof(master), "%s:%d", MASTER_IP, MASTER_RPC_PORT);
+  return node_start_at(idx, NS_N1 + idx - 1, gss, master, meta, NULL);
 }
 
 /* Sends one command without waiting for its answer (node_answer). 0, or -1 when the node is gone. */
@@ -684,15 +732,15 @@ static void netns_run(const char *tag, void (*body)(void)) {
   }
   if (mc_test_failures != before) {
     if (master_log[0]) mc_tp_dump_log(master_log);
-    for (int i = 1; i <= 3; i++)
+    for (int i = 1; i < NODE_MAX; i++)
       if (nodes[i].log[0]) mc_tp_dump_log(nodes[i].log);
   }
   if (mcli) mc_mrpc_client_free(mcli);
   mcli = NULL;
   teardown();
-  for (int i = 0; i < NS_COUNT; i++) { /* nothing of ours is left behind */
+  for (int i = 0; i < NS_MAX; i++) { /* nothing of ours is left behind */
     char path[300];
-    snprintf(path, sizeof(path), "/run/netns/%s", ns_name[i]);
+    snprintf(path, sizeof(path), "/run/netns/%.31s", ns_name[i]);
     if (ns_name[i][0]) CHECK(access(path, F_OK) != 0);
   }
   if (getenv("MC_NETNS_KEEP_LOGS")) fprintf(stderr, "  logs kept in %s\n", work_dir);
@@ -711,7 +759,8 @@ static int netns_main(const struct mc_test_case *cases, int argc, char **argv) {
   return mc_test_run(cases, 1, argc, argv);
 }
 
-/* tests/test_netns_faults.c includes this file for its topology, nodes and master (MC_NETNS_LIB defined):
+/* tests/test_netns_faults.c includes this file for its topology, nodes and master, tests/test_netns_ha.c
+ * for the plumbing with its own namespaces (ns_tag / ns_ip, node_start_at) (MC_NETNS_LIB defined):
  * everything below is this test's own. */
 #ifndef MC_NETNS_LIB
 static void scenario(void) {
