@@ -21,11 +21,7 @@
 
 void mc_heartbeat_init(struct mc_store *s) {
   pthread_mutex_init(&s->hb.mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&s->hb.cv, &ca);
-  pthread_condattr_destroy(&ca);
+  mc_cond_init_monotonic(&s->hb.cv);
 }
 
 void mc_heartbeat_destroy(struct mc_store *s) {

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "client/client.h"
 #include "common/alloc.h"
@@ -98,11 +97,6 @@ static int on_event(void *arg, const struct mc_etcd_event *ev) {
   return 0;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 static void *watch_main(void *arg) {
   struct mc_leader *l = arg;
   while (!atomic_load(&l->stop)) {
@@ -111,12 +105,12 @@ static void *watch_main(void *arg) {
     int rc = read_leader(l, v, sizeof(v), &rev, &header);
     if (!rc) apply(l, v, rev);
     if (rc == MC_ETCD_OPERATION_ERROR) {
-      sleep_ms(WATCH_RETRY_MS);
+      mc_sleep_ms(WATCH_RETRY_MS);
       continue;
     }
     l->seen = header;
     if (mc_etcd_watch(l->etcd, l->key, header + 1, WATCH_MS, on_event, l, &l->stop) && !atomic_load(&l->stop))
-      sleep_ms(WATCH_RETRY_MS);
+      mc_sleep_ms(WATCH_RETRY_MS);
   }
   return NULL;
 }

@@ -159,8 +159,7 @@ static int service_ready(struct mc_store *s, uint64_t deadline, char **version, 
     if (!s->master.leader || (rc != MC_RPC_FAIL && rc != MC_UNAVAILABLE_IN_CURRENT_STATUS) ||
         remaining_ms(deadline) < 2 * LEADER_RETRY_MS)
       return rc;
-    struct timespec ts = {0, LEADER_RETRY_MS * 1000000L};
-    nanosleep(&ts, NULL);
+    mc_sleep_ms(LEADER_RETRY_MS);
     mc_leader_reread(s);
   }
 }

@@ -8,6 +8,7 @@
 
 #include "client/client.h"
 #include "common/alloc.h"
+#include "common/util.h"
 
 #define ALIGN 64
 
@@ -31,11 +32,7 @@ struct mc_stage *mc_stage_new(char *base, uint64_t size) {
   st->base = base;
   st->size = size & ~(uint64_t)(ALIGN - 1);
   pthread_mutex_init(&st->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&st->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  mc_cond_init_monotonic(&st->cv);
   st->capfree = 16;
   st->free = mc_calloc(st->capfree, sizeof(*st->free));
   if (st->size) st->free[st->nfree++] = (struct extent){0, st->size};

@@ -1,6 +1,7 @@
 /* Small shared helpers: clocks, size parsing, environment knobs, host identity. */
 #ifndef MC_UTIL_H
 #define MC_UTIL_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,6 +12,10 @@
 
 uint64_t mc_now_ns(void); /* CLOCK_MONOTONIC */
 uint64_t mc_now_ms(void);
+/* Sleeps ms milliseconds (the rest of them again after a signal). */
+void mc_sleep_ms(long ms);
+/* Initialises a condition variable whose timed waits take CLOCK_MONOTONIC deadlines. */
+void mc_cond_init_monotonic(pthread_cond_t *cv);
 /* Wall-clock "YYYY-MM-DD HH:MM:SS.uuuuuu" (local time) into buf (>= 27 bytes). */
 void mc_timestamp(char *buf, size_t len);
 

@@ -277,11 +277,7 @@ struct mc_ha *mc_ha_new(struct mc_master *m) {
   h->etcd = e;
   leader_key(c->cluster_id, h->key, sizeof(h->key));
   pthread_mutex_init(&h->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&h->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  mc_cond_init_monotonic(&h->cv);
   return h;
 }
 
@@ -324,7 +320,9 @@ void mc_ha_info(struct mc_ha *h, struct mc_ha_info *out) {
   out->keepalive_failures = atomic_load(&h->ka_fail);
   out->terms_lost = atomic_load(&h->terms_lost);
   uint64_t until = atomic_load(&h->m->serve_until_ns), now = mc_now_ns();
-  out->lease_left_ms = out->state == MC_HA_SERVING && until > now ? (int64_t)((until - now) / 1000000ull) : 0;
+  /* what others see: a leader past its lease's safe horizon, or one that lost its term, serves nothing */
+  if (out->state == MC_HA_STOPPED || (out->state == MC_HA_SERVING && until <= now)) out->state = MC_HA_STANDBY;
+  out->lease_left_ms = out->state == MC_HA_SERVING ? (int64_t)((until - now) / 1000000ull) : 0;
 }
 
 int mc_ha_lost(struct mc_ha *h) { return h && atomic_load(&h->lost); }

@@ -357,11 +357,7 @@ struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
   f->next_seq = first_seq ? first_seq : 1;
   atomic_init(&f->durable, f->next_seq - 1);
   pthread_mutex_init(&f->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&f->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  mc_cond_init_monotonic(&f->cv);
   if (pthread_create(&f->th, NULL, feed_main, f)) {
     pthread_cond_destroy(&f->cv);
     pthread_mutex_destroy(&f->mu);

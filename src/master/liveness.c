@@ -23,12 +23,6 @@
 #define PROBE_GAP_MS 100
 #define PROBE_REFUSALS 3 /* refusals in a row that mean "nothing listens there" */
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {
-  }
-}
-
 int mc_probe_alive(const char *probe_addr, int budget_ms) {
   char host[256];
   uint16_t port = 0;
@@ -46,7 +40,7 @@ int mc_probe_alive(const char *probe_addr, int budget_ms) {
     refused = rc == -ECONNREFUSED ? refused + 1 : 0;
     if (refused >= PROBE_REFUSALS) return MC_PROBE_GONE;
     if (!refused && mc_now_ms() + PROBE_GAP_MS >= end) return MC_PROBE_SILENT;
-    sleep_ms(PROBE_GAP_MS);
+    mc_sleep_ms(PROBE_GAP_MS);
   }
 }
 
