@@ -44,27 +44,23 @@ int mcli_call(struct mcli *c, uint16_t op, const struct mc_wbuf *req, struct mc_
   return call(c, op, req, reply, tmo);
 }
 
-/* A completion whose reply is a witness block (proto.h): kept by c->wit (witness.c). */
-static int call_witnessed(struct mcli *c, uint16_t op, struct mc_wbuf *req, int tmo) {
+/* A call whose reply body is empty on success, or (wit non-NULL: a completion) only a witness block
+ * (proto.h) that wit keeps (witness.c). */
+static int call_body_w(struct mcli *c, uint16_t op, struct mc_wbuf *req, int tmo, struct mc_witnesses *wit) {
   struct mc_wbuf rep;
   int rc = call(c, op, req, &rep, tmo);
-  if (!rc) {
+  if (!rc && wit) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
-    mc_witness_take(c->wit, &r);
+    mc_witness_take(wit, &r);
   }
   mc_w_free(req);
   mc_w_free(&rep);
   return rc;
 }
 
-/* A call whose reply body is empty on success. */
 static int call_void(struct mcli *c, uint16_t op, struct mc_wbuf *req, int tmo) {
-  struct mc_wbuf rep;
-  int rc = call(c, op, req, &rep, tmo);
-  mc_w_free(req);
-  mc_w_free(&rep);
-  return rc;
+  return call_body_w(c, op, req, tmo, NULL);
 }
 
 void mcli_reps_free(struct mcli_reps *r, size_t n) {
@@ -212,7 +208,7 @@ int mcli_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc_uuid 
   mc_put_uuid(&req, id);
   put_key(&req, c, key);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return revoke ? call_void(c, ops->revoke, &req, 0) : call_witnessed(c, ops->end, &req, 0);
+  return call_body_w(c, revoke ? ops->revoke : ops->end, &req, 0, revoke ? NULL : c->wit);
 }
 
 /* Decodes list<{i32 status, list<replica>}> of exactly n entries into out. */
@@ -259,15 +255,16 @@ static int get_i32_list(struct mc_rbuf_rd *r, size_t n, int *out) {
   return r->err ? -1 : 0;
 }
 
-/* witnessed: a witness block follows the list (proto.h). */
-static int call_i32_list_w(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results, int witnessed) {
+/* wit non-NULL: a witness block follows the list (proto.h), for wit to keep. */
+static int call_i32_list_w(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results,
+                           struct mc_witnesses *wit) {
   struct mc_wbuf rep;
   int rc = call(c, op, req, &rep, 0);
   if (!rc) {
     struct mc_rbuf_rd r;
     mc_r_init(&r, rep.p, rep.len);
     if (get_i32_list(&r, n, results)) rc = MALFORMED(op);
-    else if (witnessed) mc_witness_take(c->wit, &r);
+    else mc_witness_take(wit, &r); /* (NULL: nothing) */
   }
   mc_w_free(req);
   mc_w_free(&rep);
@@ -275,7 +272,7 @@ static int call_i32_list_w(struct mcli *c, uint16_t op, struct mc_wbuf *req, siz
 }
 
 static int call_i32_list(struct mcli *c, uint16_t op, struct mc_wbuf *req, size_t n, int *results) {
-  return call_i32_list_w(c, op, req, n, results, 0);
+  return call_i32_list_w(c, op, req, n, results, NULL);
 }
 
 static void put_keys(struct mc_wbuf *w, struct mcli *c, const char *const *keys, size_t n) {
@@ -289,7 +286,7 @@ int mcli_batch_put_end(struct mcli *c, const struct mc_write_ops *ops, struct mc
   mc_put_uuid(&req, id);
   put_keys(&req, c, keys, n);
   mc_w_u8(&req, MC_REPLICA_ALL);
-  return call_i32_list_w(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results, !revoke);
+  return call_i32_list_w(c, revoke ? ops->batch_revoke : ops->batch_end, &req, n, results, revoke ? NULL : c->wit);
 }
 
 int mcli_get_replicas(struct mcli *c, const char *key, uint64_t *lease_ttl_ms, struct mcli_reps *out) {
@@ -481,7 +478,7 @@ int mcli_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const ch
   mc_w_u64(&req, off);
   mc_w_u64(&req, len);
   put_pins(&req, cfg);
-  return call_witnessed(c, MC_OP_COMMIT_PUT, &req, 0);
+  return call_body_w(c, MC_OP_COMMIT_PUT, &req, 0, c->wit);
 }
 
 void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, const char *const *keys,
@@ -497,7 +494,7 @@ void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, c
     mc_w_u64(&req, offs[i]);
     mc_w_u64(&req, lens[i]);
   }
-  int rc = call_i32_list_w(c, MC_OP_BATCH_COMMIT_PUT, &req, n, st, 1);
+  int rc = call_i32_list_w(c, MC_OP_BATCH_COMMIT_PUT, &req, n, st, c->wit);
   for (size_t i = 0; i < n && rc; i++) st[i] = rc;
 }
 

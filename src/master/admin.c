@@ -155,7 +155,6 @@ static const char *ha_state(struct mc_master *m) {
   if (!m->ha) return "serving";
   struct mc_ha_info hi;
   mc_ha_info(m->ha, &hi);
-  if (hi.state == MC_HA_SERVING && !mc_master_serving(m)) return "standby"; /* past its lease's horizon */
   return mc_ha_state_name(hi.state);
 }
 

@@ -14,7 +14,7 @@ enum mc_ha_state { MC_HA_STARTING = 0, MC_HA_STANDBY, MC_HA_CANDIDATE, MC_HA_SER
 
 /* What /role, /ha_status, /leader, /health and the metrics show. */
 struct mc_ha_info {
-  int state;             /* enum mc_ha_state */
+  int state;             /* enum mc_ha_state as others see it: STANDBY also for a leader that does not serve now */
   int present;           /* a leader key exists (as last read) */
   char leader[160];      /* its value "<rpc_address>:<rpc_port>" when present */
   uint64_t view_version; /* the etcd revision of that key's creation */

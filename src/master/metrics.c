@@ -336,7 +336,7 @@ static void ha_families(struct mc_master *m, struct mc_wbuf *w) {
   gauge(w, "master_ha_is_leader", "1 while this master serves as the leader", leader);
   family(w, "master_ha_state", "gauge", "1 for the election state this master is in");
   static const int states[] = {MC_HA_STARTING, MC_HA_STANDBY, MC_HA_CANDIDATE, MC_HA_SERVING};
-  int cur = !m->ha ? MC_HA_SERVING : hi.state == MC_HA_STOPPED || (hi.state == MC_HA_SERVING && !leader) ? MC_HA_STANDBY : hi.state;
+  int cur = m->ha ? hi.state : MC_HA_SERVING;
   for (size_t i = 0; i < MC_ARRAY_LEN(states); i++)
     outf(w, "master_ha_state{state=\"%s\"} %d\n", mc_ha_state_name(states[i]), cur == states[i]);
   gauge(w, "master_ha_leader_present", "1 when a leader key exists (as this master last read it)",
@@ -414,7 +414,7 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
   if (m->ha) {
     struct mc_ha_info hi;
     mc_ha_info(m->ha, &hi);
-    state = leader ? "serving" : hi.state == MC_HA_SERVING ? "standby" : mc_ha_state_name(hi.state);
+    state = mc_ha_state_name(hi.state);
     snprintf(ha, sizeof(ha), "enabled=true, leader=%s, view_version=%llu", hi.present ? hi.leader : "none",
              (unsigned long long)hi.view_version);
   }

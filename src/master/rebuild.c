@@ -19,11 +19,14 @@
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
-/* The segment if `client` owns it in realm tenant and it is mounted; counted as being rebuilt. */
-static struct mseg *take_segment(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant) {
+/* The segment if it is mounted in realm tenant (and `client`, when given, owns it); counted as being
+ * rebuilt (the caller gives it back with atomic_fetch_sub(&seg->rebuilders, 1)). */
+static struct mseg *take_segment(struct mc_master *m, const struct mc_uuid *client, struct mc_uuid seg_id,
+                                 const char *tenant) {
   pthread_rwlock_rdlock(&m->seg_mu);
   struct mseg *found = mc_seg_find_locked(m, seg_id);
-  if (found && !(mc_uuid_eq(found->client, client) && mc_same_realm(found->tenant, tenant) && seg_readable(found)))
+  if (found && !((!client || mc_uuid_eq(found->client, *client)) && mc_same_realm(found->tenant, tenant) &&
+                 seg_readable(found)))
     found = NULL;
   if (found) atomic_fetch_add(&found->rebuilders, 1);
   pthread_rwlock_unlock(&m->seg_mu);
@@ -46,7 +49,7 @@ static void refuse(struct mc_master *m, struct mseg *seg, struct mc_hidx *h, con
 int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id, const char *tenant,
                             const struct mc_index_entry *e, uint32_t n, uint64_t applied, int last, int32_t *results) {
   struct mc_hidx *h = mc_client_follow(m, client, tenant); /* attached first: later changes are recorded */
-  struct mseg *seg = h ? take_segment(m, client, seg_id, tenant) : NULL;
+  struct mseg *seg = h ? take_segment(m, &client, seg_id, tenant) : NULL;
   if (!seg) {
     if (h) mc_hidx_unref(h);
     return MC_SEGMENT_NOT_FOUND;
@@ -90,14 +93,14 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
 int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
                        const struct mc_index_entry *e) {
   if (!e->klen || e->size > e->length) return MC_INVALID_PARAMS;
-  pthread_rwlock_rdlock(&m->seg_mu);
-  struct mseg *seg = mc_seg_find_locked(m, seg_id);
-  if (seg && !(mc_same_realm(seg->tenant, tenant) && seg_readable(seg))) seg = NULL;
-  int rc = !seg ? MC_SEGMENT_NOT_FOUND : !atomic_load(&seg->uploaded) ? MC_UNAVAILABLE_IN_CURRENT_STATUS
+  struct mseg *seg = take_segment(m, NULL, seg_id, tenant);
+  if (!seg) return MC_SEGMENT_NOT_FOUND;
+  int rc = !atomic_load(&seg->uploaded) ? MC_UNAVAILABLE_IN_CURRENT_STATUS
            : seq <= atomic_load(&seg->applied) ? MC_RECOMMIT_KNOWN : 0;
-  if (!rc) atomic_fetch_add(&seg->rebuilders, 1);
-  pthread_rwlock_unlock(&m->seg_mu);
-  if (rc) return rc;
+  if (rc) {
+    atomic_fetch_sub(&seg->rebuilders, 1);
+    return rc;
+  }
   struct mc_tlsf_block *blk = NULL;
   enum mc_tlsf_refusal why = 0;
   pthread_mutex_lock(&seg->alloc_mu);
