@@ -89,19 +89,25 @@ static int admin_get(const struct hm *m, const char *path, char *buf, size_t cap
   return mc_tp_http_status(resp);
 }
 
-static int is_role(const struct hm *m, const char *role) {
+/* path "/role" or "/ha_status" answers want. */
+static int says(const struct hm *m, const char *path, const char *want) {
   char b[64];
-  return admin_get(m, "/role", b, sizeof(b)) == 200 && !strcmp(b, role);
+  return admin_get(m, path, b, sizeof(b)) == 200 && !strcmp(b, want);
 }
 
-static long wait_role(const struct hm *m, const char *role, long limit_ms) {
+static int is_role(const struct hm *m, const char *role) { return says(m, "/role", role); }
+
+/* ms until path answers want, or -1 after limit_ms. */
+static long wait_says(const struct hm *m, const char *path, const char *want, long limit_ms) {
   long t0 = mc_tp_now_ms();
-  while (!is_role(m, role)) {
+  while (!says(m, path, want)) {
     if (mc_tp_now_ms() - t0 > limit_ms) return -1;
     mc_tp_sleep_ms(20);
   }
   return mc_tp_now_ms() - t0;
 }
+
+static long wait_role(const struct hm *m, const char *role, long limit_ms) { return wait_says(m, "/role", role, limit_ms); }
 
 /* The status of SERVICE_READY at m's RPC port. */
 static int rpc_status(const struct hm *m) {
@@ -186,7 +192,8 @@ static void test_election_standby_failover(void) {
   REQUIRE(hm_start(&A) == 0);
   CHECK(wait_role(&A, "leader", 10000) >= 0);
   REQUIRE(hm_start(&B) == 0);
-  CHECK(wait_role(&B, "standby", 10000) >= 0);
+  /* (its role is "standby" from the start; its state is, once it has read the leader key) */
+  CHECK(wait_says(&B, "/ha_status", "standby", 10000) >= 0);
 
   /* what a standby shows and refuses */
   char b[4096], want[64];

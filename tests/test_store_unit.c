@@ -523,6 +523,52 @@ static void test_fastput_start_rule(void) {
   CHECK_EQ(mc_fastput_may_start(t0 + 8 * S, dl, 10 * S, ttl, m, t0 + 8 * S - S / 4), 1);
 }
 
+/* A witness block is a peer's claim (docs/ha.md, "Witnesses"): one that does not decode is ignored as a
+ * whole — it keeps nothing and prunes nothing — and a good one keeps only what is not durable yet. */
+static void put_witness_record(struct mc_wbuf *w, uint64_t seq, const char *key) {
+  mc_w_u64(w, seq);
+  mc_w_u8(w, MC_HIDX_PUT);
+  mc_w_str(w, key);
+  mc_put_uuid(w, (struct mc_uuid){1, 2});
+  mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64), mc_w_u8(w, 0), mc_w_u64(w, 0);
+}
+
+static size_t take(struct mc_witnesses *w, const struct mc_wbuf *b) {
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, b->p, b->len);
+  mc_witness_take(w, &r);
+  return mc_witness_count(w);
+}
+
+static void test_witness_block_lies(void) {
+  struct mc_witnesses *w = mc_witness_new();
+  struct mc_wbuf b = {0};
+  mc_w_u64(&b, 7), mc_w_u64(&b, 0), mc_w_u32(&b, 2); /* view 7, durable 0, two records */
+  put_witness_record(&b, 5, "a");
+  put_witness_record(&b, 6, "b");
+  CHECK_EQ(take(w, &b), 2);
+  b.len = 0; /* claims 1000 records, sends none */
+  mc_w_u64(&b, 7), mc_w_u64(&b, 99), mc_w_u32(&b, 1000);
+  CHECK_EQ(take(w, &b), 2); /* nothing pruned by its durable_seq either */
+  b.len = 0; /* a good record, then one whose key claims a gigabyte */
+  mc_w_u64(&b, 7), mc_w_u64(&b, 99), mc_w_u32(&b, 2);
+  put_witness_record(&b, 8, "c");
+  mc_w_u64(&b, 9), mc_w_u8(&b, MC_HIDX_PUT), mc_w_u32(&b, 1u << 30);
+  CHECK_EQ(take(w, &b), 2);
+  b.len = 0; /* truncated in its header */
+  mc_w_u64(&b, 7), mc_w_u32(&b, 0);
+  CHECK_EQ(take(w, &b), 2);
+  b.len = 0; /* honest: durable 5 prunes a, a new record 9 is kept */
+  mc_w_u64(&b, 7), mc_w_u64(&b, 5), mc_w_u32(&b, 1);
+  put_witness_record(&b, 9, "d");
+  CHECK_EQ(take(w, &b), 2); /* b (6) and d (9) */
+  b.len = 0; /* another master's durable_seq prunes none of master 7's */
+  mc_w_u64(&b, 8), mc_w_u64(&b, 100), mc_w_u32(&b, 0);
+  CHECK_EQ(take(w, &b), 2);
+  mc_w_free(&b);
+  mc_witness_free(w);
+}
+
 /* Replica addresses come off the wire: one that claims to be in this client's own segment (read by
  * memcpy) but lies partly or wholly outside it must fail the read (-800), never copy from outside. */
 static void test_own_segment_replica_out_of_bounds(void) {
@@ -635,7 +681,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup_large_segment_is_lazy),
       TEST_CASE(test_malformed_master_replies),
       TEST_CASE(test_own_segment_replica_out_of_bounds),
-      TEST_CASE(test_fastput_start_rule),
+      TEST_CASE(test_fastput_start_rule), TEST_CASE(test_witness_block_lies),
       TEST_CASE(test_teardown_at_exit),
       TEST_CASE(test_teardown_on_sigterm),
   };

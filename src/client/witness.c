@@ -113,14 +113,20 @@ static uint64_t take_block(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
   if (r->err || r->len - r->off < 20) return 0;
   uint64_t view = mc_r_u64(r), durable = mc_r_u64(r);
   uint32_t n = mc_r_count(r, 8 + 1 + 4 + 16 + 32 + 1);
+  struct mc_rbuf_rd check = *r; /* the whole block decodes, or nothing of it is used */
+  for (uint32_t i = 0; i < n && !check.err; i++) skip_record(&check);
+  if (check.err) {
+    LOG_WARN_LIMITED("witnesses: a witness block does not decode; it is ignored");
+    r->err = 1;
+    return 0;
+  }
   pthread_mutex_lock(&w->mu);
   int was_empty = w->n == 0;
-  for (uint32_t i = 0; i < n && !r->err; i++) {
+  for (uint32_t i = 0; i < n; i++) {
     size_t at = r->off;
     uint64_t seq = skip_record(r);
-    if (!r->err && seq > durable) add(w, view, seq, r->p + at, r->off - at);
+    if (seq > durable) add(w, view, seq, r->p + at, r->off - at);
   }
-  if (r->err) LOG_WARN_LIMITED("witnesses: a witness block does not decode; its records are not kept");
   w->view = view;
   w->block_ns = mc_now_ns();
   for (size_t i = 0; i < w->n;)
@@ -130,7 +136,7 @@ static uint64_t take_block(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
   void *arg = w->arg;
   pthread_mutex_unlock(&w->mu);
   if (wake) wake(arg);
-  return r->err ? 0 : view;
+  return view;
 }
 
 void mc_witness_take(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
