@@ -10,7 +10,7 @@
  *     the distribution is in bench/RESULTS.md);
  *   - the standby took over by revoking the dead leader's lease (its port refused connections), not by
  *     waiting for the lease to expire; a leader stopped with SIGTERM gives its lease up at once;
- *   - a leader that cannot reach etcd stops serving within half the lease TTL, and restarts as a standby;
+ *   - a leader that cannot reach etcd stops serving within MC_HA_SERVE_MS (7/10 of the lease TTL), and restarts as a standby;
  *   - bad HA command lines are refused with a clear message;
  *   - a client whose etcd has no leader key fails setup with -1010 in bounded time. */
 #include <signal.h>
@@ -278,7 +278,7 @@ static void revoke_lease(long long id) {
   mc_tp_raw_http(etcd.m[0].s.port, req, (size_t)n, resp, sizeof(resp), 3000);
 }
 
-/* A leader that cannot reach etcd stops serving within TTL/2 (2.5 s) of its last keepalive; while its
+/* A leader that cannot reach etcd stops serving within MC_HA_SERVE_MS (3.5 s) of its last keepalive; while its
  * lease still holds (etcd only silent), it serves again once a keepalive gets through (nobody else can
  * have won). A leader whose lease is gone (revoked by hand here) stops at its next keepalive, restarts as
  * a standby and, alone, is elected again. */
@@ -293,7 +293,7 @@ static void test_leader_without_etcd_stops(void) {
   while (rpc_status(&A) == 0 && mc_tp_now_ms() - t0 < 10000) mc_tp_sleep_ms(50);
   long stopped = mc_tp_now_ms() - t0;
   fprintf(stderr, "leader cut off from etcd stopped serving after %ld ms\n", stopped);
-  CHECK(stopped <= MC_HA_LEASE_TTL_S * 1000 / 2 + 1500); /* TTL/2 after its last keepalive (<= 1 s before) */
+  CHECK(stopped <= MC_HA_SERVE_MS + 1500); /* MC_HA_SERVE_MS after its last keepalive (<= 0.5 s before) */
   CHECK_EQ(rpc_status(&A), MC_UNAVAILABLE_IN_CURRENT_STATUS);
   char b[256];
   CHECK_EQ(admin_get(&A, "/role", b, sizeof(b)), 200);
@@ -307,7 +307,7 @@ static void test_leader_without_etcd_stops(void) {
   long long lease = leader_lease();
   CHECK(lease != 0);
   revoke_lease(lease);
-  t0 = mc_tp_now_ms(); /* noticed at its next keepalive (every second) */
+  t0 = mc_tp_now_ms(); /* noticed at its next keepalive (every 500 ms) */
   while (!log_has(A.log, "restarting as a standby") && mc_tp_now_ms() - t0 < 5000) mc_tp_sleep_ms(20);
   CHECK(log_has(A.log, "restarting as a standby"));
   CHECK(wait_role(&A, "leader", 20000) >= 0);

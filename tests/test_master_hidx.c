@@ -3,7 +3,8 @@
  * completed object on its segment becomes a PUT record and every removal a DROP; a long poll waits for
  * records and is answered as soon as one comes; freed space is not handed out again before the holder
  * acknowledged its DROP; an upsert takes fresh space instead of rewriting in place; a holder that never
- * follows keeps today's behaviour (space reused at once). */
+ * follows keeps today's behaviour (space reused at once); an index upload (REMOUNT_INDEX) that reports an
+ * object the master holds exactly there is left alone (no DROP), one that contradicts it is dropped. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -213,4 +214,67 @@ static void test_not_following(void) {
   CHECK_EQ(mt_master_stop(&mm), 0);
 }
 
-TEST_MAIN(TEST_CASE(test_records_and_space), TEST_CASE(test_upsert_not_in_place), TEST_CASE(test_not_following))
+/* REMOUNT_INDEX of entries {key, offset, length, size}; res[i] gets each entry's status. */
+static int remount_index(struct mc_mrpc_client *c, struct mc_uuid client, struct mc_uuid seg, const char *const *keys,
+                         const uint64_t (*ols)[3], uint32_t n, int32_t *res) {
+  struct mc_wbuf w = {0}, rep = {0};
+  mc_put_uuid(&w, client);
+  mc_put_uuid(&w, seg);
+  mc_w_u32(&w, n);
+  for (uint32_t i = 0; i < n; i++) {
+    mc_w_blob(&w, keys[i], (uint32_t)strlen(keys[i]));
+    mc_w_u64(&w, ols[i][0]);
+    mc_w_u64(&w, ols[i][1]);
+    mc_w_u64(&w, ols[i][2]);
+    mc_w_u8(&w, 0);
+    mc_w_u64(&w, 0);
+  }
+  mc_w_u64(&w, 0); /* applied_seq */
+  mc_w_u8(&w, 1);  /* last batch */
+  int rc = mt_call(c, MC_OP_REMOUNT_INDEX, &w, &rep);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    uint32_t got = mc_r_u32(&r);
+    for (uint32_t i = 0; i < n && i < got; i++) res[i] = mc_r_i32(&r);
+    if (r.err || got != n) rc = -9999;
+  }
+  mc_w_free(&rep);
+  return rc;
+}
+
+/* A holder's upload repeats what the master holds (its table took in the PUT records of this master's own
+ * puts): those entries are kept as they are, with no DROP; an entry over the same space under another key
+ * is refused and dropped. */
+static void test_upload_of_held_entries(void) {
+  struct mt_master mm;
+  REQUIRE(mt_master_start(&mm, NULL) == 0);
+  struct mc_mrpc_client *c = mt_connect(mm.port);
+  struct mc_uuid holder = mt_id(4);
+  struct mc_segment_rec seg = mt_seg(4, "holder-d:1", SEG_BASE, 1 << 20);
+  REQUIRE(mt_mount(c, holder, &seg) == 0);
+  struct answer a;
+  CHECK_EQ(follow(c, holder, 0, 0, &a), 0);
+  uint64_t addr;
+  CHECK_EQ(put_at(c, MC_OP_PUT_START, holder, "held", 8192, &addr), 0);
+  CHECK_EQ(follow(c, holder, 0, 0, &a), 0);
+  REQUIRE(a.n == 1 && a.r[0].kind == MC_HIDX_PUT);
+  uint64_t s1 = a.r[0].seq, off = a.r[0].off, len = a.r[0].len;
+  CHECK_EQ(follow(c, holder, s1, 0, &a), 0); /* acknowledged */
+  const char *keys[] = {"held", "other"};
+  const uint64_t ols[2][3] = {{off, len, 8192}, {off, len, 8192}};
+  int32_t res[2] = {-1, -1};
+  CHECK_EQ(remount_index(c, holder, seg.id, keys, ols, 2, res), 0);
+  CHECK_EQ(res[0], 0);                       /* known as it is */
+  CHECK_EQ(res[1], MC_OBJECT_ALREADY_EXISTS); /* its space is taken */
+  CHECK_EQ(follow(c, holder, s1, 0, &a), 0);
+  REQUIRE(a.n == 1); /* one DROP, for "other" only */
+  CHECK_EQ(a.r[0].kind, MC_HIDX_DROP);
+  CHECK_STR(a.r[0].key, "other");
+  CHECK_EQ(mt_exist(c, "held"), 1); /* (still there, and readable) */
+  mc_mrpc_client_free(c);
+  CHECK_EQ(mt_master_stop(&mm), 0);
+}
+
+TEST_MAIN(TEST_CASE(test_records_and_space), TEST_CASE(test_upsert_not_in_place), TEST_CASE(test_not_following),
+          TEST_CASE(test_upload_of_held_entries))

@@ -29,7 +29,7 @@
  *     every master unchanged; puts go on: the longest gap between two successful puts of a writer is
  *     printed and asserted under BLIP_MAX_MS;
  *   the leader partitioned from etcd (prohibit routes to the three members in its namespace; the
- *     standbys and the clients still reach it): it stops serving (RPCs answer -1010) within TTL/2 + 1.5 s
+ *     standbys and the clients still reach it): it stops serving (RPCs answer -1010) within 7/10 TTL + 1.5 s
  *     of the cut and /role says standby; another master becomes leader, never while the old one still
  *     served (no split brain: at no sample did two masters answer, and the new leader was seen a standby
  *     after the old one was seen stopped); no put returned 0 while neither served; the writers follow;
@@ -64,7 +64,6 @@
 #define FAILOVER_MAX_MS 6000
 #define BLIP_MAX_MS 2000
 #define ETCD_KILLS 4
-#define HALF_TTL_MS (MC_HA_LEASE_TTL_S * 1000 / 2)
 
 enum { HS_T, HS_E1, HS_E2, HS_E3, HS_M1, HS_M2, HS_M3, HS_H1, HS_H2, HS_C1, HS_C2, HS_COUNT };
 static const char *const ha_tag[HS_COUNT] = {"t", "e1", "e2", "e3", "m1", "m2", "m3", "h1", "h2", "c1", "c2"};
@@ -472,10 +471,10 @@ static void master_log_tally(long *refused, long *evicted) {
     char line[2048];
     while (f && fgets(line, sizeof(line), f)) {
       const char *p = strstr(line, "action=rebuild_index, entries=");
-      unsigned long entries = 0, installed = 0, n = 0;
-      if (p && sscanf(p, "action=rebuild_index, entries=%lu, installed=%lu", &entries, &installed) == 2 &&
-          installed < entries)
-        *refused += (long)(entries - installed);
+      unsigned long entries = 0, installed = 0, known = 0, n = 0;
+      if (p && sscanf(p, "action=rebuild_index, entries=%lu, installed=%lu, known=%lu", &entries, &installed,
+                      &known) == 3 && installed + known < entries)
+        *refused += (long)(entries - installed - known);
       if ((p = strstr(line, "[EVICT-RESULT] evicted_count=")) && sscanf(p, "[EVICT-RESULT] evicted_count=%lu", &n) == 1)
         *evicted += (long)n;
     }
@@ -557,7 +556,10 @@ static void ha_scenario(void) {
     fprintf(stderr, "\n");
     CHECK_EQ(ok, 0);
     REQUIRE(N >= 0 && N != L);
-    if (N >= 0 && metric(N, "master_ha_dead_leader_revokes_total") > revokes_before[N]) revoked++;
+    int by_revoke = 0; /* one standby revokes; either may then win the campaign */
+    for (int i = 0; i < NMASTERS; i++)
+      if (i != L && metric(i, "master_ha_dead_leader_revokes_total") > revokes_before[i]) by_revoke = 1;
+    revoked += by_revoke;
     /* the killed master comes back as a standby */
     REQUIRE(master_spawn(L) == 0);
     CHECK(wait_role(L, "standby", 15000) >= 0);
@@ -682,7 +684,7 @@ static void ha_scenario(void) {
                     "samples with two serving: %d\n",
             L + 1, t_cut - t_cut0, stopped_ms, last_serving_start - t_cut, role_standby, N + 1, new_ms,
             last_standby_start - t_cut, both);
-    CHECK(stop_seen >= 0 && stopped_ms <= HALF_TTL_MS + 1500); /* TTL/2 after its last keepalive (<= 1 s before) */
+    CHECK(stop_seen >= 0 && stopped_ms <= MC_HA_SERVE_MS + 1500); /* MC_HA_SERVE_MS after its last keepalive */
     CHECK(role_standby >= 0);
     CHECK_EQ(rpc_status(L), MC_UNAVAILABLE_IN_CURRENT_STATUS);
     REQUIRE(N >= 0 && N != L);
@@ -694,7 +696,7 @@ static void ha_scenario(void) {
     fprintf(stderr, "  standbys that revoked the partitioned leader's lease: %d (want 0: they wait for the expiry)\n",
             revoked_now);
     CHECK_EQ(revoked_now, 0);
-    CHECK(new_ms >= HALF_TTL_MS); /* never before the old leader's own rule stopped it */
+    CHECK(new_ms >= MC_HA_SERVE_MS); /* never before the old leader's own rule stopped it */
     CHECK(new_ms <= MC_HA_LEASE_TTL_S * 1000 + 2500);
     long took[NWRITERS];
     CHECK_EQ(wait_all_ok_after(stop_seen, 15000, took), 0);
@@ -785,7 +787,7 @@ static void ha_scenario(void) {
   CHECK_EQ(checked, ok_puts);
   CHECK_EQ(read_wrong, 0);
   CHECK_EQ(wrong, 0);
-  CHECK_EQ(lost, 0); /* docs/ha.md item 2 (witnesses: not built yet, see there) */
+  CHECK_EQ(lost, 0); /* docs/ha.md, "What must hold" */
   phase("every put that returned 0 read back");
 
   for (int i = HOLDER1; i <= WRITER2; i++) CHECK_EQ(node_quit(&nodes[i]), 0);

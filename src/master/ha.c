@@ -4,9 +4,10 @@
  *              mooncake-store/<cluster_id>/master_view = "<rpc_address>:<rpc_port>" bound to it, only if
  *              absent (one transaction). Won: leader. Lost: standby of the key's holder.
  *   leader:    serves until serve_until = (send time of the last successful keepalive, or of the grant)
- *              + TTL/2, keeps the lease alive every KEEPALIVE_MS. etcd expires the lease no earlier than
- *              TTL after it processed that keepalive, so a leader cut off from etcd has stopped serving
- *              for at least TTL/2 before another can win. A lease found gone (revoked, expired) stops it at
+ *              + MC_HA_SERVE_MS (7/10 TTL), keeps the lease alive every KEEPALIVE_MS and retries a failed
+ *              keepalive KA_RETRY_MS later. etcd expires the lease no earlier than TTL after it processed
+ *              that keepalive, so a leader cut off from etcd has stopped serving for at least 3/10 TTL
+ *              (1.5 s) before another can win. A lease found gone (revoked, expired) stops it at
  *              once. Once it stopped, its state may be stale: the process restarts as a standby
  *              (mc_ha_lost).
  *   standby:   reads the key every READ_MS and holds one idle TCP connection to the leader's RPC port.
@@ -14,7 +15,7 @@
  *              listens on the leader's port although its host is up — the leader is dead (a serving
  *              leader always listens) — and the standby revokes the leader's lease (the key goes with it)
  *              and campaigns at once. A timeout proves nothing (a partition looks the same): the standby
- *              then waits for the key to go (the lease expires), when the old leader stopped TTL/2 ago.
+ *              then waits for the key to go (the lease expires), when the old leader stopped 3/10 TTL ago.
  *
  * The gate (m->serve_until_ns) is checked by every RPC (rpc.c) against the monotonic clock, so a leader
  * stops on time even while its keepalive call is still blocked. Locking: h->mu guards the published
@@ -38,9 +39,11 @@
 #include "meta/etcd.h"
 #include "net/sock.h"
 
-#define HALF_TTL_NS (MC_HA_LEASE_TTL_S * 1000000000ull / 2)
-#define KEEPALIVE_MS 1000     /* TTL/5: two keepalives may fail before the leader stops */
-#define ETCD_TIMEOUT_MS 700   /* per etcd member and call */
+#define SERVE_NS (MC_HA_SERVE_MS * 1000000ull)
+#define KEEPALIVE_MS 500      /* TTL/10 */
+#define KA_RETRY_MS 100       /* after a failed keepalive: an etcd raft election ends any moment */
+#define ETCD_TIMEOUT_MS 700   /* per etcd member and call (a member without a raft leader holds a keepalive
+                                 until one is elected, so a call cut by this is simply sent again) */
 #define READ_MS 250           /* a standby re-reads the key this often */
 #define RETRY_MS 250          /* after a failed campaign step */
 #define CONNECT_MS 500        /* a standby's connection attempt to the leader */
@@ -115,25 +118,27 @@ static void lead(struct mc_ha *h, int64_t rev, uint64_t granted_ns) {
   mc_master_promote(m, (uint64_t)rev);
   publish(h, h->self, (uint64_t)rev);
   atomic_fetch_add(&h->won, 1);
-  atomic_store(&m->serve_until_ns, granted_ns + HALF_TTL_NS);
+  atomic_store(&m->serve_until_ns, granted_ns + SERVE_NS);
   set_state(h, MC_HA_SERVING);
   LOG_INFO("HA: elected leader of %s as %s (view_version %lld); serving", h->key, h->self, (long long)rev);
   const char *why = NULL;
-  for (uint64_t last = mc_now_ns(); !why;) {
+  for (uint64_t last = mc_now_ns(), gap = KEEPALIVE_MS; !why;) {
     uint64_t spent_ms = (mc_now_ns() - last) / 1000000ull;
-    if (wait_ms(h, spent_ms < KEEPALIVE_MS ? KEEPALIVE_MS - spent_ms : 0)) break;
+    if (wait_ms(h, spent_ms < gap ? gap - spent_ms : 0)) break;
     last = mc_now_ns();
     int64_t left = 0;
     int rc = mc_etcd_lease_keepalive(h->etcd, h->lease, &left);
     if (!rc && left > 0) {
-      atomic_store(&m->serve_until_ns, last + HALF_TTL_NS);
+      atomic_store(&m->serve_until_ns, last + SERVE_NS);
+      gap = KEEPALIVE_MS;
       continue;
     }
+    gap = KA_RETRY_MS;
     if (!rc) {
       why = "the lease no longer exists (expired or revoked)";
     } else {
       atomic_fetch_add(&h->ka_fail, 1);
-      if (mc_now_ns() >= atomic_load(&m->serve_until_ns)) why = "no keepalive reached etcd for half the lease TTL";
+      if (mc_now_ns() >= atomic_load(&m->serve_until_ns)) why = "no keepalive reached etcd for 7/10 of the lease TTL";
     }
   }
   atomic_store(&m->serve_until_ns, 0); /* every RPC from now on answers UNAVAILABLE_IN_CURRENT_STATUS */

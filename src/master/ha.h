@@ -9,6 +9,10 @@ struct mc_master;
 struct mc_ha;
 
 #define MC_HA_LEASE_TTL_S 5 /* the leader key's lease (docs/ha.md, "Election and failover") */
+/* A leader serves until this long after sending its last successful keepalive: 7/10 of the TTL, so the
+ * lease (which etcd expires no earlier than TTL after that keepalive) outlives its serving by 1.5 s, and an
+ * etcd raft election (up to 2 s with etcd's default timing) fits before it stops. */
+#define MC_HA_SERVE_MS (MC_HA_LEASE_TTL_S * 700)
 
 enum mc_ha_state { MC_HA_STARTING = 0, MC_HA_STANDBY, MC_HA_CANDIDATE, MC_HA_SERVING, MC_HA_STOPPED };
 

@@ -225,6 +225,11 @@ int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
  * record (the holder does not have it). 1 installed, 0 the key exists, -1 seg being unmounted. */
 int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
                     uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
+/* 1 when key's object has a COMPLETE replica of `size` bytes at off on seg: an index entry the master
+ * already holds as it is (an upload that repeats an entry, or reports an object put since the feed was
+ * attached), which the rebuild leaves alone rather than dropping. */
+int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
+                   uint64_t size);
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);

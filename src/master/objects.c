@@ -518,6 +518,19 @@ int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block 
   return rebuild(m, seg, blk, off, key, klen, size, hard_pin, soft_ttl_ms, 1);
 }
 
+int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
+                   uint64_t size) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int here = 0;
+  for (uint32_t i = 0; o && o->size == size && i < o->nrep; i++)
+    here |= o->rep[i].seg == seg && o->rep[i].off == off && o->rep[i].status == MC_REPLICA_COMPLETE;
+  pthread_mutex_unlock(&sh->mu);
+  return here;
+}
+
 /* Only memory replicas exist here: MEMORY and ALL target them all, other types target none. */
 static int targets_memory(uint8_t type) { return type == MC_REPLICA_MEMORY || type == MC_REPLICA_ALL; }
 

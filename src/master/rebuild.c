@@ -10,7 +10,10 @@
  * The holder follows its index from the first upload on (its feed is attached before any entry is
  * installed), so every later change to a rebuilt object reaches it as a record. An entry that is not
  * installed gets a DROP back, and space it reserved waits for that DROP's acknowledgement: the holder's
- * index never keeps an entry for space the master may hand out again (docs/ha.md, the two rules). */
+ * index never keeps an entry for space the master may hand out again (docs/ha.md, the two rules). An entry
+ * the master already holds exactly as reported (same key, size, segment and offset: an object put through
+ * this master since the feed was attached, which the holder's table then uploads too, or an entry a
+ * growing table sends twice) is left alone: dropping it would make the holder forget a live object. */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -32,6 +35,8 @@ static struct mseg *take_segment(struct mc_master *m, const struct mc_uuid *clie
   pthread_rwlock_unlock(&m->seg_mu);
   return found;
 }
+
+#define REFUSALS_LOGGED 8 /* per upload call: the first ones say why, the count says how many */
 
 static int refusal_status(enum mc_tlsf_refusal why) {
   return why == MC_TLSF_REFUSE_TAKEN || why == MC_TLSF_REFUSE_OVERLAP ? MC_OBJECT_ALREADY_EXISTS : MC_INVALID_PARAMS;
@@ -62,8 +67,16 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
   mc_tlsf_reserve(seg->tlsf, off, len, n, blk, why);
   atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
   pthread_mutex_unlock(&seg->alloc_mu);
-  uint32_t installed = 0;
+  uint32_t installed = 0, known = 0, refused = 0;
+  char id[37];
+  mc_uuid_str(client, id);
   for (uint32_t i = 0; i < n; i++) {
+    if (!blk[i] && (why[i] == MC_TLSF_REFUSE_TAKEN || why[i] == MC_TLSF_REFUSE_OVERLAP) && e[i].klen &&
+        mc_obj_held_at(m, seg, e[i].offset, e[i].key, e[i].klen, e[i].size)) {
+      results[i] = 0; /* known as it is: the holder keeps its entry, no DROP */
+      known++;
+      continue;
+    }
     if (!blk[i] || !e[i].klen || e[i].size > e[i].length) {
       results[i] = blk[i] ? MC_INVALID_PARAMS : refusal_status(why[i]);
       refuse(m, seg, h, &e[i], blk[i]);
@@ -74,13 +87,17 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
     results[i] = rc > 0 ? 0 : rc < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
     installed += rc > 0;
   }
+  for (uint32_t i = 0; i < n; i++)
+    if (results[i] && refused++ < REFUSALS_LOGGED)
+      LOG_WARN("client_id=%s, action=rebuild_refused, key=%.*s, offset=%llu, length=%llu, error=%s", id,
+               (int)(e[i].klen > 128 ? 128 : e[i].klen), e[i].key, (unsigned long long)e[i].offset,
+               (unsigned long long)e[i].length, mooncake_store_err_name(results[i]));
   if (applied > atomic_load(&seg->applied)) atomic_store(&seg->applied, applied);
   if (last) atomic_store(&seg->uploaded, 1); /* writers' witnesses above `applied` may come in now */
   atomic_fetch_sub(&seg->rebuilders, 1);
   mc_hidx_unref(h);
-  char id[37];
-  mc_uuid_str(client, id);
-  LOG_INFO("client_id=%s, action=rebuild_index, entries=%u, installed=%u", id, n, installed);
+  LOG_INFO("client_id=%s, action=rebuild_index, entries=%u, installed=%u, known=%u, refused=%u", id, n, installed,
+           known, refused);
   mc_free(off);
   mc_free(len);
   mc_free(blk);
