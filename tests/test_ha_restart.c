@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "lib/http.h"
 #include "test_store_harness.c"
 
 #define NKEYS 120
@@ -101,6 +102,11 @@ static void test_restart_keeps_objects(void) {
   long t0 = mc_tp_now_ms();
   while (put_keys(writer, "b", 0, 1, 7) && mc_tp_now_ms() - t0 < 10000) usleep(100 * 1000);
   fprintf(stderr, "first put accepted %ld ms after the objects were back\n", mc_tp_now_ms() - t0);
+  struct th_resp mr = {0};
+  CHECK_EQ(th_get(M.metrics, "/metrics", &mr), 200);
+  /* the puts refused while the only segment was quiet did not ask for an eviction (the segment is not full) */
+  CHECK_EQ(th_prom_value(mr.body ? mr.body : "", "master_attempted_evictions_total"), 0.0);
+  th_free(&mr);
   CHECK_EQ(put_keys(writer, "b", 0, 40, 7), 0);
   CHECK(wait_indexed(holder, NKEYS - NREMOVED + 40));
   REQUIRE(master_restart(&M, NULL) == 0);

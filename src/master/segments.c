@@ -170,10 +170,16 @@ static void walk_tier(struct place *p, int tier) {
   }
 }
 
+/* Segments of the realm that take allocations now: mounted and past their remount quiet period. A put
+ * that found no room among them asks for an eviction; one that found none at all (every segment still
+ * quiet after a restart or promotion) does not, or it would evict the objects just rebuilt to make room in
+ * segments that are not full. */
 static uint32_t count_ok(struct mc_master *m, const char *tenant) {
   uint32_t n = 0;
+  uint64_t now = mc_now_ns();
   for (uint32_t i = 0; i < m->nsegs; i++)
-    n += atomic_load(&m->segs[i]->state) == MC_SEG_OK && mc_same_realm(m->segs[i]->tenant, tenant);
+    n += atomic_load(&m->segs[i]->state) == MC_SEG_OK && mc_same_realm(m->segs[i]->tenant, tenant) &&
+         now >= atomic_load(&m->segs[i]->alloc_after_ns);
   return n;
 }
 
