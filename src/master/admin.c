@@ -580,6 +580,17 @@ static mc_mhd_ret post_drain_cancel(struct mc_admin *a, struct MHD_Connection *c
   return body ? reply_ok(c, body) : reply_error(c, MC_JOB_NOT_FOUND, NULL);
 }
 
+/* /api/v1/snapshot: the object table as a snapshot file (docs/ha.md, "Snapshots"; snapshot.c). */
+static mc_mhd_ret get_snapshot(struct mc_admin *a, struct MHD_Connection *c, const struct req *rq) {
+  (void)rq;
+  struct mc_wbuf w = {0};
+  int rc = mc_master_snapshot(a->m, &w);
+  mc_mhd_ret r = rc ? reply_error(c, rc, "cannot encode the snapshot")
+                    : mc_httpd_reply(c, MHD_HTTP_OK, (const char *)w.p, w.len, "application/octet-stream");
+  mc_w_free(&w);
+  return r;
+}
+
 /* ------------------------------------------------------------------ routing */
 
 struct route {
@@ -605,6 +616,7 @@ static const struct route routes[] = {
     {0, "/query_segment", get_query_segment},
     {0, "/api/v1/segments/status", get_segments_status},
     {0, "/api/v1/drain_jobs", get_drain_list},
+    {0, "/api/v1/snapshot", get_snapshot},
     {0, "/api/v1/drain_jobs/query", get_drain_query},
     {1, "/api/v1/drain_jobs", post_drain},
     {1, "/api/v1/drain_jobs/cancel", post_drain_cancel},

@@ -171,6 +171,7 @@ struct mc_master {
   _Atomic uint64_t n_soft_pinned;
   struct mc_mstats *ms; /* metrics (metrics.h) */
   struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
+  struct mc_restore *restore; /* a snapshot's entries waiting for their segments (snapshot.c), or NULL */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -230,6 +231,25 @@ int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block 
  * attached), which the rebuild leaves alone rather than dropping. */
 int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
                    uint64_t size);
+/* ---- snapshots (snapshot.c; docs/ha.md, "Snapshots") ---- */
+#define MC_SNAPSHOT_VERSION 1u /* the newest format this master writes and reads (and every older one) */
+struct mc_restore;
+/* Appends a snapshot of every complete replica and every segment to out. 0 or INTERNAL_ERROR. */
+int mc_master_snapshot(struct mc_master *m, struct mc_wbuf *out);
+/* Reads and checks a whole snapshot file: 0 and *out, or INVALID_PARAMS with err saying why (a newer
+ * format version, a bad checksum, a truncated or malformed file) and nothing kept. */
+int mc_restore_load(const char *path, struct mc_restore **out, char *err, size_t errlen);
+void mc_restore_free(struct mc_restore *x);
+uint64_t mc_restore_next_seq(const struct mc_restore *x);
+/* A segment remounted after the master forgot it: installs the snapshot's entries of that segment id (once,
+ * and only if base and size match). */
+void mc_restore_segment(struct mc_master *m, struct mc_uuid client, const struct mc_segment_rec *rec);
+/* Installs entries on client's segment seg_id like writers' witnesses (rebuild.c): a key that exists is
+ * left as it is, space already taken is skipped, a key installed is recorded for a following holder.
+ * Returns how many were installed. */
+uint32_t mc_master_restore_entries(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id,
+                                   const struct mc_index_entry *e, uint32_t n);
+
 /* Frees PROCESSING replicas of puts older than put_start_release_timeout_sec (objects left empty are
  * erased) in one shard; caller holds its lock. Returns the number of objects erased. */
 uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t now);

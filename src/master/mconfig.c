@@ -82,6 +82,8 @@ const struct mc_cfg_opt mc_master_opts[] = {
     S_(pod_name, "", "k8s pod name" NS),
     S_(pod_namespace, "", "k8s namespace" NS),
     /* snapshots */
+    S_(restore_snapshot, "", "start from this snapshot file (mooncake snapshot save): its objects come back as their "
+                             "holders remount; a newer, corrupt or truncated file is refused"),
     B_(enable_snapshot, "false", "periodic metadata snapshot" NS),
     B_(enable_snapshot_restore, "false", "restore a snapshot at start" NS),
     I_(snapshot_interval_seconds, "600", 1, I64MAX, "snapshot cadence" NS),

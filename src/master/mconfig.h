@@ -38,7 +38,8 @@ struct mc_master_cfg {
   int enable_ha, enable_oplog;
   char *ha_backend_type, *ha_backend_connstring, *etcd_endpoints, *cluster_id, *pod_name, *pod_namespace;
   int64_t oplog_poll_interval_ms, oplog_batch_max_entries, batch_oplog_retry_timeout_sec;
-  /* snapshots (accepted, not supported) */
+  char *restore_snapshot; /* docs/ha.md, "Snapshots" */
+  /* upstream's periodic snapshots (accepted, not supported) */
   int enable_snapshot, enable_snapshot_restore;
   int64_t snapshot_interval_seconds, snapshot_child_timeout_seconds, snapshot_retention_count;
   char *snapshot_object_store_type, *snapshot_catalog_store_type, *snapshot_catalog_store_connstring,

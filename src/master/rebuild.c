@@ -38,6 +38,33 @@ static struct mseg *take_segment(struct mc_master *m, const struct mc_uuid *clie
 
 #define REFUSALS_LOGGED 8 /* per upload call: the first ones say why, the count says how many */
 
+/* Every entry's range reserved in one walk of the segment's allocator: blk[i] (NULL with why[i]). */
+struct reserved {
+  uint64_t *off, *len;
+  struct mc_tlsf_block **blk;
+  enum mc_tlsf_refusal *why;
+};
+
+static void reserve_all(struct mseg *seg, const struct mc_index_entry *e, uint32_t n, struct reserved *rv) {
+  size_t k = n ? n : 1;
+  rv->off = mc_malloc(sizeof(*rv->off) * k);
+  rv->len = mc_malloc(sizeof(*rv->len) * k);
+  rv->blk = mc_malloc(sizeof(*rv->blk) * k);
+  rv->why = mc_malloc(sizeof(*rv->why) * k);
+  for (uint32_t i = 0; i < n; i++) rv->off[i] = e[i].offset, rv->len[i] = e[i].length;
+  pthread_mutex_lock(&seg->alloc_mu);
+  mc_tlsf_reserve(seg->tlsf, rv->off, rv->len, n, rv->blk, rv->why);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
+}
+
+static void reserved_free(struct reserved *rv) {
+  mc_free(rv->off);
+  mc_free(rv->len);
+  mc_free(rv->blk);
+  mc_free(rv->why);
+}
+
 static int refusal_status(enum mc_tlsf_refusal why) {
   return why == MC_TLSF_REFUSE_TAKEN || why == MC_TLSF_REFUSE_OVERLAP ? MC_OBJECT_ALREADY_EXISTS : MC_INVALID_PARAMS;
 }
@@ -59,14 +86,11 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
     if (h) mc_hidx_unref(h);
     return MC_SEGMENT_NOT_FOUND;
   }
-  uint64_t *off = mc_malloc(sizeof(*off) * (n ? n : 1)), *len = mc_malloc(sizeof(*len) * (n ? n : 1));
-  struct mc_tlsf_block **blk = mc_malloc(sizeof(*blk) * (n ? n : 1));
-  enum mc_tlsf_refusal *why = mc_malloc(sizeof(*why) * (n ? n : 1));
-  for (uint32_t i = 0; i < n; i++) off[i] = e[i].offset, len[i] = e[i].length;
-  pthread_mutex_lock(&seg->alloc_mu);
-  mc_tlsf_reserve(seg->tlsf, off, len, n, blk, why);
-  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
-  pthread_mutex_unlock(&seg->alloc_mu);
+  struct reserved rv;
+  reserve_all(seg, e, n, &rv);
+  uint64_t *off = rv.off;
+  struct mc_tlsf_block **blk = rv.blk;
+  enum mc_tlsf_refusal *why = rv.why;
   uint32_t installed = 0, known = 0, refused = 0;
   char id[37];
   mc_uuid_str(client, id);
@@ -98,10 +122,7 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
   mc_hidx_unref(h);
   LOG_INFO("client_id=%s, action=rebuild_index, entries=%u, installed=%u, known=%u, refused=%u", id, n, installed,
            known, refused);
-  mc_free(off);
-  mc_free(len);
-  mc_free(blk);
-  mc_free(why);
+  reserved_free(&rv);
   return 0;
 }
 
@@ -135,4 +156,31 @@ int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid s
   }
   atomic_fetch_sub(&seg->rebuilders, 1);
   return rc;
+}
+
+/* ---- a snapshot's entries (snapshot.c; docs/ha.md, "Snapshots") ---- */
+
+uint32_t mc_master_restore_entries(struct mc_master *m, struct mc_uuid client, struct mc_uuid seg_id,
+                                   const struct mc_index_entry *e, uint32_t n) {
+  pthread_rwlock_rdlock(&m->seg_mu);
+  struct mseg *seg = mc_seg_find_locked(m, seg_id);
+  if (seg && !(mc_uuid_eq(seg->client, client) && seg_readable(seg))) seg = NULL;
+  if (seg) atomic_fetch_add(&seg->rebuilders, 1);
+  pthread_rwlock_unlock(&m->seg_mu);
+  if (!seg) return 0;
+  struct reserved rv;
+  reserve_all(seg, e, n, &rv);
+  uint64_t *off = rv.off;
+  struct mc_tlsf_block **blk = rv.blk;
+  uint32_t installed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!blk[i]) continue; /* the space is taken (the holder's own upload came first) or the range is bad */
+    int in = mc_obj_recommit(m, seg, blk[i], off[i], e[i].key, e[i].klen, e[i].size, e[i].hard_pin,
+                             e[i].soft_pin_ttl_ms);
+    if (in == 0) mc_rep_release(seg, blk[i]); /* the key exists: its value stays */
+    installed += in > 0;
+  }
+  atomic_fetch_sub(&seg->rebuilders, 1);
+  reserved_free(&rv);
+  return installed;
 }

@@ -483,6 +483,7 @@ int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, ui
     struct mseg *sg = mc_seg_find_locked(m, segs[i].id);
     if (sg) atomic_store(&sg->alloc_after_ns, mc_now_ns() + MC_REMOUNT_QUIET_NS);
     pthread_rwlock_unlock(&m->seg_mu);
+    mc_restore_segment(m, client, &segs[i]); /* --restore_snapshot: its entries, before the holder's upload */
   }
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());

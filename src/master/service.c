@@ -1,6 +1,7 @@
 /* Master lifecycle: state, the background threads, the embedded metadata server and the cleanup
  * target for dead clients' TE metadata keys. */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -127,6 +128,18 @@ int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
     mc_master_destroy(m);
     return MC_INTERNAL_ERROR;
   }
+  if (cfg->restore_snapshot && *cfg->restore_snapshot) {
+    char err[512];
+    int rc = mc_restore_load(cfg->restore_snapshot, &m->restore, err, sizeof(err));
+    if (rc) {
+      LOG_ERROR("%s", err);
+      fprintf(stderr, "mooncake_master: %s\n", err);
+      mc_master_destroy(m);
+      return rc;
+    }
+    uint64_t seq = mc_restore_next_seq(m->restore);
+    if (seq > atomic_load(&m->next_seq)) atomic_store(&m->next_seq, seq);
+  }
   if (!m->hfeed || open_metadata(m) || start_threads(m)) {
     mc_master_destroy(m);
     return MC_INTERNAL_ERROR;
@@ -174,6 +187,7 @@ void mc_master_destroy(struct mc_master *m) {
   mc_extents_destroy(m);
   mc_segments_destroy(m);
   mc_hidx_feed_stop(m->hfeed); /* after the holders' feeds closed with their clients */
+  mc_restore_free(m->restore);
   mc_evict_free(m);
   mc_meta_server_stop(m->meta_server);
   if (m->meta) mc_meta_close(m->meta);

@@ -4,6 +4,7 @@
  * Exit codes: 0 ok, 1 the master refused or failed the operation, 2 bad arguments, 3 the master's admin
  * port could not be reached (or did not answer in time), 4 no such key / segment / job. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/admin.h"
 #include "net/auth.h"
@@ -690,6 +692,51 @@ static int cmd_secret(struct cli *c, int argc, char **argv) {
   return EX_OK;
 }
 
+/* mooncake snapshot save FILE: the master's object table as a snapshot file (docs/ha.md, "Snapshots"),
+ * written to FILE.tmp (mode 0600), synced and renamed over FILE, so FILE is always whole. A master started
+ * with --restore_snapshot=FILE gets the objects back as their holders remount. */
+static int cmd_snapshot(struct cli *c, int argc, char **argv) {
+  struct opt opts[] = {{NULL}};
+  const char *pos[2];
+  int npos;
+  PARSE("snapshot", opts, pos, 2, npos);
+  if (npos != 2 || strcmp(pos[0], "save")) return bad_args("snapshot", "usage: snapshot save FILE");
+  long saved = c->timeout_ms;
+  if (c->timeout_ms < 60000) c->timeout_ms = 60000; /* a large table takes a while to encode and send */
+  struct mc_admin_resp r;
+  int ex = call(c, "GET", "/api/v1/snapshot", "GET /api/v1/snapshot", &r);
+  c->timeout_ms = saved;
+  if (ex) return ex;
+  char tmp[4096];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", pos[1]);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t done = 0;
+  while (fd >= 0 && done < r.len) {
+    ssize_t k = write(fd, r.body + done, r.len - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    done += (size_t)k;
+  }
+  int ok = fd >= 0 && done == r.len && !fsync(fd);
+  if (fd >= 0 && close(fd)) ok = 0;
+  if (ok && rename(tmp, pos[1])) ok = 0;
+  if (!ok) {
+    fprintf(stderr, "mooncake snapshot: cannot write %s: %s\n", pos[1], strerror(errno));
+    if (fd >= 0) unlink(tmp);
+    mc_admin_resp_free(&r);
+    return EX_FAIL;
+  }
+  if (c->json) {
+    json_t *o = json_pack("{s:s, s:I}", "file", pos[1], "bytes", (json_int_t)r.len);
+    print_json(o);
+    json_decref(o);
+  } else {
+    printf("snapshot saved to %s (%zu bytes)\n", pos[1], r.len);
+  }
+  mc_admin_resp_free(&r);
+  return EX_OK;
+}
+
 /* mooncake env [--markdown]: every environment variable of the project, its default and effect
  * (src/common/knobs.h); --markdown prints the README's table, a '*' after a value marks one set here. */
 static int cmd_env(struct cli *c, int argc, char **argv) {
@@ -752,6 +799,10 @@ static const struct command command_table[] = {
      "tenant ID's secret, derived from the cluster secret of MC_CLUSTER_SECRET_FILE; processes started with\n"
      "it are confined to that tenant's keys and storage (docs/security.md).",
      cmd_secret},
+    {"snapshot", "save FILE",
+     "Saves the master's object table to FILE (written whole, then renamed into place). A master started with\n"
+     "--restore_snapshot=FILE serves those objects again once their holders remount (docs/ha.md).",
+     cmd_snapshot},
     {"env", "[--markdown]",
      "Every environment variable the libraries and programs read, with its default and effect (and the value\n"
      "set in this environment, secrets masked); --markdown prints the README's table.",
