@@ -1,7 +1,6 @@
 /* Master lifecycle: state, the background threads, the embedded metadata server and the cleanup
  * target for dead clients' TE metadata keys. */
 #include <jansson.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,8 +131,7 @@ int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
     char err[512];
     int rc = mc_restore_load(cfg->restore_snapshot, &m->restore, err, sizeof(err));
     if (rc) {
-      LOG_ERROR("%s", err);
-      fprintf(stderr, "mooncake_master: %s\n", err);
+      LOG_ERROR("%s", err); /* (the log is stderr, or the file stderr goes to with --log_dir) */
       mc_master_destroy(m);
       return rc;
     }

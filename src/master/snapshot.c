@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -120,10 +121,14 @@ static int fail(char *err, size_t errlen, const char *path, const char *why) {
   return MC_INVALID_PARAMS;
 }
 
+/* x->segs is sorted by id once decoded, so each entry and each remount finds its segment by bisection. */
+static int by_id(const void *a, const void *b) {
+  const struct mc_uuid *x = a, *y = b; /* (the id is a snap_seg's first member) */
+  return x->hi != y->hi ? (x->hi > y->hi ? 1 : -1) : x->lo != y->lo ? (x->lo > y->lo ? 1 : -1) : 0;
+}
+
 static struct snap_seg *seg_of(struct mc_restore *x, struct mc_uuid id) {
-  for (uint32_t i = 0; i < x->nsegs; i++)
-    if (mc_uuid_eq(x->segs[i].id, id)) return &x->segs[i];
-  return NULL;
+  return x->nsegs ? bsearch(&id, x->segs, x->nsegs, sizeof(*x->segs), by_id) : NULL;
 }
 
 void mc_restore_free(struct mc_restore *x) {
@@ -150,9 +155,11 @@ static int decode(struct mc_restore *x, const uint8_t *p, size_t len, uint64_t *
     s->size = mc_r_u64(&r);
     uint32_t nl;
     mc_r_blob(&r, &nl);
-    if (!r.err && seg_of(x, s->id)) *why = "a segment is listed twice", r.err = 1;
     x->nsegs = i + 1;
   }
+  if (!r.err && x->nsegs) qsort(x->segs, x->nsegs, sizeof(*x->segs), by_id);
+  for (uint32_t i = 1; i < x->nsegs && !r.err; i++)
+    if (!by_id(&x->segs[i - 1].id, &x->segs[i].id)) *why = "a segment is listed twice", r.err = 1;
   uint64_t ne = mc_r_u64(&r);
   if (!r.err && ne > (r.len - r.off) / ENTRY_MIN_BYTES) *why = "more entries counted than the file holds", r.err = 1;
   for (uint64_t i = 0; i < ne && !r.err; i++) {
