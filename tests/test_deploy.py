@@ -215,7 +215,13 @@ try:
         roles = [http(a, "/role")[1] for _, _, a in ha]
         check(roles == ["leader", "standby"], f"one leader, one standby ({roles})")
         check(http(ha[1][2], "/get_all_keys")[0] == 503, "the standby answers data endpoints with 503")
-        st, body = http(ha[1][2], "/leader")
+        # A standby's role is known before its first read of the leader key: wait for that read.
+        deadline = time.time() + 10
+        while True:
+            st, body = http(ha[1][2], "/leader")
+            if (st == 200 and '"present":true' in body) or time.time() >= deadline:
+                break
+            time.sleep(0.05)
         check(st == 200 and f'"leader_address":"127.0.0.1:{ha[0][1]}"' in body, "the standby names the leader: " + body)
         ha[0][0].kill()
         ha[0][0].wait()
