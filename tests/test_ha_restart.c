@@ -73,7 +73,7 @@ static int wait_indexed(mooncake_store_t holder, size_t want) {
 }
 
 static void test_restart_keeps_objects(void) {
-  setenv("MC_STORE_HOLDER_INDEX", "1", 1); /* (off by default for now: docs/ha.md) */
+  unsetenv("MC_STORE_HOLDER_INDEX"); /* the default: on (docs/ha.md) */
   struct master M;
   REQUIRE(master_start(&M, NULL) == 0);
   mooncake_store_t holder = client_new(&M, 64 * MiB, 4 * MiB), writer = client_new(&M, 0, 4 * MiB);
@@ -132,7 +132,7 @@ static void test_restart_keeps_objects(void) {
  * the puts made meanwhile stay queued at the master, which is then SIGKILLed; the new master learns the
  * objects from the writer (RECOMMIT) once the thawed holder has remounted and uploaded its index. */
 static void test_witness_restores_unindexed_puts(void) {
-  setenv("MC_STORE_HOLDER_INDEX", "1", 1);
+  unsetenv("MC_STORE_HOLDER_INDEX");
   struct master M;
   REQUIRE(master_start(&M, NULL) == 0);
   struct peer holder;

@@ -493,7 +493,8 @@ static void test_lifecycle_threads(void) {
 }
 
 /* A master restart: the client notices (health 2), reconnects after failed pings, re-mounts and re-publishes
- * its descriptor (the embedded metadata server restarted empty), and puts work again. */
+ * its descriptor (the embedded metadata server restarted empty), and puts work again; the object put before
+ * comes back from the holder's index (on by default; docs/ha.md), with its byte. */
 static void test_lifecycle_master_restart(void) {
   struct master m;
   REQUIRE(master_start(&m, NULL) == 0);
@@ -523,7 +524,9 @@ static void test_lifecycle_master_restart(void) {
   CHECK_EQ(rc, 0);
   char out[4];
   CHECK_EQ(mooncake_store_get_into(b, "after", out, sizeof(out)), 2);
-  CHECK_EQ(mooncake_store_is_exist(b, "before"), 0); /* without persistence the old objects are gone */
+  CHECK_EQ(mooncake_store_is_exist(b, "before"), 1); /* rebuilt from a's index upload (or b's witness) */
+  CHECK_EQ(mooncake_store_get_into(b, "before", out, sizeof(out)), 1);
+  CHECK_EQ(out[0], '1');
   mooncake_store_t c = client_new(&m, 0, 1 * MiB);   /* finds a's descriptor: a re-published it */
   REQUIRE(c);
   CHECK_EQ(mooncake_store_get_into(c, "after", out, sizeof(out)), 2);

@@ -93,8 +93,8 @@
   X(RPC_CONNECT_TIMEOUT_MS, LONG, 30000, 1, 1l << 30, "30000", "store client: connect deadline to the master, ms")    \
   X(STORE_PUT_EXTENTS, TEXT, 0, 0, 0, "on",                                                                           \
     "store client: `0` turns the one-round-trip puts through write extents off (docs/store-client.md)")               \
-  X(STORE_HOLDER_INDEX, BOOL, 0, 0, 1, "0",                                                                           \
-    "store client: `1`: a holder keeps the index of its segment, so a restarted master gets its objects back (docs/ha.md; off by default while it is being proven)") \
+  X(STORE_HOLDER_INDEX, BOOL, 1, 0, 1, "1",                                                                           \
+    "store client: `0` turns the holder's index of its segment off (a restarted master then gets its objects back only from a snapshot; docs/ha.md)") \
   X(STORE_STATS_INTERVAL_MS, LONG, 5000, 50, 5000, "5000",                                                            \
     "store client: how often it reports its transfer statistics to the master, ms")                                   \
   X(TRANSFER_TIMEOUT, LONG, 30, 5, 1l << 20, "30",                                                                    \
