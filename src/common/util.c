@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include <strings.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/log.h"
 
 uint64_t mc_now_ns(void) {
@@ -132,4 +135,52 @@ static void read_boot_id(void) {
 const char *mc_host_id(void) {
   pthread_once(&boot_once, read_boot_id);
   return boot_id;
+}
+
+/* ---- files written whole ---- */
+
+int mc_write_all(int fd, const void *p, size_t n) {
+  for (size_t done = 0; done < n;) {
+    ssize_t k = write(fd, (const char *)p + done, n - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return errno;
+    if (!k) return EIO;
+    done += (size_t)k;
+  }
+  return 0;
+}
+
+static void fsync_dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? mc_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : mc_strdup(".");
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  mc_free(dir);
+  if (fd < 0) return;
+  (void)fsync(fd);
+  close(fd);
+}
+
+static int create_temp(const char *tmp, mode_t mode) {
+  for (int attempt = 0;; attempt++) {
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0 || errno != EEXIST || attempt) return fd;
+    LOG_WARN("removing %s left in the way of a rewrite", tmp);
+    if (unlink(tmp) && errno != ENOENT) return -1;
+  }
+}
+
+int mc_write_file_atomic(const char *path, mode_t mode, mc_write_fn fn, void *arg) {
+  size_t n = strlen(path) + 5;
+  char *tmp = mc_malloc(n);
+  snprintf(tmp, n, "%s.tmp", path);
+  int err = 0, fd = create_temp(tmp, mode);
+  if (fd < 0) err = errno;
+  if (!err) err = fn(fd, arg);
+  if (!err && fsync(fd)) err = errno;
+  if (fd >= 0 && close(fd) && !err) err = errno;
+  if (!err && rename(tmp, path)) err = errno;
+  if (err && fd >= 0) unlink(tmp);
+  if (!err) fsync_dir_of(path);
+  mc_free(tmp);
+  return err;
 }

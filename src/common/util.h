@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define MC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define mc_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
@@ -31,6 +32,15 @@ long mc_env_long(const char *name, long def, long min, long max);
 int mc_env_bool(const char *name, int def);
 /* The same parse of a string already read: 1 / 0, def when NULL or empty, -1 when not a boolean. */
 int mc_str_bool(const char *v, int def);
+
+/* Writes what fn writes into fd (0 or an errno value) to path, whole or not at all: path.tmp is created
+ * afresh with mode `mode` (never through a symbolic link nor into a file planted there: one in the way is
+ * removed and the create tried once more), synced, renamed over path, and path's directory synced. 0 or an
+ * errno value; on failure path is as it was and path.tmp is gone. */
+typedef int (*mc_write_fn)(int fd, void *arg);
+int mc_write_file_atomic(const char *path, mode_t mode, mc_write_fn fn, void *arg);
+/* Writes n bytes to fd, again after EINTR and short writes: 0 or an errno value. */
+int mc_write_all(int fd, const void *p, size_t n);
 
 /* The kernel boot id (same for all processes of one host boot); "" if unavailable. MC_HOST_ID overrides
  * it: network-namespace test hosts share one kernel but must not take the same-host path. */

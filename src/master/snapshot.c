@@ -222,7 +222,8 @@ int mc_restore_load(const char *path, struct mc_restore **out, char *err, size_t
     version = le32toh(version);
   }
   char vwhy[160];
-  if (!why && (version == 0 || version > MC_SNAPSHOT_VERSION)) {
+  if (!why && version == 0) why = "its format version 0 is not a valid version";
+  if (!why && version > MC_SNAPSHOT_VERSION) {
     snprintf(vwhy, sizeof(vwhy), "its format version %u is newer than this master's (%u): restore it with a newer master",
              version, MC_SNAPSHOT_VERSION);
     why = vwhy;

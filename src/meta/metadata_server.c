@@ -95,44 +95,9 @@ static int may_change(json_t *e, const char *realm) { return !realm[0] || !strcm
 
 /* ---- persistence ---- */
 
-static int fsync_dir_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? mc_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : mc_strdup(".");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  mc_free(dir);
-  if (fd < 0) return -1;
-  int rc = fsync(fd);
-  close(fd);
-  return rc;
-}
-
-/* Creates path.tmp afresh: never through a symbolic link or into an existing file (one planted there is
- * removed, not followed, and the create retried once). fd or -1 (errno set). */
-static int create_temp(const char *tmp) {
-  for (int attempt = 0;; attempt++) {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EEXIST || attempt) return fd;
-    LOG_WARN("removing %s left in the way of the metadata rewrite", tmp);
-    if (unlink(tmp) && errno != ENOENT) return -1;
-  }
-}
-
-/* Returns 0 or an errno value. */
-static int write_atomically(const char *path, const json_t *map) {
-  size_t n = strlen(path) + 5;
-  char *tmp = mc_malloc(n);
-  snprintf(tmp, n, "%s.tmp", path);
-  int err = 0, fd = create_temp(tmp);
-  if (fd < 0) err = errno;
+static int dump_map(int fd, void *map) {
   errno = 0;
-  if (!err && json_dumpfd(map, fd, JSON_COMPACT | JSON_SORT_KEYS)) err = errno ? errno : EIO;
-  if (!err && fsync(fd)) err = errno;
-  if (fd >= 0 && close(fd) && !err) err = errno;
-  if (!err && rename(tmp, path)) err = errno;
-  if (err && fd >= 0) unlink(tmp);
-  if (!err) fsync_dir_of(path);
-  mc_free(tmp);
-  return err;
+  return json_dumpfd(map, fd, JSON_COMPACT | JSON_SORT_KEYS) ? (errno ? errno : EIO) : 0;
 }
 
 /* Makes persist_path hold change `gen` (or a later one). The map is copied under mu (its values are
@@ -147,7 +112,7 @@ static int persist(struct mc_meta_server *s, uint64_t gen) {
     json_t *snap = json_copy(s->map);
     uint64_t g = s->gen;
     pthread_mutex_unlock(&s->mu);
-    err = snap ? write_atomically(s->persist_path, snap) : ENOMEM;
+    err = snap ? mc_write_file_atomic(s->persist_path, 0644, dump_map, snap) : ENOMEM;
     json_decref(snap);
     if (!err) s->persisted = g;
     else LOG_ERROR("cannot persist metadata to %s: %s", s->persist_path, strerror(err));

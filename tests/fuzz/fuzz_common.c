@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "master/master.h"
+#include "master/master_int.h"
 
 /* ---------------------------------------------------------------- input */
 
@@ -163,6 +163,30 @@ struct mc_master *fz_master_start(const char *const *opts) {
   if (mc_master_cfg_finalize(&master_cfg, err, sizeof(err)) || mc_master_create(&master_cfg, &master)) abort();
   if (!registered++) atexit(fz_master_stop);
   return master;
+}
+
+/* Copies the ids of up to cap clients (or, with segs, of mounted segments and their clients). */
+static uint32_t registry(struct mc_master *m, struct mc_uuid *ids, struct mc_uuid *owners, uint32_t cap, int segs) {
+  uint32_t n = 0;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t i = 0; segs ? i < m->nsegs : i < m->nclients; i++) {
+    if (n == cap) break;
+    if (segs) ids[n] = m->segs[i]->id, owners[n] = m->segs[i]->client;
+    else ids[n] = m->clients[i].id;
+    n++;
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  return n;
+}
+
+void fz_master_reset(struct mc_master *m) {
+  struct mc_uuid ids[256], owners[256];
+  uint32_t n;
+  for (int round = 0; round < 16 && (n = registry(m, ids, NULL, 256, 0)) > 0; round++)
+    for (uint32_t i = 0; i < n; i++) mc_client_expire(m, ids[i], "fuzz reset", NULL);
+  for (int round = 0; round < 16 && (n = registry(m, ids, owners, 256, 1)) > 0; round++)
+    for (uint32_t i = 0; i < n; i++) mc_master_unmount(m, ids[i], owners[i], NULL);
+  mc_master_remove_matching(m, NULL, NULL, 1);
 }
 
 /* ---------------------------------------------------------------- an engine */

@@ -48,6 +48,9 @@ long fz_exchange(uint16_t port, const void *req, size_t len, int timeout_ms, int
 struct mc_master;
 struct mc_master *fz_master_start(const char *const *opts);
 void fz_master_stop(void);
+/* Empties a master between inputs: every client expired (its segments unmounted and swept, its extents
+ * released), every remaining segment unmounted, every object removed. */
+void fz_master_reset(struct mc_master *m);
 
 /* The process's one transfer engine (P2PHANDSHAKE, named 127.0.0.1:<control port>), created on first
  * call and destroyed at exit; its TCP data port and control RPC port. */

@@ -34,30 +34,6 @@ int nanosleep(const struct timespec *req, struct timespec *rem) {
 static struct mc_master *master;
 static int skip_regex;
 
-/* Copies the ids of up to cap clients (or, with segs, of mounted segments and their clients). */
-static uint32_t snapshot(struct mc_uuid *ids, struct mc_uuid *owners, uint32_t cap, int segs) {
-  uint32_t n = 0;
-  pthread_rwlock_rdlock(&master->seg_mu);
-  for (uint32_t i = 0; segs ? i < master->nsegs : i < master->nclients; i++) {
-    if (n == cap) break;
-    if (segs) ids[n] = master->segs[i]->id, owners[n] = master->segs[i]->client;
-    else ids[n] = master->clients[i].id;
-    n++;
-  }
-  pthread_rwlock_unlock(&master->seg_mu);
-  return n;
-}
-
-static void reset(void) {
-  struct mc_uuid ids[256], owners[256];
-  uint32_t n;
-  for (int round = 0; round < 16 && (n = snapshot(ids, NULL, 256, 0)) > 0; round++)
-    for (uint32_t i = 0; i < n; i++) mc_client_expire(master, ids[i], "fuzz reset", NULL);
-  for (int round = 0; round < 16 && (n = snapshot(ids, owners, 256, 1)) > 0; round++)
-    for (uint32_t i = 0; i < n; i++) mc_master_unmount(master, ids[i], owners[i], NULL);
-  mc_master_remove_matching(master, NULL, NULL, 1);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!master) master = fz_master_start(NULL), skip_regex = fz_env_flag("MC_FUZZ_SKIP_REGEX");
   fz_quiet();
@@ -77,6 +53,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (reply.len >= 8) memcpy(prev, reply.p, 8);
   }
   mc_w_free(&reply);
-  reset();
+  fz_master_reset(master);
   return 0;
 }

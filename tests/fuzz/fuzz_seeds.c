@@ -1,5 +1,5 @@
 /* Writes the binary seed inputs of the fuzz targets (the text ones are committed as they are):
- *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport and OUTDIR/ctrl
+ *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport, OUTDIR/ctrl and OUTDIR/snapshot
  * Bodies are built with the protocol's own encoders, so the seeds stay valid requests when a record
  * changes. Run it and commit what changed under tests/fuzz/corpus (docs/testing.md, "Fuzzing"). */
 #include <errno.h>
@@ -262,6 +262,43 @@ static void ctrl_seeds(void) {
   mc_w_free(&w);
 }
 
+/* ---------------------------------------------------------------- snapshot: file bodies (fuzz_snapshot.c) */
+
+/* The body of a snapshot after its magic and version: next seq, created, segments, entries. */
+static void snap_body(struct mc_wbuf *w, uint32_t nsegs, uint64_t nents, int lie) {
+  mc_w_u64(w, 1000), mc_w_u64(w, 1765000000000ull);
+  mc_w_u32(w, nsegs);
+  for (uint32_t i = 0; i < nsegs; i++) {
+    mc_put_uuid(w, (struct mc_uuid){0x5a5a5a5a00000000ull, i + 1});
+    mc_w_u64(w, 0x10000000ull * (i + 1)), mc_w_u64(w, 1 << 20);
+    mc_w_str(w, i ? "127.0.0.1:30002" : "127.0.0.1:30001");
+  }
+  mc_w_u64(w, lie ? nents * 1000 : nents);
+  for (uint64_t e = 0; e < nents; e++) {
+    char key[32];
+    int kl = snprintf(key, sizeof(key), "key-%llu", (unsigned long long)(e % 5)); /* some keys twice */
+    mc_put_uuid(w, (struct mc_uuid){0x5a5a5a5a00000000ull, 1 + e % (nsegs + 1)}); /* some segment not listed */
+    mc_w_blob(w, key, (uint32_t)kl);
+    mc_w_u64(w, (e * 4096) % (1 << 20) + (e == 3 ? 100 : 0)); /* entry 3 overlaps entry 4's space */
+    mc_w_u64(w, e == 6 ? (2u << 20) : 4096), mc_w_u64(w, 4000); /* entry 6 is larger than its segment */
+    mc_w_u8(w, (uint8_t)(e & 1)), mc_w_u64(w, e % 3 ? 0 : 60000);
+  }
+}
+
+static void snapshot_seeds(void) {
+  struct mc_wbuf w = {0};
+  /* byte 0: bit 0 raw file, bit 1 version in the next 4 bytes, bit 2 restore into a master */
+  SEED("snapshot", "restore_two_segments", mc_w_u8(&w, 4), snap_body(&w, 2, 12, 0));
+  SEED("snapshot", "load_only", mc_w_u8(&w, 0), snap_body(&w, 3, 8, 0));
+  SEED("snapshot", "empty", mc_w_u8(&w, 4), snap_body(&w, 0, 0, 0));
+  SEED("snapshot", "lying_count", mc_w_u8(&w, 4), snap_body(&w, 2, 4, 1));
+  SEED("snapshot", "version_2", mc_w_u8(&w, 2), mc_w_u32(&w, 2), snap_body(&w, 1, 2, 0));
+  SEED("snapshot", "version_0", mc_w_u8(&w, 2), mc_w_u32(&w, 0), snap_body(&w, 1, 2, 0));
+  SEED("snapshot", "raw_no_checksum", mc_w_u8(&w, 1), mc_w_bytes_raw(&w, "MCSNAP\0\1", 8), mc_w_u32(&w, 1),
+       snap_body(&w, 1, 2, 0));
+  mc_w_free(&w);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
@@ -271,5 +308,6 @@ int main(int argc, char **argv) {
   master_seeds();
   dataport_seeds();
   ctrl_seeds();
+  snapshot_seeds();
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "cli/admin.h"
 #include "net/auth.h"
 #include "common/knobs.h"
+#include "common/util.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
 
@@ -692,8 +693,14 @@ static int cmd_secret(struct cli *c, int argc, char **argv) {
   return EX_OK;
 }
 
+static int write_body(int fd, void *arg) {
+  const struct mc_admin_resp *r = arg;
+  return mc_write_all(fd, r->body, r->len);
+}
+
 /* mooncake snapshot save FILE: the master's object table as a snapshot file (docs/ha.md, "Snapshots"),
- * written to FILE.tmp (mode 0600), synced and renamed over FILE, so FILE is always whole. A master started
+ * written to a fresh FILE.tmp (mode 0600, never through a symbolic link), synced and renamed over FILE, so
+ * FILE is always whole. A master started
  * with --restore_snapshot=FILE gets the objects back as their holders remount. */
 static int cmd_snapshot(struct cli *c, int argc, char **argv) {
   struct opt opts[] = {{NULL}};
@@ -707,22 +714,9 @@ static int cmd_snapshot(struct cli *c, int argc, char **argv) {
   int ex = call(c, "GET", "/api/v1/snapshot", "GET /api/v1/snapshot", &r);
   c->timeout_ms = saved;
   if (ex) return ex;
-  char tmp[4096];
-  snprintf(tmp, sizeof(tmp), "%s.tmp", pos[1]);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  size_t done = 0;
-  while (fd >= 0 && done < r.len) {
-    ssize_t k = write(fd, r.body + done, r.len - done);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    done += (size_t)k;
-  }
-  int ok = fd >= 0 && done == r.len && !fsync(fd);
-  if (fd >= 0 && close(fd)) ok = 0;
-  if (ok && rename(tmp, pos[1])) ok = 0;
-  if (!ok) {
-    fprintf(stderr, "mooncake snapshot: cannot write %s: %s\n", pos[1], strerror(errno));
-    if (fd >= 0) unlink(tmp);
+  int err = mc_write_file_atomic(pos[1], 0600, write_body, &r);
+  if (err) {
+    fprintf(stderr, "mooncake snapshot: cannot write %s: %s\n", pos[1], strerror(err));
     mc_admin_resp_free(&r);
     return EX_FAIL;
   }
