@@ -75,7 +75,8 @@ static int extents_for(const struct mc_store *s, const struct mc_write_ops *ops,
 static void log_put_start_failure(const struct mc_write_ops *ops, const char *key, int rc) {
   if (rc == MC_NO_AVAILABLE_HANDLE)
     LOG_WARN("Failed to start %s operation for key=%s due to insufficient space. Consider lowering "
-             "eviction_high_watermark_ratio or mounting more segments.", ops->name, key);
+             "eviction_high_watermark_ratio or mounting more segments (or, right after a master restart or "
+             "failover, wait: remounted segments take new objects after 1.5 s).", ops->name, key);
   else LOG_WARN("%s key=%s: start failed: %s", ops->name, key, mooncake_store_err_name(rc));
 }
 
