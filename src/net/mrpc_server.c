@@ -86,6 +86,8 @@ struct conn {
   size_t out_len, out_off;
   size_t charged_in, charged_out; /* what this connection counts in s->in_bytes, s->out_bytes */
   int parked;                  /* waiting for in-flight room: armed for nothing (under s->mu) */
+  int doomed;                  /* parked, and closed to break a deadlock over room (break_room_deadlock): the
+                                  worker unpark_all hands it to closes it (set under s->mu while parked) */
   _Atomic uint64_t stall_ns;   /* since when a frame or a reply is half done (0: neither) */
   _Atomic uint64_t active_ns;  /* last request served */
   int close_after_out;         /* a reply to a wrong version: close once it is sent */
@@ -468,6 +470,7 @@ static enum io conn_io(struct mc_mrpc_server *s, struct conn *c) {
   enum io res = IO_IDLE;
   uint64_t now = mc_now_ns(), st0 = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
   if (st0 && now > st0 && now - st0 > s->stall_ns) return IO_CLOSE; /* e.g. waited for in-flight room too long */
+  if (c->doomed) return IO_CLOSE; /* (set while parked, under s->mu; unpark_all's arm handed it over) */
   if (c->def) { /* armed again only once its reply is ready (settle, mc_mrpc_deferred_reply) */
     struct mc_mrpc_deferred *d = c->def;
     pthread_mutex_lock(&d->mu);
@@ -639,14 +642,58 @@ static void accept_ready(struct mc_mrpc_server *s) {
   arm(s, s->listen_fd, &listen_tag, EPOLLIN);
 }
 
+static int by_stall(const void *a, const void *b) {
+  uint64_t x = atomic_load_explicit(&(*(struct conn *const *)a)->stall_ns, memory_order_relaxed);
+  uint64_t y = atomic_load_explicit(&(*(struct conn *const *)b)->stall_ns, memory_order_relaxed);
+  return x < y ? -1 : x > y;
+}
+
+/* Connections waiting for in-flight room keep the room their partial frames hold (their bytes are in
+ * their buffers). When every byte in flight is held by such waiting connections, none of them can ever
+ * get more: frames that arrived interleaved (four 14 MB requests against a 32 MiB bound, each holding 8 MiB
+ * and needing 14) would wait until the stall limit dropped them all. So the connection waiting longest
+ * keeps its room, and the youngest other holders are closed until it can grow; their clients get a failed
+ * call at once instead of after the stall limit, and the one kept is served. s->mu held; the number of
+ * connections marked for closing. */
+static int break_room_deadlock(struct mc_mrpc_server *s) {
+  size_t n = 0, cap = 0;
+  struct conn **v = NULL;
+  uint64_t held = 0;
+  for (struct conn *c = s->conns; c; c = c->next) {
+    if (!c->parked || c->doomed || !c->charged_in) continue;
+    if (n == cap) v = mc_realloc(v, (cap = cap ? 2 * cap : 16) * sizeof(*v));
+    v[n++] = c;
+    held += c->charged_in;
+  }
+  int closed = 0;
+  uint64_t inflight = atomic_load(&s->in_bytes);
+  if (n && held >= inflight) { /* nobody else holds room: nobody will give any back */
+    qsort(v, n, sizeof(*v), by_stall);
+    struct conn *keep = v[0];
+    struct mc_mrpc_hdr h;
+    mc_mrpc_get_hdr(keep->in + keep->lo, &h); /* (a parked connection waits for the rest of this frame) */
+    size_t need = MC_MRPC_HDR + (size_t)h.len, next = MC_MIN(need, MC_MAX(2 * keep->cap, (size_t)IN_KEEP));
+    uint64_t want = next > IN_KEEP && next - IN_KEEP > keep->charged_in ? next - IN_KEEP - keep->charged_in : 0;
+    uint64_t room = s->max_inflight > inflight ? s->max_inflight - inflight : 0;
+    for (size_t i = n - 1; i >= 1 && room < want; i--, closed++) {
+      v[i]->doomed = 1;
+      shutdown(v[i]->fd, SHUT_RDWR); /* readable at once: unpark_all's arm hands it to a worker */
+      room += v[i]->charged_in;
+    }
+  }
+  mc_free(v);
+  return closed;
+}
+
 /* Once a second, by one worker: shut down connections stalled mid-frame or mid-reply for stall_ns,
  * or idle for longer than the idle timeout (the worker that next serves them sees the shutdown and
- * closes them), and re-arm a listener paused by a descriptor shortage. */
+ * closes them), break a deadlock of connections waiting for in-flight room, and re-arm a listener paused
+ * by a descriptor shortage. */
 static void periodic_duty(struct mc_mrpc_server *s) {
   uint64_t now = mc_now_ns(), due = atomic_load(&s->next_duty_ns);
   if (now < due || !atomic_compare_exchange_strong(&s->next_duty_ns, &due, now + 1000000000ull)) return;
   uint64_t stall_ns = s->stall_ns, idle_ns = (uint64_t)s->idle_timeout_s * 1000000000ull;
-  int stalled = 0, idle = 0;
+  int stalled = 0, idle = 0, deadlocked = 0;
   pthread_mutex_lock(&s->mu);
   for (struct conn *c = s->conns; c; c = c->next) {
     uint64_t st = atomic_load_explicit(&c->stall_ns, memory_order_relaxed);
@@ -659,11 +706,15 @@ static void periodic_duty(struct mc_mrpc_server *s) {
       shutdown(c->fd, SHUT_RDWR);
     }
   }
+  if (atomic_load(&s->nparked)) deadlocked = break_room_deadlock(s);
   pthread_mutex_unlock(&s->mu);
   if (stalled)
     LOG_WARN("master RPC: dropping %d connection(s) silent since connecting, or stuck mid-frame or mid-reply, "
              "for %llu ms", stalled, (unsigned long long)(stall_ns / 1000000));
   if (idle) LOG_INFO("master RPC: closing %d connection(s) idle for %d s", idle, s->idle_timeout_s);
+  if (deadlocked)
+    LOG_WARN("master RPC: every in-flight byte (MC_MASTER_MAX_INFLIGHT_BYTES) is held by partial frames waiting for "
+             "more; closing the %d youngest so that the oldest can finish", deadlocked);
   if (atomic_exchange(&s->listen_paused, 0)) arm(s, s->listen_fd, &listen_tag, EPOLLIN);
   unpark_all(s); /* waiting ones retry (and the stalled among them are closed) */
 }
