@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# What HA costs the hot path (docs/ha.md): two clusters side by side on this host, alternated round by round
-# with the same store_bench client cases:
-#   OFF  mooncake_master alone; holder and client given its address (no holder index, empty witness blocks)
+# What durability and HA cost the hot path (docs/ha.md): three clusters side by side on this host, alternated
+# round by round with the same store_bench client cases:
+#   OFF  mooncake_master alone; holder and client with MC_STORE_HOLDER_INDEX=0 (no holder index, empty witness
+#        blocks: a restarted master starts empty)
+#   IDX  mooncake_master alone, clients as they come by default (the holder index and the writers' witnesses:
+#        a restarted master gets its objects back)
 #   ON   a 1-member etcd, mooncake_master --enable_ha; holder and client given "etcd://..." (they follow the
 #        leader: holder index, witnesses of every put, the serve gate on every RPC)
-# Both masters embed the HTTP metadata server. Prints GB/s, keys/s and per-call latency per case, and the ratio
-# ON / OFF of the keys/s medians. Targets (the HA issue): unbatched put >= 0.8, batched put >= 0.9, get and
-# exist unchanged.
+# All masters embed the HTTP metadata server. Prints GB/s, keys/s and per-call latency per case, and the ratios
+# IDX / OFF and ON / OFF of the keys/s medians. Targets (the HA issue): unbatched put >= 0.8, batched put >= 0.9,
+# get and exist unchanged.
 # Usage: bench/run_ha_ab.sh [BUILD_DIR=./build]
 #   CASES=put:4KiB:1,put:16KiB:1,put:16KiB:128,get:16KiB:1,get:16KiB:128,exist:16KiB:128  ROUNDS=3  DUR=2  PATH_=shm|tcp
+#   WARM=256MiB (each client first puts and removes that much, untimed, and waits until its mapping of the
+#   holder is warm: the cases then measure puts, not page faults)
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -26,13 +31,25 @@ BG_PIDS=()
 trap finish EXIT
 ft=0; [ "$PATH_" = tcp ] && ft=1
 
-# OFF
+# OFF: no holder index
 start_master "$B_DIR"
+MASTER_OFF=${BG_PIDS[-1]}
 ADDR_OFF=("${ADDR[@]}")
 cp "$WORK/master.log" "$WORK/master_off.log"
-start_holder "$B_DIR" "$ft" 512MiB off
+MC_STORE_HOLDER_INDEX=0 start_holder "$B_DIR" "$ft" 512MiB off
 HOLDER_OFF=$HOLDER_NAME
+PIDS_OFF=$MASTER_OFF,$HOLDER_PID
 wait_warm off
+
+# IDX: the defaults
+start_master "$B_DIR"
+MASTER_IDX=${BG_PIDS[-1]}
+ADDR_IDX=("${ADDR[@]}")
+cp "$WORK/master.log" "$WORK/master_idx.log"
+start_holder "$B_DIR" "$ft" 512MiB idx
+HOLDER_IDX=$HOLDER_NAME
+PIDS_IDX=$MASTER_IDX,$HOLDER_PID
+wait_warm idx
 
 # ON: etcd, an HA master, and clients following it through etcd
 EP=$(free_port); PP=$(free_port)
@@ -41,38 +58,54 @@ etcd --name ab --data-dir "$WORK/etcd" --listen-client-urls "http://127.0.0.1:$E
   --initial-advertise-peer-urls "http://127.0.0.1:$PP" --initial-cluster "ab=http://127.0.0.1:$PP" \
   --log-level warn >"$WORK/etcd.log" 2>&1 &
 BG_PIDS+=($!)
+ETCD_PID=$!
 wait_port "$EP" "$!" || bench_fail "etcd did not start"
 start_master "$B_DIR" --enable_ha --ha_backend_connstring="127.0.0.1:$EP" --rpc_address=127.0.0.1
+MASTER_ON=${BG_PIDS[-1]}
 wait_for "elected leader" "$WORK/master.log" 100 0.05 || bench_fail "the HA master was not elected"
 META_ON=${ADDR[1]}
 ADDR_ON=(--master_server_addr="etcd://127.0.0.1:$EP" "$META_ON")
 ADDR=("${ADDR_ON[@]}")
 start_holder "$B_DIR" "$ft" 512MiB on
 HOLDER_ON=$HOLDER_NAME
+PIDS_ON=$MASTER_ON,$HOLDER_PID,$ETCD_PID
 wait_warm on
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); path $PATH_; ${DUR}s per case; $ROUNDS rounds, OFF then ON"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); path $PATH_; ${DUR}s per case; $ROUNDS rounds, OFF, IDX, ON"
 echo
-echo "| round | setting | case | GB/s | keys/s | p50 / p99 per call (us) |"
-echo "|---|---|---|---|---|---|"
+echo "| round | setting | case | GB/s | keys/s | p50 / p99 per call (us) | CPU us per key | CPUs busy |"
+echo "|---|---|---|---|---|---|---|---|"
 : >"$WORK/results"
 for r in $(seq "$ROUNDS"); do
-  for which in OFF ON; do
-    if [ "$which" = OFF ]; then addr=("${ADDR_OFF[@]}"); name=$HOLDER_OFF; else addr=("${ADDR_ON[@]}"); name=$HOLDER_ON; fi
-    MC_FORCE_TCP=$ft "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
-      --duration="$DUR" --cap_bytes=256MiB --cases="$CASES" 2>>"$WORK/client_$which.err" | grep '^RESULT' |
+  for which in OFF IDX ON; do
+    idx=1
+    case $which in
+      OFF) addr=("${ADDR_OFF[@]}"); name=$HOLDER_OFF; pids=$PIDS_OFF; idx=0 ;;
+      IDX) addr=("${ADDR_IDX[@]}"); name=$HOLDER_IDX; pids=$PIDS_IDX ;;
+      ON) addr=("${ADDR_ON[@]}"); name=$HOLDER_ON; pids=$PIDS_ON ;;
+    esac
+    MC_STORE_HOLDER_INDEX=$idx MC_FORCE_TCP=$ft "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
+      --duration="$DUR" --cap_bytes=256MiB --warm_bytes="${WARM:-256MiB}" --cpu_pids="$pids" --cases="$CASES" \
+      2>>"$WORK/client_$which.err" | grep '^RESULT' |
       while read -r line; do
         c="$(field "$line" op):$(field "$line" size):$(field "$line" batch)"
-        echo "| $r | $which | $c | $(field "$line" gbps) | $(field "$line" keys_s) | $(field "$line" p50_us) / $(field "$line" p99_us) |"
-        echo "$which $c $(field "$line" keys_s)" >>"$WORK/results"
+        echo "| $r | $which | $c | $(field "$line" gbps) | $(field "$line" keys_s) | $(field "$line" p50_us) / $(field "$line" p99_us) | $(field "$line" cpu_us_per_key) | $(field "$line" cpus_busy) |"
+        echo "$which $c $(field "$line" keys_s) $(field "$line" cpu_us_per_key)" >>"$WORK/results"
       done
   done
 done
 echo
-echo "| case | OFF keys/s (median) | ON keys/s (median) | ON / OFF |"
-echo "|---|---|---|---|"
+echo "Medians over the rounds. Throughput: keys/s. Cost: CPU microseconds per key of the client, master and"
+echo "holder (and etcd for ON) together; its ratio is OFF / setting, so that, like the throughput's, 1.00 means"
+echo "no cost and lower is worse (on a machine whose CPUs are all busy, the two agree)."
+echo
+echo "| case | OFF keys/s | IDX keys/s | ON keys/s | IDX / OFF | ON / OFF | OFF CPU us/key | IDX | ON | OFF / IDX (CPU) | OFF / ON (CPU) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+median() { awk -v w="$1" -v c="$2" -v f="$3" '$1 == w && $2 == c { print $f }' "$WORK/results" | sort -g |
+  awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 for c in $(awk '!seen[$2]++ { print $2 }' "$WORK/results"); do
-  off=$(awk -v c="$c" '$1 == "OFF" && $2 == c { print $3 }' "$WORK/results" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-  on=$(awk -v c="$c" '$1 == "ON" && $2 == c { print $3 }' "$WORK/results" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-  echo "| $c | ${off:-n/a} | ${on:-n/a} | $(ratio "${on:-0}" "${off:-0}") |"
+  off=$(median OFF "$c" 3); idx=$(median IDX "$c" 3); on=$(median ON "$c" 3)
+  coff=$(median OFF "$c" 4); cidx=$(median IDX "$c" 4); con=$(median ON "$c" 4)
+  echo "| $c | ${off:-n/a} | ${idx:-n/a} | ${on:-n/a} | $(ratio "${idx:-0}" "${off:-0}") | $(ratio "${on:-0}" "${off:-0}") |" \
+    "${coff:-n/a} | ${cidx:-n/a} | ${con:-n/a} | $(ratio "${coff:-0}" "${cidx:-0}") | $(ratio "${coff:-0}" "${con:-0}") |"
 done

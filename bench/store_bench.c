@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/config.h"
@@ -45,7 +46,7 @@
 #define REMOVE_CHUNK 8192
 
 struct opts {
-  char *mode, *op, *cases, *local_hostname, *metadata_server, *master_server_addr, *protocol, *preferred;
+  char *mode, *op, *cases, *local_hostname, *metadata_server, *master_server_addr, *protocol, *preferred, *cpu_pids;
   uint64_t value_size, global_segment_size, local_buffer_size, cap_bytes, max_bytes, ws_bytes, warm_bytes;
   int64_t batch, threads, keys;
   double duration;
@@ -67,6 +68,8 @@ static const struct mc_cfg_opt opt_table[] = {
     {"max_bytes", MC_CFG_SIZE, "0", 0, 1e15, offsetof(struct opts, max_bytes),
      "put cases: stop after this many bytes (0 = run for --duration)"},
     {"ws_bytes", MC_CFG_SIZE, "256MiB", 1, 1e15, offsetof(struct opts, ws_bytes), "get cases: working set"},
+    {"cpu_pids", MC_CFG_STRING, "", 1, 0, offsetof(struct opts, cpu_pids),
+     "client: pids (comma-separated) whose CPU time counts with this process's in cpu_us_per_key"},
     {"warm_bytes", MC_CFG_SIZE, "0", 0, 1e15, offsetof(struct opts, warm_bytes),
      "client: put+remove this many bytes of 1 MiB objects before the cases"},
     {"local_hostname", MC_CFG_STRING, "127.0.0.1", 1, 0, offsetof(struct opts, local_hostname), "segment name host"},
@@ -371,6 +374,31 @@ static void get_loop(struct tctx *t) {
   free(keys);
 }
 
+/* CPU seconds (user + system) of this process and of the --cpu_pids processes so far. A case's
+ * cpu_us_per_key is their growth over the case divided by its keys: what a key costs the machine, whatever
+ * else runs on it (a wall-clock rate on a shared machine says less). */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  double t = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  long hz = sysconf(_SC_CLK_TCK);
+  for (const char *p = O.cpu_pids; p && *p;) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", strtol(p, NULL, 10));
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    const char *q = strrchr(buf, ')'); /* fields after the command name: state is field 3, utime 14, stime 15 */
+    unsigned long long ut = 0, st = 0;
+    if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+      t += (double)(ut + st) / (double)hz;
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return t;
+}
+
 static void *client_thread(void *arg) {
   struct tctx *t = arg;
   if (t->c->op == OP_PUT) put_loop(t);
@@ -411,8 +439,10 @@ static int run_case(const struct ccase *c, int case_no) {
   if (!bad) {
     pthread_barrier_init(&BAR, NULL, (unsigned)nt);
     pthread_t *th = calloc((size_t)nt, sizeof(pthread_t));
+    double cpu0 = cpu_s(), wall0 = now_s();
     for (int i = 0; i < nt; i++) pthread_create(&th[i], NULL, client_thread, &ts[i]);
     for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+    double cpu = cpu_s() - cpu0, wall = now_s() - wall0;
     free(th);
     pthread_barrier_destroy(&BAR);
     double gbps = 0, keys_s = 0, calls_s = 0, secs = 0, p50, p99;
@@ -430,9 +460,10 @@ static int run_case(const struct ccase *c, int case_no) {
     percentiles(ls, nt, &p50, &p99);
     free(ls);
     printf("RESULT op=%s size=%llu batch=%d threads=%d calls=%llu keys=%llu bytes=%llu secs=%.3f gbps=%.3f "
-           "keys_s=%.0f calls_s=%.0f p50_us=%.1f p99_us=%.1f errors=%llu\n",
+           "keys_s=%.0f calls_s=%.0f p50_us=%.1f p99_us=%.1f errors=%llu cpu_us_per_key=%.2f cpus_busy=%.2f\n",
            c->opname, (unsigned long long)c->size, c->batch, nt, (unsigned long long)calls, (unsigned long long)keys,
-           (unsigned long long)bytes, secs, gbps, keys_s, calls_s, p50, p99, (unsigned long long)errors);
+           (unsigned long long)bytes, secs, gbps, keys_s, calls_s, p50, p99, (unsigned long long)errors,
+           keys ? cpu * 1e6 / (double)keys : 0.0, wall > 0 ? cpu / wall : 0.0);
     fflush(stdout);
     if (errors) bad = 1;
   }

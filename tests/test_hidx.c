@@ -137,6 +137,33 @@ static void test_long_poll(void) {
   mc_hidx_feed_stop(f);
 }
 
+/* A holder that polls again while puts keep coming is not answered at once each time: what is queued waits
+ * for the end of the batch window that began with the last answer (at most one answer per window), and is
+ * then sent whole. */
+static void test_batch_window(void) {
+  struct mc_hidx_feed *f = mc_hidx_feed_start(1);
+  struct mc_hidx *h = mc_hidx_open(f, U(3));
+  struct ans a;
+  ans_init(&a);
+  mc_hidx_follow(h, 0, 1000, on_answer, &a);
+  uint64_t t0 = mc_now_ns(); /* the first answer comes after this, the window starts with it */
+  uint64_t s1 = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0); /* after a quiet spell: answered at once */
+  REQUIRE(ans_wait(&a, 1, 3000));
+  CHECK_EQ(a.n, 1u);
+  uint64_t s2 = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0);
+  uint64_t s3 = mc_hidx_put(h, "c", 1, U(9), 128, 64, 64, 0, 0);
+  mc_hidx_follow(h, s1, 1000, on_answer, &a); /* records queued, but the window is not over: it waits */
+  REQUIRE(ans_wait(&a, 2, 3000));
+  CHECK_EQ(a.n, 2u);
+  CHECK_EQ(a.first_seq, s2);
+  CHECK(a.at_ns - t0 >= MC_HIDX_BATCH_US * 1000ull);
+  mc_hidx_follow(h, s3, 0, on_answer, &a);
+  REQUIRE(ans_wait(&a, 3, 1000));
+  CHECK_EQ(a.n, 0u);
+  mc_hidx_close(h);
+  mc_hidx_feed_stop(f);
+}
+
 static void test_two_holders(void) {
   struct mc_hidx_feed *f = mc_hidx_feed_start(1);
   struct mc_hidx *a = mc_hidx_open(f, U(3)), *b = mc_hidx_open(f, U(4));
@@ -249,5 +276,6 @@ static void test_concurrent(void) {
   mc_hidx_feed_stop(f);
 }
 
-TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_long_poll), TEST_CASE(test_two_holders),
+TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_long_poll), TEST_CASE(test_batch_window),
+          TEST_CASE(test_two_holders),
           TEST_CASE(test_overflow), TEST_CASE(test_concurrent))

@@ -28,6 +28,8 @@ struct mc_hidx {
   mc_hidx_answer_fn answer;
   void *arg;
   uint64_t poll_deadline_ns;
+  uint64_t answered_ns; /* when a poll was last answered (mu): the next answer with records waits until this
+                           + MC_HIDX_BATCH_US, so a holder under a stream of puts polls at most that often */
   /* under f->mu */
   uint64_t first_unacked; /* seq of the oldest queued record, 0 when none */
   struct mc_hidx *dirty_prev, *dirty_next; /* on f->dirty while first_unacked != 0 */
@@ -175,6 +177,7 @@ static void answer_now(struct mc_hidx *h) {
   pthread_mutex_unlock(&h->f->mu);
   struct mc_wbuf w = {0};
   encode_answer(h, mc_hidx_durable(h->f), &w);
+  h->answered_ns = mc_now_ns();
   fn(arg, &w);
 }
 
@@ -203,8 +206,9 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   pthread_mutex_lock(&f->mu);
   uint64_t seq = f->next_seq++;
   dirty_add(f, h, seq);
-  if (h->on_wait && !h->ready_ns) { /* the waiting poll is answered after a short batch */
-    h->ready_ns = mc_now_ns() + MC_HIDX_BATCH_US * 1000ull;
+  if (h->on_wait && !h->ready_ns) { /* the waiting poll is answered once a batch window has passed since the
+                                       last answer: at once after a quiet spell, else batched */
+    h->ready_ns = MC_MAX(mc_now_ns(), h->answered_ns + MC_HIDX_BATCH_US * 1000ull);
     pthread_cond_signal(&f->cv);
   }
   pthread_mutex_unlock(&f->mu);
@@ -240,20 +244,27 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   else if (h->first_unacked) h->first_unacked = first;
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
-  if (first || !max_wait_ms || h->closed || h->resync) {
+  /* Records already queued are sent at once only when a batch window has passed since the last answer (or
+   * they fill an answer): a holder whose every poll finds a few new records would otherwise poll in a
+   * tight loop under load, one round trip per couple of puts (docs/ha.md, "Holder indexes"). */
+  uint64_t now = mc_now_ns(), batch_end = h->answered_ns + MC_HIDX_BATCH_US * 1000ull;
+  int due = first && (now >= batch_end || h->q.len - h->head >= MC_HIDX_ANSWER_MAX);
+  if (due || !max_wait_ms || h->closed || h->resync) {
     struct mc_wbuf w = {0};
     encode_answer(h, mc_hidx_durable(f), &w);
+    h->answered_ns = now;
     pthread_mutex_unlock(&h->mu);
     answer(arg, &w);
     return;
   }
   h->answer = answer;
   h->arg = arg;
-  h->poll_deadline_ns = mc_now_ns() + (uint64_t)ms_ns(MC_MIN(max_wait_ms, MC_HIDX_POLL_MAX_MS));
+  h->poll_deadline_ns = now + (uint64_t)ms_ns(MC_MIN(max_wait_ms, MC_HIDX_POLL_MAX_MS));
   pthread_mutex_lock(&f->mu);
   h->wait_next = f->waiting;
   f->waiting = h;
   h->on_wait = 1;
+  if (first) h->ready_ns = batch_end; /* records wait for the rest of the window */
   pthread_cond_signal(&f->cv); /* its deadline may be the nearest */
   pthread_mutex_unlock(&f->mu);
   pthread_mutex_unlock(&h->mu);

@@ -13,8 +13,8 @@
  * far behind) and passes it loses its queue and is marked for a resync (its next answer says so): its
  * records stop holding durable_seq back, and the writers' witnesses stop covering them (logged).
  *
- * Threads and locks: one feed thread answers the polls (when records come for a waiting holder, batching
- * what comes within MC_HIDX_BATCH_US, or when a poll's time is up). h->mu guards a holder's queue and its
+ * Threads and locks: one feed thread answers the polls (when records come for a waiting holder, at most one
+ * answer with records per MC_HIDX_BATCH_US window, or when a poll's time is up). h->mu guards a holder's queue and its
  * waiting poll; f->mu the sequence counter, the list of holders with unacknowledged records, the ready
  * list and the holders' lifetimes. ORDER: h->mu -> f->mu; the answer callback may run with h->mu held (it
  * must not call back into the feed).
@@ -28,7 +28,7 @@
 #include "proto/proto.h"
 
 #define MC_HIDX_QUEUE_MAX (64u << 20)
-#define MC_HIDX_BATCH_US 100
+#define MC_HIDX_BATCH_US 2000 /* a waiting poll is answered this long after its first record (docs/ha.md) */
 #define MC_HIDX_POLL_MAX_MS 1000 /* the longest a poll waits */
 #define MC_HIDX_ANSWER_MAX (4u << 20) /* records per answer, in bytes (at least one record) */
 
