@@ -27,6 +27,7 @@
 
 #include "common/util.h"
 #include "lib/master_client.h"
+#include "procstat.h"
 
 #define SEG_SIZE (64ull << 20)
 #define VALUE_LEN 1024
@@ -35,23 +36,6 @@
 
 static int PORT;
 static long NSEGS;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static long rss_kib(int pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof(path), "/proc/%d/status", pid);
-  FILE *f = fopen(path, "r");
-  long v = -1;
-  while (f && fgets(line, sizeof(line), f))
-    if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
-  if (f) fclose(f);
-  return v;
-}
 
 /* utime + stime of pid, in seconds. */
 static double cpu_s(int pid) {
