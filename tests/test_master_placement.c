@@ -3,8 +3,11 @@
  * in order; locality order writer's host -> writer's zone -> the rest, with thousands of segments outside the
  * writer's tiers; tenants place only on their realm's segments. And the registry itself under churn: after
  * random mounts, unmounts, graceful unmounts and client expiries, every index agrees with the segment table
- * and the running usage sums with the allocators (docs/master.md, "Data structures"). */
+ * and the running usage sums with the allocators (docs/master.md, "Data structures"); the clients' expiry
+ * timers; placement cost flat in the segment count. */
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -305,9 +308,49 @@ static void test_registry_under_churn(void) {
   master_free(m, &c);
 }
 
-/* Placement cost does not grow with the segment count: the same puts with 20 000 segments as with 2 000
- * (a walk over the table would take ten times as long; both counts are beyond the caches, which 20
- * segments are not: with those, puts run about 4x faster in-process, 2 M/s here). */
+static int mounted(struct mc_master *m, int i) {
+  pthread_rwlock_rdlock(&m->seg_mu);
+  int yes = mc_seg_find_locked(m, mt_id(1000 + (uint64_t)i)) != NULL;
+  pthread_rwlock_unlock(&m->seg_mu);
+  return yes;
+}
+
+/* The expiry heap (docs/master.md, "Liveness and metadata cleanup"): clients that ping outlive many TTLs
+ * (their timers come due and are pushed again), the silent ones expire within a TTL and a tick, and a client
+ * expired and added again expires by its new incarnation's timer. */
+static void test_client_expiry_timers(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = master_new(&c, MC_STRATEGY_RANDOM);
+  REQUIRE(m);
+  m->cfg.client_ttl = 1;
+  enum { N = 40 };
+  for (int i = 0; i < N; i++) CHECK_EQ(mount(m, i, "", "", 1 << 20, NULL), 0);
+  CHECK_EQ(mount(m, 50, "", "", 1 << 20, NULL), 0);
+  mc_client_expire(m, mt_id(50), "test", NULL);
+  CHECK(!mounted(m, 50));
+  CHECK_EQ(mount(m, 50, "", "", 1 << 20, NULL), 0); /* a new incarnation, silent from now on */
+  uint64_t t0 = mc_now_ns();
+  while (mc_now_ns() - t0 < 2600 * MC_NS_PER_MS) {
+    for (int i = 0; i < N / 2; i++) {
+      uint8_t st;
+      mc_master_ping(m, mt_id((uint64_t)i), &st);
+    }
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  for (int i = 0; i < N; i++) CHECK_EQ(mounted(m, i), i < N / 2);
+  CHECK(!mounted(m, 50));
+  struct timespec ts = {1, 500 * 1000000L}; /* everyone silent: all gone */
+  nanosleep(&ts, NULL);
+  for (int i = 0; i < N / 2; i++) CHECK(!mounted(m, i));
+  CHECK_EQ(m->clients.n, 0);
+  master_free(m, &c);
+}
+
+/* Placement cost does not grow with the segment count: the same puts with 20 000 segments as with 2 000.
+ * A walk over the table would make them 10-100x slower. What remains is memory: a put touches a random
+ * segment's record and allocator, ~30 MiB of them at 20 000, so caches and the TLB make them 1-3x slower
+ * in-process (over RPC, where a put costs ~30 us, it does not show: docs/master.md, "Scale"). */
 static void test_put_cost_flat(void) {
   double rate[2];
   for (int t = 0; t < 2; t++) {
@@ -333,10 +376,11 @@ static void test_put_cost_flat(void) {
   }
   fprintf(stderr, "PutStart in-process: %.0f/s with 2000 segments, %.0f/s with 20000\n", rate[0], rate[1]);
 #ifndef __SANITIZE_THREAD__
-  CHECK(rate[1] > 0.3 * rate[0]); /* a walk: 0.1; caches and a loaded machine: 0.5 to 1 */
+  CHECK(rate[1] > 0.15 * rate[0]);
 #endif
 }
 
 TEST_MAIN(TEST_CASE(test_random_uniform_within_tier), TEST_CASE(test_locality_order_at_scale),
           TEST_CASE(test_free_ratio_first_takes_the_freest), TEST_CASE(test_preferred_first_in_order),
-          TEST_CASE(test_tenant_realm), TEST_CASE(test_registry_under_churn), TEST_CASE(test_put_cost_flat))
+          TEST_CASE(test_tenant_realm), TEST_CASE(test_registry_under_churn), TEST_CASE(test_client_expiry_timers),
+          TEST_CASE(test_put_cost_flat))
