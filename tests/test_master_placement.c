@@ -1,5 +1,6 @@
 /* Placement semantics over the master's indexes (docs/master.md, "Placement"), in-process: `random` spreads
- * uniformly within a tier; `free_ratio_first` takes the emptiest of its sample; preferred segments come first,
+ * uniformly within a tier; `free_ratio_first` takes the emptiest of its sample; `local_first` follows the host
+ * order among 50 hosts; preferred segments come first,
  * in order; locality order writer's host -> writer's zone -> the rest, with thousands of segments outside the
  * writer's tiers; tenants place only on their realm's segments. And the registry itself under churn: after
  * random mounts, unmounts, graceful unmounts and client expiries, every index agrees with the segment table
@@ -196,6 +197,42 @@ static void test_free_ratio_first_takes_the_freest(void) {
   master_free(m, &c);
 }
 
+/* local_first: the writer's host's segments first, then the other hosts in cyclic host-id order after the
+ * writer's (wrapping around), each host's segments by name; a full host is passed over for the next. */
+static void test_local_first_host_order(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = master_new(&c, MC_STRATEGY_LOCAL_FIRST);
+  REQUIRE(m);
+  enum { HOSTS = 50 };
+  for (int i = 0; i < 2 * HOSTS; i++) { /* host hNN holds s(2NN) and s(2NN+1) */
+    char host[16];
+    snprintf(host, sizeof(host), "h%02d", i / 2);
+    CHECK_EQ(mount(m, i, "", host, 1 << 20, NULL), 0);
+  }
+  struct mc_put_config pc = mt_cfg(3);
+  pc.writer_host_id = "h20";
+  int at[3];
+  CHECK_EQ(put_on(m, "lf1", 1024, &pc, at, 3), 3);
+  CHECK((at[0] == 40 && at[1] == 41) || (at[0] == 41 && at[1] == 40));
+  CHECK_EQ(at[2], 42); /* h21, its first name */
+  pc.writer_host_id = "h49";
+  CHECK_EQ(put_on(m, "lf2", 1024, &pc, at, 3), 3);
+  CHECK_EQ(at[2], 0); /* after the last host: h00 */
+  struct mc_put_config pref = mt_cfg(1);
+  pref.n_preferred = 1;
+  pref.preferred[0] = "s42:1"; /* fill h21: 1 KiB left on each of its segments */
+  CHECK_EQ(put_on(m, "fill42", (1 << 20) - 2048, &pref, at, 1), 1);
+  pref.preferred[0] = "s43:1";
+  CHECK_EQ(put_on(m, "fill43", (1 << 20) - 1024, &pref, at, 1), 1);
+  struct mc_put_config one = mt_cfg(1);
+  one.writer_host_id = "h205"; /* no segment there; sorts between h20 and h21 */
+  CHECK_EQ(put_on(m, "lf3", 2048, &one, at, 1), 1);
+  CHECK_EQ(at[0], 44); /* h21 full: h22 */
+  CHECK_EQ(put_on(m, "lf4", 1000, &one, at, 1), 1);
+  CHECK_EQ(at[0], 42); /* what fits in h21 still goes there */
+  master_free(m, &c);
+}
+
 /* Preferred segments first, in the order given, over host and zone; a name that is not allocatable (in its
  * grace period) is skipped; one that is unknown is ignored. */
 static void test_preferred_first_in_order(void) {
@@ -263,6 +300,10 @@ static void check_registry(struct mc_master *m) {
     cap += mc_tlsf_capacity(s->tlsf);
   }
   CHECK_EQ(m->seg_ids.n, m->nsegs);
+  if (m->cfg.strategy == MC_STRATEGY_LOCAL_FIRST) { /* the host order: every host group, sorted */
+    CHECK_EQ(m->nhost_order, m->groups[MC_GRP_HOST].n);
+    for (uint32_t i = 1; i < m->nhost_order; i++) CHECK(strcmp(m->host_order[i - 1]->key, m->host_order[i]->key) < 0);
+  }
   mc_usage(m, &u, &k);
   pthread_rwlock_unlock(&m->seg_mu);
   CHECK_EQ(u, used);
@@ -277,9 +318,9 @@ static uint64_t rnd(void) {
   return rnd_state;
 }
 
-static void test_registry_under_churn(void) {
+static void churn(int strategy) {
   struct mc_master_cfg c;
-  struct mc_master *m = master_new(&c, MC_STRATEGY_RANDOM);
+  struct mc_master *m = master_new(&c, strategy);
   REQUIRE(m);
   enum { IDS = 400 };
   static const char *zones[] = {"", "Z1", "Z2"}, *hosts[] = {"", "H1", "H2", "H3"};
@@ -306,6 +347,11 @@ static void test_registry_under_churn(void) {
   }
   check_registry(m);
   master_free(m, &c);
+}
+
+static void test_registry_under_churn(void) {
+  churn(MC_STRATEGY_RANDOM);
+  churn(MC_STRATEGY_LOCAL_FIRST);
 }
 
 static int mounted(struct mc_master *m, int i) {
@@ -381,6 +427,7 @@ static void test_put_cost_flat(void) {
 }
 
 TEST_MAIN(TEST_CASE(test_random_uniform_within_tier), TEST_CASE(test_locality_order_at_scale),
-          TEST_CASE(test_free_ratio_first_takes_the_freest), TEST_CASE(test_preferred_first_in_order),
+          TEST_CASE(test_free_ratio_first_takes_the_freest), TEST_CASE(test_local_first_host_order),
+          TEST_CASE(test_preferred_first_in_order),
           TEST_CASE(test_tenant_realm), TEST_CASE(test_registry_under_churn), TEST_CASE(test_client_expiry_timers),
           TEST_CASE(test_put_cost_flat))

@@ -69,7 +69,13 @@ extern int mc_master_verbosity;
 /* A segment's indexes (segments.c): the groups it belongs to (segments by name, host id, zone), and the
  * arrays that know its place in them (pos[] below), so that leaving any of them is O(1). */
 enum { MC_GRP_NAME, MC_GRP_HOST, MC_GRP_ZONE, MC_NGRP, MC_POS_ALL = MC_NGRP, MC_POS_CLIENT, MC_NPOS };
-struct seg_group;
+/* Segments sharing a name, a host id or a zone (one table of groups per kind, m->groups). */
+struct seg_group {
+  struct mc_hnode hn;
+  char *key;
+  struct mseg **v; /* its segments, each at its pos[kind] */
+  uint32_t n, cap;
+};
 
 struct mseg {
   struct mc_hnode id_hn; /* in m->seg_ids */
@@ -169,6 +175,8 @@ struct mc_master {
   uint32_t nsegs, capsegs;
   struct mc_htab clients, seg_ids; /* struct mclient by id, struct mseg by id */
   struct mc_htab groups[MC_NGRP];  /* struct seg_group by name, host id, zone */
+  struct seg_group **host_order;   /* local_first only: the host groups by host id (segments.c) */
+  uint32_t nhost_order, caphost_order;
   struct mseg **graceful;          /* segments in GRACEFULLY_UNMOUNTING, until their timer fires */
   uint32_t capgraceful;
   _Atomic uint32_t ngraceful;

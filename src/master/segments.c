@@ -26,14 +26,6 @@ static uint64_t rnd(void) {
 
 /* ------------------------------------------------------------------ indexes */
 
-/* Segments sharing a name, a host id or a zone (one table of groups per kind, m->groups). */
-struct seg_group {
-  struct mc_hnode hn;
-  char *key;
-  struct mseg **v; /* its segments, each at its pos[kind] */
-  uint32_t n, cap;
-};
-
 static uint64_t uuid_hash(struct mc_uuid u) {
   uint64_t x = u.hi * 0x9e3779b97f4a7c15ull ^ u.lo;
   x ^= x >> 29;
@@ -71,6 +63,40 @@ static struct seg_group *group_find(const struct mc_master *m, int kind, const c
   return NULL;
 }
 
+/* local_first's host order (m->host_order): the host groups sorted by host id, kept only under that strategy
+ * (a new host costs a move of the array). The index of the first group whose host id sorts after key. */
+static uint32_t host_order_after(const struct mc_master *m, const char *key) {
+  uint32_t lo = 0, hi = m->nhost_order;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (strcmp(m->host_order[mid]->key, key) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static int host_ordered(const struct mc_master *m, int kind) {
+  return kind == MC_GRP_HOST && m->cfg.strategy == MC_STRATEGY_LOCAL_FIRST;
+}
+
+static void host_order_add(struct mc_master *m, struct seg_group *g) {
+  if (m->nhost_order == m->caphost_order) {
+    m->caphost_order = m->caphost_order ? 2 * m->caphost_order : 16;
+    m->host_order = mc_realloc(m->host_order, sizeof(*m->host_order) * m->caphost_order);
+  }
+  uint32_t i = host_order_after(m, g->key);
+  memmove(&m->host_order[i + 1], &m->host_order[i], sizeof(*m->host_order) * (m->nhost_order - i));
+  m->host_order[i] = g;
+  m->nhost_order++;
+}
+
+static void host_order_del(struct mc_master *m, struct seg_group *g) {
+  uint32_t i = host_order_after(m, g->key);
+  if (!i || m->host_order[i - 1] != g) return;
+  memmove(&m->host_order[i - 1], &m->host_order[i], sizeof(*m->host_order) * (m->nhost_order - i));
+  m->nhost_order--;
+}
+
 static void group_join(struct mc_master *m, struct mseg *s, int kind) {
   const char *key = group_key(s, kind);
   struct seg_group *g = group_find(m, kind, key);
@@ -78,6 +104,7 @@ static void group_join(struct mc_master *m, struct mseg *s, int kind) {
     g = mc_calloc(1, sizeof(*g));
     g->key = mc_strdup(key);
     mc_htab_add(&m->groups[kind], &g->hn, mc_key_hash(key, strlen(key)));
+    if (host_ordered(m, kind)) host_order_add(m, g);
   }
   segv_add(&g->v, &g->n, &g->cap, s, kind);
   s->grp[kind] = g;
@@ -88,6 +115,7 @@ static void group_leave(struct mc_master *m, struct mseg *s, int kind) {
   segv_del(g->v, &g->n, s, kind);
   s->grp[kind] = NULL;
   if (g->n) return;
+  if (host_ordered(m, kind)) host_order_del(m, g);
   mc_htab_del(&m->groups[kind], &g->hn);
   mc_free(g->key);
   mc_free(g->v);
@@ -228,13 +256,36 @@ static int by_cyclic_host(const void *a, const void *b) {
   return c ? c : strcmp(x->name, y->name);
 }
 
-/* local_first: the writer's host rotated by key hash; other hosts in cyclic host-id order. */
+/* local_first's rest tier: the hosts in cyclic host-id order after the writer's, each host's segments by
+ * name, until the replicas are placed (the order a sort of the whole tier gives, without the sort). */
+static void walk_hosts_in_order(struct place *p) {
+  struct mc_master *m = p->m;
+  uint32_t nh = m->nhost_order, first = host_order_after(m, lf_host), cap = 0;
+  struct mseg **c = NULL;
+  for (uint32_t j = 0; j < nh && p->got < p->want; j++) {
+    const struct seg_group *g = m->host_order[(first + j) % nh];
+    if (cap < g->n) c = mc_realloc(c, sizeof(*c) * (cap = g->n));
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+      if (in_tier(p, g->v[i], TIER_REST) && allocatable(p, g->v[i])) c[k++] = g->v[i];
+    qsort(c, k, sizeof(*c), by_name);
+    try_in_order(p, c, k);
+  }
+  mc_free(c);
+}
+
+/* local_first: the writer's host rotated by key hash; other hosts in cyclic host-id order (the zone tier
+ * sorted, the rest walked in the host order). */
 static void walk_local_first(struct place *p, int tier) {
   uint32_t n;
   tier_source(p, tier, &n);
+  lf_host = p->pc->writer_host_id ? p->pc->writer_host_id : "";
+  if (tier == TIER_REST) {
+    if (n) walk_hosts_in_order(p);
+    return;
+  }
   struct mseg **c = mc_malloc(sizeof(*c) * (n ? n : 1));
   uint32_t k = collect(p, tier, c, n);
-  lf_host = p->pc->writer_host_id ? p->pc->writer_host_id : "";
   qsort(c, k, sizeof(*c), tier == TIER_HOST ? by_name : by_cyclic_host);
   uint32_t rot = tier == TIER_HOST && k ? (uint32_t)(p->hash % k) : 0;
   for (uint32_t i = 0; i < k && p->got < p->want; i++)
@@ -498,6 +549,7 @@ void mc_segments_destroy(struct mc_master *m) {
   }
   mc_free(m->segs);
   mc_free(m->graceful);
+  mc_free(m->host_order);
   mc_htab_free(&m->clients);
   mc_htab_free(&m->seg_ids);
   for (int k = 0; k < MC_NGRP; k++) mc_htab_free(&m->groups[k]);
