@@ -260,21 +260,23 @@ static void test_preferred_first_in_order(void) {
   master_free(m, &c);
 }
 
-/* A tenant's puts land only on its realm's segments, however many others there are; a realm with none
- * gets NO_AVAILABLE_HANDLE. */
+/* A tenant's puts land only on its realm's segments, spread evenly over them however few they are among
+ * the others (its rest tier is its realm's group: a walk of 100 segments from a random start among all of
+ * them found none half of the time); a realm with none gets NO_AVAILABLE_HANDLE and no eviction. */
 static void test_tenant_realm(void) {
   struct mc_master_cfg c;
   struct mc_master *m = master_new(&c, MC_STRATEGY_RANDOM);
   REQUIRE(m);
-  for (int i = 0; i < 1000; i++) CHECK_EQ(mount(m, i, "", "", SEG, i % 100 == 7 ? "acme" : NULL), 0);
+  enum { NSEG = 2000, EVERY = 200, PUTS = 5000 };
+  for (int i = 0; i < NSEG; i++) CHECK_EQ(mount(m, i, "", "", SEG, i % EVERY == 7 ? "acme" : NULL), 0);
+  static int count[NSEG];
   struct mc_put_config pc = mt_cfg(1);
   pc.tenant = "acme";
-  for (int k = 0; k < 200; k++) {
-    char key[32];
-    int at = -1;
-    snprintf(key, sizeof(key), "t-%d", k);
-    CHECK_EQ(put_on(m, key, 1024, &pc, &at, 1), 1);
-    CHECK_EQ(at % 100, 7);
+  spread(m, &pc, PUTS, count, NSEG, "t");
+  double mean = (double)PUTS / (NSEG / EVERY);
+  for (int i = 0; i < NSEG; i++) {
+    if (i % EVERY != 7) CHECK_EQ(count[i], 0);
+    else CHECK(fabs(count[i] - mean) <= 0.2 * mean);
   }
   pc.tenant = "nobody";
   struct mc_wbuf w = {0};

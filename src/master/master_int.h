@@ -66,10 +66,10 @@ extern int mc_master_verbosity;
     if (MLOG_V_ON(n)) mc_log_write(MC_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);                \
   } while (0)
 
-/* A segment's indexes (segments.c): the groups it belongs to (segments by name, host id, zone), and the
+/* A segment's indexes (segments.c): the groups it belongs to (segments by name, host id, zone, realm), and the
  * arrays that know its place in them (pos[] below), so that leaving any of them is O(1). */
-enum { MC_GRP_NAME, MC_GRP_HOST, MC_GRP_ZONE, MC_NGRP, MC_POS_ALL = MC_NGRP, MC_POS_CLIENT, MC_NPOS };
-/* Segments sharing a name, a host id or a zone (one table of groups per kind, m->groups). */
+enum { MC_GRP_NAME, MC_GRP_HOST, MC_GRP_ZONE, MC_GRP_REALM, MC_NGRP, MC_POS_ALL = MC_NGRP, MC_POS_CLIENT, MC_NPOS };
+/* Segments sharing a name, a host id, a zone or a realm (one table of groups per kind, m->groups). */
 struct seg_group {
   struct mc_hnode hn;
   char *key;
@@ -174,7 +174,7 @@ struct mc_master {
   struct mseg **segs; /* every mounted segment, in no particular order (pos[MC_POS_ALL]) */
   uint32_t nsegs, capsegs;
   struct mc_htab clients, seg_ids; /* struct mclient by id, struct mseg by id */
-  struct mc_htab groups[MC_NGRP];  /* struct seg_group by name, host id, zone */
+  struct mc_htab groups[MC_NGRP];  /* struct seg_group by name, host id, zone, realm ("" = the cluster) */
   struct seg_group **host_order;   /* local_first only: the host groups by host id (segments.c) */
   uint32_t nhost_order, caphost_order;
   struct mseg **graceful;          /* segments in GRACEFULLY_UNMOUNTING, until their timer fires */

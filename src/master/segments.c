@@ -51,7 +51,7 @@ static void segv_del(struct mseg **v, uint32_t *n, struct mseg *s, int slot) {
 }
 
 static const char *group_key(const struct mseg *s, int kind) {
-  return kind == MC_GRP_NAME ? s->name : kind == MC_GRP_HOST ? s->host_id : s->zone;
+  return kind == MC_GRP_NAME ? s->name : kind == MC_GRP_HOST ? s->host_id : kind == MC_GRP_ZONE ? s->zone : s->tenant;
 }
 
 static struct seg_group *group_find(const struct mc_master *m, int kind, const char *key) {
@@ -131,6 +131,7 @@ struct place {
   struct replica *reps;
   uint32_t want, got;
   const struct seg_group *host, *zone; /* the writer's host and zone groups, NULL when none */
+  const struct seg_group *realm;       /* the segments of the writer's realm (never NULL while placing) */
 };
 
 enum tier { TIER_HOST, TIER_ZONE, TIER_REST };
@@ -152,17 +153,14 @@ static int in_tier(const struct place *p, const struct mseg *s, int tier) {
 }
 
 /* The segments a tier is drawn from, in *n: the writer's host group, its zone group (its members on the
- * writer's host are skipped), or every segment (those of the two groups skipped). Empty when the tier
- * is: a writer without a host id or zone, or one whose host or zone holds every segment. */
+ * writer's host are skipped), or its realm's segments (those of the two groups skipped). Empty when the
+ * tier is: a writer without a host id or zone, or one whose host or zone holds every segment. */
 static struct mseg **tier_source(const struct place *p, int tier, uint32_t *n) {
-  const struct seg_group *g = tier == TIER_HOST ? p->host : tier == TIER_ZONE ? p->zone : NULL;
+  const struct seg_group *g = tier == TIER_HOST ? p->host : tier == TIER_ZONE ? p->zone : p->realm;
   uint32_t all = p->m->nsegs;
-  if (tier != TIER_REST) {
-    *n = g ? g->n : 0;
-    return g ? g->v : NULL;
-  }
-  *n = (p->host && p->host->n == all) || (p->zone && p->zone->n == all) ? 0 : all;
-  return p->m->segs;
+  *n = g ? g->n : 0;
+  if (tier == TIER_REST && ((p->host && p->host->n == all) || (p->zone && p->zone->n == all))) *n = 0;
+  return g ? g->v : NULL;
 }
 
 static int allocatable(const struct place *p, const struct mseg *s) {
@@ -301,17 +299,15 @@ static void walk_tier(struct place *p, int tier) {
   }
 }
 
-/* Whether the realm has a segment that takes allocations now: mounted and past its remount quiet period.
- * A put that found no room among them asks for an eviction; one that found none at all (every segment
- * still quiet after a restart or promotion) does not, or it would evict the objects just rebuilt to make
- * room in segments that are not full. Asked only when a put placed nothing; stops at the first such
- * segment (a full pool answers at its first segment). */
-static uint32_t any_ok(struct mc_master *m, const char *tenant) {
+/* Whether the realm (its group g, NULL when it has no segment) has a segment that takes allocations now:
+ * mounted and past its remount quiet period. A put that found no room among them asks for an eviction;
+ * one that found none at all (every segment still quiet after a restart or promotion) does not, or it
+ * would evict the objects just rebuilt to make room in segments that are not full. Asked only when a put
+ * placed nothing; stops at the first such segment (a full pool answers at its first segment). */
+static uint32_t any_ok(const struct seg_group *g) {
   uint64_t now = mc_now_ns();
-  for (uint32_t i = 0; i < m->nsegs; i++)
-    if (atomic_load(&m->segs[i]->state) == MC_SEG_OK && mc_same_realm(m->segs[i]->tenant, tenant) &&
-        now >= atomic_load(&m->segs[i]->alloc_after_ns))
-      return 1;
+  for (uint32_t i = 0; g && i < g->n; i++)
+    if (atomic_load(&g->v[i]->state) == MC_SEG_OK && now >= atomic_load(&g->v[i]->alloc_after_ns)) return 1;
   return 0;
 }
 
@@ -322,7 +318,9 @@ static const struct seg_group *writer_group(struct mc_master *m, int kind, const
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok) {
   pthread_rwlock_rdlock(&m->seg_mu);
-  struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash, .want = MC_MIN(want, m->nsegs)};
+  struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash};
+  p.realm = group_find(m, MC_GRP_REALM, pc->tenant ? pc->tenant : "");
+  p.want = p.realm ? MC_MIN(want, p.realm->n) : 0;
   if (p.want) {
     p.host = writer_group(m, MC_GRP_HOST, pc->writer_host_id);
     p.zone = writer_group(m, MC_GRP_ZONE, pc->writer_zone);
@@ -330,7 +328,7 @@ uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t 
     place_preferred(&p);
     for (int tier = TIER_HOST; tier <= TIER_REST && p.got < p.want; tier++) walk_tier(&p, tier);
   }
-  *nsegs_ok = p.got ? p.got : any_ok(m, pc->tenant);
+  *nsegs_ok = p.got ? p.got : any_ok(p.realm);
   pthread_rwlock_unlock(&m->seg_mu);
   if (!p.got) mc_free(p.reps);
   *out = p.got ? p.reps : NULL;
