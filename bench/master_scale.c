@@ -20,25 +20,9 @@
 #include <time.h>
 
 #include "mooncake/store.h"
+#include "procstat.h"
 
 #define BATCH 1000
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static long rss_kib(int pid) {
-  char path[64], line[256];
-  snprintf(path, sizeof(path), "/proc/%d/status", pid);
-  FILE *f = fopen(path, "r");
-  long v = -1;
-  while (f && fgets(line, sizeof(line), f))
-    if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
-  if (f) fclose(f);
-  return v;
-}
 
 static char *keys[BATCH];
 static void *bufs[BATCH];

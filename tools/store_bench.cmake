@@ -8,3 +8,6 @@ target_link_libraries(memcached_ref PRIVATE mc_common)
 # master_scale (bench/run_master_scale.sh): the store at a million keys.
 mc_tool(master_scale client ${CMAKE_SOURCE_DIR}/bench/master_scale.c)
 target_link_libraries(master_scale PRIVATE mc_client)
+# master_segments (bench/run_master_segments.sh): the master at many segments, over raw master RPCs.
+mc_tool(master_segments proto ${CMAKE_SOURCE_DIR}/bench/master_segments.c)
+target_include_directories(master_segments PRIVATE ${CMAKE_SOURCE_DIR}/tests) # lib/master_client.h

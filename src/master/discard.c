@@ -17,35 +17,12 @@
 #include "common/alloc.h"
 #include "master/hidx.h"
 #include "master/master_int.h"
+#include "master/minheap.h"
 
 #define RELEASE_CHUNK 4096 /* entries released per hold of discard_mu */
 #define ACK_RETRY_NS 10000000ull /* an entry whose acknowledgement has not come is looked at again after */
 
-static void swap(struct discard *a, struct discard *b) {
-  struct discard t = *a;
-  *a = *b;
-  *b = t;
-}
-
-static void sift_up(struct discard *h, size_t i) {
-  while (i > 0) {
-    size_t p = (i - 1) / 2;
-    if (h[p].release_ns <= h[i].release_ns) break;
-    swap(&h[p], &h[i]);
-    i = p;
-  }
-}
-
-static void sift_down(struct discard *h, size_t n, size_t i) {
-  for (;;) {
-    size_t l = 2 * i + 1, r = l + 1, s = i;
-    if (l < n && h[l].release_ns < h[s].release_ns) s = l;
-    if (r < n && h[r].release_ns < h[s].release_ns) s = r;
-    if (s == i) return;
-    swap(&h[s], &h[i]);
-    i = s;
-  }
-}
+MC_MINHEAP(heap, struct discard, release_ns)
 
 /* Gives memory back once the heap has shrunk to a quarter of its capacity (discard_mu held). */
 static void maybe_shrink(struct mc_master *m) {
@@ -60,7 +37,7 @@ static void push_locked(struct mc_master *m, struct discard d) {
     m->discards = mc_realloc(m->discards, m->capdiscards * sizeof(*m->discards));
   }
   m->discards[m->ndiscards] = d;
-  sift_up(m->discards, m->ndiscards++);
+  heap_up(m->discards, m->ndiscards++);
 }
 
 void mc_discard_push_acked(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns,
@@ -85,7 +62,7 @@ void mc_discard_release_due(struct mc_master *m, uint64_t now) {
     for (int k = 0; k < RELEASE_CHUNK && m->ndiscards && m->discards[0].release_ns <= now; k++) {
       struct discard d = m->discards[0];
       m->discards[0] = m->discards[--m->ndiscards];
-      sift_down(m->discards, m->ndiscards, 0);
+      heap_down(m->discards, m->ndiscards, 0);
       if (d.hidx && mc_hidx_acked(d.hidx) < d.seq) { /* its DROP not acknowledged yet */
         d.release_ns = now + ACK_RETRY_NS;
         push_locked(m, d);
@@ -108,7 +85,7 @@ void mc_discard_drop_unreadable(struct mc_master *m) {
     else entry_done(&m->discards[i]);
   if (k != m->ndiscards) {
     m->ndiscards = k;
-    for (size_t i = k / 2; i-- > 0;) sift_down(m->discards, k, i);
+    for (size_t i = k / 2; i-- > 0;) heap_down(m->discards, k, i);
     maybe_shrink(m);
   }
   pthread_mutex_unlock(&m->discard_mu);

@@ -5,9 +5,12 @@
  * LOCKS, and what each guards
  *   shard->mu        (mutex, one per object shard): the shard's hash table and every field of its
  *                    objects, including their replica arrays. Never hold two shard locks at once.
- *   m->seg_mu        (rwlock, writer-preferring): m->segs, m->clients, and each segment's identity,
- *                    client, grace deadline and membership. Readers: placement, usage, queries.
- *                    Writers: mount/unmount/ping/expiry. Never held across I/O (probes, metadata).
+ *   m->seg_mu        (rwlock, writer-preferring): m->segs, the client table and every index of the registry
+ *                    (m->seg_ids, m->groups, each client's segment list, m->graceful), and each segment's
+ *                    identity, client, grace deadline and membership. Readers: placement, queries, pings
+ *                    of known clients (they store the client's atomic deadline). Writers: mount/unmount,
+ *                    a client's first ping, expiry. Never held across I/O (probes, metadata).
+ *   m->timer_mu      (mutex, a leaf): the clients' expiry heap (liveness.c).
  *   m->discard_mu    (mutex): the discard heap (discard.c): space of preempted puts and of leased
  *                    objects removed or replaced, until its release time.
  *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
@@ -34,6 +37,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "master/extents.h"
+#include "master/htab.h"
 #include "master/master.h"
 #include "proto/proto.h"
 #include "master/tlsf.h"
@@ -62,7 +66,21 @@ extern int mc_master_verbosity;
     if (MLOG_V_ON(n)) mc_log_write(MC_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);                \
   } while (0)
 
+/* A segment's indexes (segments.c): the groups it belongs to (segments by name, host id, zone, realm), and the
+ * arrays that know its place in them (pos[] below), so that leaving any of them is O(1). */
+enum { MC_GRP_NAME, MC_GRP_HOST, MC_GRP_ZONE, MC_GRP_REALM, MC_NGRP, MC_POS_ALL = MC_NGRP, MC_POS_CLIENT, MC_NPOS };
+/* Segments sharing a name, a host id, a zone or a realm (one table of groups per kind, m->groups). */
+struct seg_group {
+  struct mc_hnode hn;
+  char *key;
+  struct mseg **v; /* its segments, each at its pos[kind] */
+  uint32_t n, cap;
+};
+
 struct mseg {
+  struct mc_hnode id_hn; /* in m->seg_ids */
+  struct seg_group *grp[MC_NGRP];
+  uint32_t pos[MC_NPOS]; /* its index in each group, in m->segs and in its client's segments */
   struct mc_uuid id, client;
   char *name, *te_endpoint, *protocol, *zone, *host_id, *probe_addr; /* immutable while mounted */
   char *tenant; /* the realm that mounted it: "" = the whole cluster, else a tenant (docs/security.md) */
@@ -89,10 +107,20 @@ struct mseg {
 #define MC_REMOUNT_QUIET_NS (MC_FASTPUT_CONTACT_NS + 1000ull * 1000000ull) /* 1.5 s */
 
 struct mclient {
+  struct mc_hnode hn; /* in m->clients */
   struct mc_uuid id;
-  uint64_t deadline_ns;
+  uint64_t gen; /* which incarnation of this id in the table (its expiry timer names it) */
+  _Atomic uint64_t deadline_ns; /* stored by pings under seg_mu (read) */
   int ok; /* in the OK set: set by ReMountSegment only (docs/master.md, "Segments") */
   struct mc_hidx *hidx; /* its index feed once it follows (docs/ha.md), closed when it leaves; seg_mu */
+  struct mseg **segs;   /* its mounted segments (pos[MC_POS_CLIENT]) */
+  uint32_t nsegs, capsegs;
+};
+
+/* A client's expiry timer (liveness.c): due at its deadline as of when it was pushed. */
+struct ctimer {
+  uint64_t due_ns, gen;
+  struct mc_uuid id;
 };
 
 struct replica {
@@ -143,10 +171,20 @@ struct mc_master {
   _Atomic uint64_t nobjects, next_seq;
 
   pthread_rwlock_t seg_mu;
-  struct mseg **segs;
+  struct mseg **segs; /* every mounted segment, in no particular order (pos[MC_POS_ALL]) */
   uint32_t nsegs, capsegs;
-  struct mclient *clients;
-  uint32_t nclients, capclients;
+  struct mc_htab clients, seg_ids; /* struct mclient by id, struct mseg by id */
+  struct mc_htab groups[MC_NGRP];  /* struct seg_group by name, host id, zone, realm ("" = the cluster) */
+  struct seg_group **host_order;   /* local_first only: the host groups by host id (segments.c) */
+  uint32_t nhost_order, caphost_order;
+  struct mseg **graceful;          /* segments in GRACEFULLY_UNMOUNTING, until their timer fires */
+  uint32_t capgraceful;
+  _Atomic uint32_t ngraceful;
+  uint64_t client_gen;
+  _Atomic uint64_t used_bytes, cap_bytes; /* over m->segs, kept current (mc_tlsf_count_into) */
+  pthread_mutex_t timer_mu;
+  struct ctimer *timers; /* min-heap by due_ns: one per client */
+  size_t ntimers, captimers;
 
   pthread_mutex_t discard_mu;
   struct discard *discards; /* min-heap by release_ns (discard.c); discard_mu */
@@ -279,16 +317,18 @@ static inline int mc_same_realm(const char *seg_tenant, const char *tenant) {
 /* Allocates up to `want` replicas of `size` bytes on distinct segment names, in placement order
  * (preferred -> writer's host -> writer's zone -> rest), only on segments of the writer's realm
  * (pc->tenant). Caller holds a shard lock; takes seg_mu (read). Returns the number placed and a
- * malloc'ed array in *out (NULL when none); *nsegs_ok = allocatable segments of that realm seen. */
+ * malloc'ed array in *out (NULL when none); *nsegs_ok is nonzero when that realm has a segment that takes
+ * allocations now (when none was placed: whether any does). */
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok);
-/* used/capacity over mounted segments. */
+/* used/capacity over mounted segments (running sums: O(1), no lock). */
 void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap);
 /* Detaches (under seg_mu write) segments: state UNMOUNTING, out of m->segs. */
 void mc_seg_detach_locked(struct mc_master *m, struct mseg *s);
 /* Removes every replica and discard entry on UNMOUNTING segments, then frees the given segments. */
 void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n);
 struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id);
+/* Finds or adds the client (seg_mu write) and sets its deadline to now + client_ttl. */
 struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, uint64_t now);
 void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id);
 void mc_segments_destroy(struct mc_master *m);
@@ -304,6 +344,9 @@ enum { MC_PROBE_GONE = -1, MC_PROBE_SILENT = 0, MC_PROBE_ALIVE = 1 };
 #define MC_PROBE_RETRY_MS 2000 /* budget of an unanswered probe: outlasts one idle-connection reap (1 s) */
 int mc_probe_alive(const char *probe_addr, int budget_ms);
 void *mc_housekeeping_main(void *arg);
+/* Arms the expiry timer of a client added to the table (timer_mu inside). */
+void mc_client_timer_push(struct mc_master *m, const struct mclient *c);
+void mc_client_timers_free(struct mc_master *m);
 
 /* ---- eviction (evict.c) ---- */
 void *mc_evict_main(void *arg);

@@ -129,12 +129,9 @@ struct view {
 static void registry(struct mc_master *m, struct view *v) {
   pthread_rwlock_rdlock(&m->seg_mu);
   v->segs = m->nsegs;
-  v->clients = m->nclients;
-  for (uint32_t i = 0; i < m->nsegs; i++) {
-    v->used += atomic_load(&m->segs[i]->used);
-    v->cap += mc_tlsf_capacity(m->segs[i]->tlsf);
-  }
+  v->clients = m->clients.n;
   pthread_rwlock_unlock(&m->seg_mu);
+  mc_usage(m, &v->used, &v->cap);
 }
 
 static void collect(struct mc_master *m, struct view *v) {

@@ -24,6 +24,104 @@ static uint64_t rnd(void) {
   return s;
 }
 
+/* ------------------------------------------------------------------ indexes */
+
+static uint64_t uuid_hash(struct mc_uuid u) {
+  uint64_t x = u.hi * 0x9e3779b97f4a7c15ull ^ u.lo;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return x ^ x >> 32;
+}
+
+/* Appends s to the array v (n, cap), recording its index in s->pos[slot]. */
+static void segv_add(struct mseg ***v, uint32_t *n, uint32_t *cap, struct mseg *s, int slot) {
+  if (*n == *cap) {
+    *cap = *cap ? 2 * *cap : 4;
+    *v = mc_realloc(*v, sizeof(**v) * *cap);
+  }
+  s->pos[slot] = *n;
+  (*v)[(*n)++] = s;
+}
+
+/* Removes s from v in O(1): the last element takes its place. */
+static void segv_del(struct mseg **v, uint32_t *n, struct mseg *s, int slot) {
+  struct mseg *last = v[--*n];
+  v[s->pos[slot]] = last;
+  last->pos[slot] = s->pos[slot];
+}
+
+static const char *group_key(const struct mseg *s, int kind) {
+  return kind == MC_GRP_NAME ? s->name : kind == MC_GRP_HOST ? s->host_id : kind == MC_GRP_ZONE ? s->zone : s->tenant;
+}
+
+static struct seg_group *group_find(const struct mc_master *m, int kind, const char *key) {
+  uint64_t h = mc_key_hash(key, strlen(key));
+  for (struct mc_hnode *x = mc_htab_first(&m->groups[kind], h); x; x = mc_htab_next(x, h)) {
+    struct seg_group *g = MC_HTAB_ENTRY(x, struct seg_group, hn);
+    if (!strcmp(g->key, key)) return g;
+  }
+  return NULL;
+}
+
+/* local_first's host order (m->host_order): the host groups sorted by host id, kept only under that strategy
+ * (a new host costs a move of the array). The index of the first group whose host id sorts after key. */
+static uint32_t host_order_after(const struct mc_master *m, const char *key) {
+  uint32_t lo = 0, hi = m->nhost_order;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (strcmp(m->host_order[mid]->key, key) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static int host_ordered(const struct mc_master *m, int kind) {
+  return kind == MC_GRP_HOST && m->cfg.strategy == MC_STRATEGY_LOCAL_FIRST;
+}
+
+static void host_order_add(struct mc_master *m, struct seg_group *g) {
+  if (m->nhost_order == m->caphost_order) {
+    m->caphost_order = m->caphost_order ? 2 * m->caphost_order : 16;
+    m->host_order = mc_realloc(m->host_order, sizeof(*m->host_order) * m->caphost_order);
+  }
+  uint32_t i = host_order_after(m, g->key);
+  memmove(&m->host_order[i + 1], &m->host_order[i], sizeof(*m->host_order) * (m->nhost_order - i));
+  m->host_order[i] = g;
+  m->nhost_order++;
+}
+
+static void host_order_del(struct mc_master *m, struct seg_group *g) {
+  uint32_t i = host_order_after(m, g->key);
+  if (!i || m->host_order[i - 1] != g) return;
+  memmove(&m->host_order[i - 1], &m->host_order[i], sizeof(*m->host_order) * (m->nhost_order - i));
+  m->nhost_order--;
+}
+
+static void group_join(struct mc_master *m, struct mseg *s, int kind) {
+  const char *key = group_key(s, kind);
+  struct seg_group *g = group_find(m, kind, key);
+  if (!g) {
+    g = mc_calloc(1, sizeof(*g));
+    g->key = mc_strdup(key);
+    mc_htab_add(&m->groups[kind], &g->hn, mc_key_hash(key, strlen(key)));
+    if (host_ordered(m, kind)) host_order_add(m, g);
+  }
+  segv_add(&g->v, &g->n, &g->cap, s, kind);
+  s->grp[kind] = g;
+}
+
+static void group_leave(struct mc_master *m, struct mseg *s, int kind) {
+  struct seg_group *g = s->grp[kind];
+  segv_del(g->v, &g->n, s, kind);
+  s->grp[kind] = NULL;
+  if (g->n) return;
+  if (host_ordered(m, kind)) host_order_del(m, g);
+  mc_htab_del(&m->groups[kind], &g->hn);
+  mc_free(g->key);
+  mc_free(g->v);
+  mc_free(g);
+}
+
 /* ------------------------------------------------------------------ placement */
 
 struct place {
@@ -32,6 +130,8 @@ struct place {
   uint64_t size, hash;
   struct replica *reps;
   uint32_t want, got;
+  const struct seg_group *host, *zone; /* the writer's host and zone groups, NULL when none */
+  const struct seg_group *realm;       /* the segments of the writer's realm (never NULL while placing) */
 };
 
 enum tier { TIER_HOST, TIER_ZONE, TIER_REST };
@@ -42,20 +142,25 @@ static int name_used(const struct place *p, const char *name) {
   return 0;
 }
 
-static int same_host(const struct place *p, const struct mseg *s) {
-  const char *h = p->pc->writer_host_id;
-  return h && *h && !strcmp(s->host_id, h);
-}
+static int same_host(const struct place *p, const struct mseg *s) { return p->host && s->grp[MC_GRP_HOST] == p->host; }
 
-static int same_zone(const struct place *p, const struct mseg *s) {
-  const char *z = p->pc->writer_zone;
-  return z && *z && !strcmp(s->zone, z);
-}
+static int same_zone(const struct place *p, const struct mseg *s) { return p->zone && s->grp[MC_GRP_ZONE] == p->zone; }
 
 static int in_tier(const struct place *p, const struct mseg *s, int tier) {
   if (tier == TIER_HOST) return same_host(p, s);
   if (tier == TIER_ZONE) return !same_host(p, s) && same_zone(p, s);
   return !same_host(p, s) && !same_zone(p, s);
+}
+
+/* The segments a tier is drawn from, in *n: the writer's host group, its zone group (its members on the
+ * writer's host are skipped), or its realm's segments (those of the two groups skipped). Empty when the
+ * tier is: a writer without a host id or zone, or one whose host or zone holds every segment. */
+static struct mseg **tier_source(const struct place *p, int tier, uint32_t *n) {
+  const struct seg_group *g = tier == TIER_HOST ? p->host : tier == TIER_ZONE ? p->zone : p->realm;
+  uint32_t all = p->m->nsegs;
+  *n = g ? g->n : 0;
+  if (tier == TIER_REST && ((p->host && p->host->n == all) || (p->zone && p->zone->n == all))) *n = 0;
+  return g ? g->v : NULL;
 }
 
 static int allocatable(const struct place *p, const struct mseg *s) {
@@ -76,22 +181,21 @@ static int try_seg(struct place *p, struct mseg *s) {
 }
 
 static void place_preferred(struct place *p) {
-  struct mc_master *m = p->m;
   for (uint32_t i = 0; i < p->pc->n_preferred && p->got < p->want; i++) {
-    const char *name = p->pc->preferred[i];
-    for (uint32_t j = 0; j < m->nsegs; j++) {
-      struct mseg *s = m->segs[j];
-      if (!strcmp(s->name, name) && allocatable(p, s) && try_seg(p, s)) break;
-    }
+    const struct seg_group *g = group_find(p->m, MC_GRP_NAME, p->pc->preferred[i]);
+    for (uint32_t j = 0; g && j < g->n; j++)
+      if (allocatable(p, g->v[j]) && try_seg(p, g->v[j])) break;
   }
 }
 
 /* random: from a random start, consecutive segments of the tier, at most 100 of them examined. */
 static void walk_random(struct place *p, int tier) {
-  struct mc_master *m = p->m;
-  uint32_t n = m->nsegs, start = (uint32_t)(rnd() % n), examined = 0;
+  uint32_t n;
+  struct mseg **v = tier_source(p, tier, &n);
+  if (!n) return;
+  uint32_t start = (uint32_t)(rnd() % n), examined = 0;
   for (uint32_t i = 0; i < n && examined < 100 && p->got < p->want; i++) {
-    struct mseg *s = m->segs[(start + i) % n];
+    struct mseg *s = v[(start + i) % n];
     if (!in_tier(p, s, tier)) continue;
     examined++;
     if (allocatable(p, s)) try_seg(p, s);
@@ -109,15 +213,16 @@ static int by_free_ratio(const void *a, const void *b) {
 
 /* Collects up to max allocatable tier members, from a random start. */
 static uint32_t collect(struct place *p, int tier, struct mseg **out, uint32_t max) {
-  struct mc_master *m = p->m;
-  uint32_t n = m->nsegs, start = (uint32_t)(rnd() % n), k = 0;
+  uint32_t n, k = 0;
+  struct mseg **v = tier_source(p, tier, &n);
+  if (!n) return 0;
+  uint32_t start = (uint32_t)(rnd() % n);
   for (uint32_t i = 0; i < n && k < max; i++) {
-    struct mseg *s = m->segs[(start + i) % n];
+    struct mseg *s = v[(start + i) % n];
     if (in_tier(p, s, tier) && allocatable(p, s)) out[k++] = s;
   }
   return k;
 }
-
 static void try_in_order(struct place *p, struct mseg **c, uint32_t k) {
   for (uint32_t i = 0; i < k && p->got < p->want; i++)
     if (allocatable(p, c[i])) try_seg(p, c[i]);
@@ -149,12 +254,36 @@ static int by_cyclic_host(const void *a, const void *b) {
   return c ? c : strcmp(x->name, y->name);
 }
 
-/* local_first: the writer's host rotated by key hash; other hosts in cyclic host-id order. */
+/* local_first's rest tier: the hosts in cyclic host-id order after the writer's, each host's segments by
+ * name, until the replicas are placed (the order a sort of the whole tier gives, without the sort). */
+static void walk_hosts_in_order(struct place *p) {
+  struct mc_master *m = p->m;
+  uint32_t nh = m->nhost_order, first = host_order_after(m, lf_host), cap = 0;
+  struct mseg **c = NULL;
+  for (uint32_t j = 0; j < nh && p->got < p->want; j++) {
+    const struct seg_group *g = m->host_order[(first + j) % nh];
+    if (cap < g->n) c = mc_realloc(c, sizeof(*c) * (cap = g->n));
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->n; i++)
+      if (in_tier(p, g->v[i], TIER_REST) && allocatable(p, g->v[i])) c[k++] = g->v[i];
+    qsort(c, k, sizeof(*c), by_name);
+    try_in_order(p, c, k);
+  }
+  mc_free(c);
+}
+
+/* local_first: the writer's host rotated by key hash; other hosts in cyclic host-id order (the zone tier
+ * sorted, the rest walked in the host order). */
 static void walk_local_first(struct place *p, int tier) {
-  uint32_t n = p->m->nsegs;
-  struct mseg **c = mc_malloc(sizeof(*c) * n);
-  uint32_t k = collect(p, tier, c, n);
+  uint32_t n;
+  tier_source(p, tier, &n);
   lf_host = p->pc->writer_host_id ? p->pc->writer_host_id : "";
+  if (tier == TIER_REST) {
+    if (n) walk_hosts_in_order(p);
+    return;
+  }
+  struct mseg **c = mc_malloc(sizeof(*c) * (n ? n : 1));
+  uint32_t k = collect(p, tier, c, n);
   qsort(c, k, sizeof(*c), tier == TIER_HOST ? by_name : by_cyclic_host);
   uint32_t rot = tier == TIER_HOST && k ? (uint32_t)(p->hash % k) : 0;
   for (uint32_t i = 0; i < k && p->got < p->want; i++)
@@ -170,29 +299,36 @@ static void walk_tier(struct place *p, int tier) {
   }
 }
 
-/* Segments of the realm that take allocations now: mounted and past their remount quiet period. A put
- * that found no room among them asks for an eviction; one that found none at all (every segment still
- * quiet after a restart or promotion) does not, or it would evict the objects just rebuilt to make room in
- * segments that are not full. */
-static uint32_t count_ok(struct mc_master *m, const char *tenant) {
-  uint32_t n = 0;
+/* Whether the realm (its group g, NULL when it has no segment) has a segment that takes allocations now:
+ * mounted and past its remount quiet period. A put that found no room among them asks for an eviction;
+ * one that found none at all (every segment still quiet after a restart or promotion) does not, or it
+ * would evict the objects just rebuilt to make room in segments that are not full. Asked only when a put
+ * placed nothing; stops at the first such segment (a full pool answers at its first segment). */
+static uint32_t any_ok(const struct seg_group *g) {
   uint64_t now = mc_now_ns();
-  for (uint32_t i = 0; i < m->nsegs; i++)
-    n += atomic_load(&m->segs[i]->state) == MC_SEG_OK && mc_same_realm(m->segs[i]->tenant, tenant) &&
-         now >= atomic_load(&m->segs[i]->alloc_after_ns);
-  return n;
+  for (uint32_t i = 0; g && i < g->n; i++)
+    if (atomic_load(&g->v[i]->state) == MC_SEG_OK && now >= atomic_load(&g->v[i]->alloc_after_ns)) return 1;
+  return 0;
+}
+
+static const struct seg_group *writer_group(struct mc_master *m, int kind, const char *key) {
+  return key && *key ? group_find(m, kind, key) : NULL;
 }
 
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok) {
   pthread_rwlock_rdlock(&m->seg_mu);
-  *nsegs_ok = count_ok(m, pc->tenant);
-  struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash, .want = MC_MIN(want, *nsegs_ok)};
+  struct place p = {.m = m, .pc = pc, .size = size, .hash = key_hash};
+  p.realm = group_find(m, MC_GRP_REALM, pc->tenant ? pc->tenant : "");
+  p.want = p.realm ? MC_MIN(want, p.realm->n) : 0;
   if (p.want) {
+    p.host = writer_group(m, MC_GRP_HOST, pc->writer_host_id);
+    p.zone = writer_group(m, MC_GRP_ZONE, pc->writer_zone);
     p.reps = mc_malloc(sizeof(*p.reps) * p.want);
     place_preferred(&p);
     for (int tier = TIER_HOST; tier <= TIER_REST && p.got < p.want; tier++) walk_tier(&p, tier);
   }
+  *nsegs_ok = p.got ? p.got : any_ok(p.realm);
   pthread_rwlock_unlock(&m->seg_mu);
   if (!p.got) mc_free(p.reps);
   *out = p.got ? p.reps : NULL;
@@ -200,54 +336,69 @@ uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t 
 }
 
 void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
-  *used = *cap = 0;
-  pthread_rwlock_rdlock(&m->seg_mu);
-  for (uint32_t i = 0; i < m->nsegs; i++) {
-    *used += atomic_load(&m->segs[i]->used);
-    *cap += mc_tlsf_capacity(m->segs[i]->tlsf);
-  }
-  pthread_rwlock_unlock(&m->seg_mu);
+  *used = atomic_load_explicit(&m->used_bytes, memory_order_relaxed);
+  *cap = atomic_load_explicit(&m->cap_bytes, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ clients */
 
 struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id) {
-  for (uint32_t i = 0; i < m->nclients; i++)
-    if (mc_uuid_eq(m->clients[i].id, id)) return &m->clients[i];
+  uint64_t h = uuid_hash(id);
+  for (struct mc_hnode *x = mc_htab_first(&m->clients, h); x; x = mc_htab_next(x, h)) {
+    struct mclient *c = MC_HTAB_ENTRY(x, struct mclient, hn);
+    if (mc_uuid_eq(c->id, id)) return c;
+  }
   return NULL;
 }
 
 struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, uint64_t now) {
   struct mclient *c = mc_client_find_locked(m, id);
+  uint64_t deadline = now + (uint64_t)m->cfg.client_ttl * MC_NS_PER_S;
   if (!c) {
-    if (m->nclients == m->capclients) {
-      m->capclients = m->capclients ? 2 * m->capclients : 16;
-      m->clients = mc_realloc(m->clients, sizeof(*m->clients) * m->capclients);
-    }
-    c = &m->clients[m->nclients++];
-    *c = (struct mclient){.id = id};
+    c = mc_calloc(1, sizeof(*c));
+    c->id = id;
+    c->gen = ++m->client_gen;
+    atomic_init(&c->deadline_ns, deadline);
+    mc_htab_add(&m->clients, &c->hn, uuid_hash(id));
+    mc_client_timer_push(m, c);
   }
-  c->deadline_ns = now + (uint64_t)m->cfg.client_ttl * MC_NS_PER_S;
+  atomic_store(&c->deadline_ns, deadline);
   return c;
+}
+
+static void client_free(struct mclient *c) {
+  if (c->hidx) mc_hidx_close(c->hidx); /* its waiting poll is answered; its segments keep references */
+  mc_free(c->segs);
+  mc_free(c);
 }
 
 void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
   struct mclient *c = mc_client_find_locked(m, id);
   if (!c) return;
-  if (c->hidx) mc_hidx_close(c->hidx); /* its waiting poll is answered; its segments keep references */
-  *c = m->clients[--m->nclients];
+  mc_htab_del(&m->clients, &c->hn);
+  client_free(c);
 }
 
 /* When the client last pinged or mounted (its deadline minus client_ttl), 0 when it is not in the table. */
 static uint64_t holder_seen_locked(struct mc_master *m, struct mc_uuid id) {
   struct mclient *c = mc_client_find_locked(m, id);
-  uint64_t ttl = (uint64_t)m->cfg.client_ttl * MC_NS_PER_S;
-  return c && c->deadline_ns > ttl ? c->deadline_ns - ttl : 0;
+  uint64_t ttl = (uint64_t)m->cfg.client_ttl * MC_NS_PER_S, d = c ? atomic_load(&c->deadline_ns) : 0;
+  return d > ttl ? d - ttl : 0;
 }
 
+/* A known client's ping needs only the read lock (its deadline is atomic); its first one adds it. */
 int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) {
+  uint64_t now = mc_now_ns();
+  pthread_rwlock_rdlock(&m->seg_mu);
+  struct mclient *c = mc_client_find_locked(m, client);
+  if (c) {
+    atomic_store(&c->deadline_ns, now + (uint64_t)m->cfg.client_ttl * MC_NS_PER_S);
+    *status = c->ok ? MC_PING_OK : MC_PING_NEED_REMOUNT;
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  if (c) return 0;
   pthread_rwlock_wrlock(&m->seg_mu);
-  struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
+  c = mc_client_touch_locked(m, client, now);
   *status = c->ok ? MC_PING_OK : MC_PING_NEED_REMOUNT;
   pthread_rwlock_unlock(&m->seg_mu);
   return 0;
@@ -256,8 +407,11 @@ int mc_master_ping(struct mc_master *m, struct mc_uuid client, uint8_t *status) 
 /* ------------------------------------------------------------------ segments */
 
 struct mseg *mc_seg_find_locked(struct mc_master *m, struct mc_uuid id) {
-  for (uint32_t i = 0; i < m->nsegs; i++)
-    if (mc_uuid_eq(m->segs[i]->id, id)) return m->segs[i];
+  uint64_t h = uuid_hash(id);
+  for (struct mc_hnode *x = mc_htab_first(&m->seg_ids, h); x; x = mc_htab_next(x, h)) {
+    struct mseg *s = MC_HTAB_ENTRY(x, struct mseg, id_hn);
+    if (mc_uuid_eq(s->id, id)) return s;
+  }
   return NULL;
 }
 
@@ -295,22 +449,35 @@ static void seg_free(struct mseg *s) {
   mc_free(s);
 }
 
-static void seg_add_locked(struct mc_master *m, struct mseg *s) {
-  if (m->nsegs == m->capsegs) {
-    m->capsegs = m->capsegs ? 2 * m->capsegs : 16;
-    m->segs = mc_realloc(m->segs, sizeof(*m->segs) * m->capsegs);
-  }
-  m->segs[m->nsegs++] = s;
+/* Enters s in the registry and its indexes, and its bytes in the usage sums (seg_mu write; its client
+ * is in the table). */
+static void seg_add_locked(struct mc_master *m, struct mseg *s, struct mclient *c) {
+  segv_add(&m->segs, &m->nsegs, &m->capsegs, s, MC_POS_ALL);
+  segv_add(&c->segs, &c->nsegs, &c->capsegs, s, MC_POS_CLIENT);
+  for (int k = 0; k < MC_NGRP; k++) group_join(m, s, k);
+  mc_htab_add(&m->seg_ids, &s->id_hn, uuid_hash(s->id));
+  pthread_mutex_lock(&s->alloc_mu);
+  mc_tlsf_count_into(s->tlsf, &m->used_bytes);
+  pthread_mutex_unlock(&s->alloc_mu);
+  atomic_fetch_add(&m->cap_bytes, mc_tlsf_capacity(s->tlsf));
 }
 
 void mc_seg_detach_locked(struct mc_master *m, struct mseg *s) {
+  if (atomic_load(&s->state) == MC_SEG_GRACEFULLY_UNMOUNTING) {
+    uint32_t n = atomic_load(&m->ngraceful), i = 0;
+    while (i < n && m->graceful[i] != s) i++;
+    if (i < n) m->graceful[i] = m->graceful[n - 1], atomic_store(&m->ngraceful, n - 1);
+  }
   atomic_store(&s->state, MC_SEG_UNMOUNTING);
-  for (uint32_t i = 0; i < m->nsegs; i++)
-    if (m->segs[i] == s) {
-      memmove(&m->segs[i], &m->segs[i + 1], sizeof(*m->segs) * (m->nsegs - i - 1));
-      m->nsegs--;
-      break;
-    }
+  segv_del(m->segs, &m->nsegs, s, MC_POS_ALL);
+  struct mclient *c = mc_client_find_locked(m, s->client);
+  if (c) segv_del(c->segs, &c->nsegs, s, MC_POS_CLIENT);
+  for (int k = 0; k < MC_NGRP; k++) group_leave(m, s, k);
+  mc_htab_del(&m->seg_ids, &s->id_hn);
+  pthread_mutex_lock(&s->alloc_mu);
+  mc_tlsf_count_into(s->tlsf, NULL);
+  pthread_mutex_unlock(&s->alloc_mu);
+  atomic_fetch_sub(&m->cap_bytes, mc_tlsf_capacity(s->tlsf));
 }
 
 static void sweep_shard(struct mc_master *m, struct shard *sh) {
@@ -348,16 +515,15 @@ struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, con
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_find_locked(m, client);
   int mine = 0, theirs = 0;
-  for (uint32_t i = 0; c && i < m->nsegs; i++)
-    if (mc_uuid_eq(m->segs[i]->client, client)) mc_same_realm(m->segs[i]->tenant, tenant) ? mine++ : theirs++;
+  for (uint32_t i = 0; c && i < c->nsegs; i++) mc_same_realm(c->segs[i]->tenant, tenant) ? mine++ : theirs++;
   struct mc_hidx *h = NULL;
   if (mine && !theirs) {
     if (!c->hidx) {
       c->hidx = mc_hidx_open(m->hfeed, client);
-      for (uint32_t i = 0; i < m->nsegs; i++)
-        if (mc_uuid_eq(m->segs[i]->client, client) && !atomic_load(&m->segs[i]->hidx)) {
+      for (uint32_t i = 0; i < c->nsegs; i++)
+        if (!atomic_load(&c->segs[i]->hidx)) {
           mc_hidx_ref(c->hidx);
-          atomic_store(&m->segs[i]->hidx, c->hidx);
+          atomic_store(&c->segs[i]->hidx, c->hidx);
         }
     }
     h = c->hidx;
@@ -368,11 +534,24 @@ struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, con
 }
 
 void mc_segments_destroy(struct mc_master *m) {
-  for (uint32_t i = 0; i < m->nclients; i++)
-    if (m->clients[i].hidx) mc_hidx_close(m->clients[i].hidx);
-  for (uint32_t i = 0; i < m->nsegs; i++) seg_free(m->segs[i]);
+  for (uint32_t b = 0; b < m->clients.nb; b++)
+    for (struct mc_hnode *x = m->clients.b[b], *next; x; x = next) {
+      next = x->next;
+      client_free(MC_HTAB_ENTRY(x, struct mclient, hn));
+    }
+  while (m->nsegs) {
+    struct mseg *s = m->segs[m->nsegs - 1];
+    for (int k = 0; k < MC_NGRP; k++) group_leave(m, s, k);
+    m->nsegs--;
+    seg_free(s);
+  }
   mc_free(m->segs);
-  mc_free(m->clients);
+  mc_free(m->graceful);
+  mc_free(m->host_order);
+  mc_htab_free(&m->clients);
+  mc_htab_free(&m->seg_ids);
+  for (int k = 0; k < MC_NGRP; k++) mc_htab_free(&m->groups[k]);
+  mc_client_timers_free(m);
   mc_discard_free(m);
 }
 
@@ -398,9 +577,10 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
     int st = atomic_load(&s->state);
     return st == MC_SEG_OK || st == MC_SEG_DRAINING ? 0 : MC_UNAVAILABLE_IN_CURRENT_STATUS;
   }
-  for (uint32_t i = 0; i < m->nsegs; i++) {
-    struct mseg *o = m->segs[i];
-    if (!strcmp(o->name, r->name) && !mc_uuid_eq(o->client, client)) {
+  const struct seg_group *g = group_find(m, MC_GRP_NAME, r->name);
+  for (uint32_t i = 0; g && i < g->n; i++) {
+    struct mseg *o = g->v[i];
+    if (!mc_uuid_eq(o->client, client)) {
       *holder = o->client;
       *probe = mc_strdup(o->probe_addr);
       *seen_ns = holder_seen_locked(m, o->client);
@@ -408,12 +588,12 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
     }
   }
   struct mseg *n = seg_new(r, client);
-  struct mclient *c = mc_client_find_locked(m, client);
-  if (c && c->hidx) { /* a holder that follows its index: this segment's records go there too */
+  struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
+  if (c->hidx) { /* a holder that follows its index: this segment's records go there too */
     mc_hidx_ref(c->hidx);
     atomic_store(&n->hidx, c->hidx);
   }
-  seg_add_locked(m, n);
+  seg_add_locked(m, n, c);
   log_seg_action(client, "mount_segment", r->name);
   return 0;
 }
@@ -523,6 +703,13 @@ int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struc
   pthread_rwlock_wrlock(&m->seg_mu);
   int rc = owned_seg_locked(m, seg_id, client, tenant, &s);
   if (!rc && atomic_load(&s->state) != MC_SEG_GRACEFULLY_UNMOUNTING) {
+    uint32_t n = atomic_load(&m->ngraceful);
+    if (n == m->capgraceful) {
+      m->capgraceful = m->capgraceful ? 2 * m->capgraceful : 16;
+      m->graceful = mc_realloc(m->graceful, sizeof(*m->graceful) * m->capgraceful);
+    }
+    m->graceful[n] = s; /* its timer (liveness.c) */
+    atomic_store(&m->ngraceful, n + 1);
     atomic_store(&s->state, MC_SEG_GRACEFULLY_UNMOUNTING);
     s->grace_deadline_ns = mc_now_ns() + grace_ms * MC_NS_PER_MS;
     log_seg_action(client, "graceful_unmount_segment", s->name);

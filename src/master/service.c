@@ -113,6 +113,7 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   pthread_rwlock_init(&m->seg_mu, &a);
   pthread_rwlockattr_destroy(&a);
   pthread_mutex_init(&m->discard_mu, NULL);
+  pthread_mutex_init(&m->timer_mu, NULL);
   pthread_mutex_init(&m->bg_mu, NULL);
   pthread_cond_init(&m->bg_cv, NULL);
   return m;
@@ -191,6 +192,7 @@ void mc_master_destroy(struct mc_master *m) {
   if (m->meta) mc_meta_close(m->meta);
   pthread_rwlock_destroy(&m->seg_mu);
   pthread_mutex_destroy(&m->discard_mu);
+  pthread_mutex_destroy(&m->timer_mu);
   pthread_mutex_destroy(&m->bg_mu);
   pthread_cond_destroy(&m->bg_cv);
   mc_metrics_destroy(m->ms);

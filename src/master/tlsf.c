@@ -5,6 +5,7 @@
  * what uniform workloads leave behind, and taking them keeps utilisation near 100%). */
 #include "master/tlsf.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -12,7 +13,8 @@
 
 #define SL_LOG2 5
 #define SL_COUNT (1u << SL_LOG2)
-#define FL_COUNT 60
+#define FL_COUNT 60 /* enough for any 64-bit size; an allocator has only the rows its size needs */
+#define NODES_FIRST_CHUNK 4 /* node chunks double from this up to NODES_PER_CHUNK */
 #define NODES_PER_CHUNK 256
 #define OWN_CLASS_PROBES 4
 
@@ -25,17 +27,23 @@ struct mc_tlsf_block {
 
 struct node_chunk {
   struct node_chunk *next;
-  struct mc_tlsf_block nodes[NODES_PER_CHUNK];
+  struct mc_tlsf_block nodes[];
 };
 
+/* Sized to the segment (docs/master.md, "Allocator"): nfl first-level rows, the classes a block of at most
+ * `units` can fall in, and each row's 32 list heads allocated when a free block first lands in it. A fresh
+ * 64 MiB segment holds one free block: one row of heads and one chunk of NODES_FIRST_CHUNK nodes. */
 struct mc_tlsf {
   uint64_t units, used_units;
   uint64_t fl_map;
-  uint32_t sl_map[FL_COUNT];
-  struct mc_tlsf_block *heads[FL_COUNT][SL_COUNT];
+  _Atomic uint64_t *used_sum; /* mc_tlsf_count_into: also counts used bytes there, or NULL */
   struct mc_tlsf_block *first; /* offset 0: merges keep the lower block, so this node lives forever */
   struct mc_tlsf_block *spare;   /* pool of unused nodes */
   struct node_chunk *chunks;
+  uint32_t next_chunk; /* nodes in the next chunk */
+  int nfl;
+  uint32_t *sl_map;              /* [nfl] */
+  struct mc_tlsf_block ***heads; /* [nfl] rows of SL_COUNT heads, NULL until used */
 };
 
 static int msb64(uint64_t x) { return 63 - __builtin_clzll(x); }
@@ -59,13 +67,15 @@ static void mapping_search(uint64_t u, int *fl, int *sl) {
 
 static struct mc_tlsf_block *node_get(struct mc_tlsf *t) {
   if (!t->spare) {
-    struct node_chunk *c = mc_malloc(sizeof(*c));
+    uint32_t n = t->next_chunk;
+    struct node_chunk *c = mc_malloc(sizeof(*c) + sizeof(c->nodes[0]) * n);
     c->next = t->chunks;
     t->chunks = c;
-    for (int i = 0; i < NODES_PER_CHUNK; i++) {
+    for (uint32_t i = 0; i < n; i++) {
       c->nodes[i].next_free = t->spare;
       t->spare = &c->nodes[i];
     }
+    t->next_chunk = 2 * n < NODES_PER_CHUNK ? 2 * n : NODES_PER_CHUNK;
   }
   struct mc_tlsf_block *b = t->spare;
   t->spare = b->next_free;
@@ -78,9 +88,16 @@ static void node_put(struct mc_tlsf *t, struct mc_tlsf_block *b) {
   t->spare = b;
 }
 
+/* Used units change by delta (two's complement for a decrease); the shared counter follows. */
+static void used_add(struct mc_tlsf *t, uint64_t delta) {
+  t->used_units += delta;
+  if (t->used_sum) atomic_fetch_add_explicit(t->used_sum, delta * MC_TLSF_ALIGN, memory_order_relaxed);
+}
+
 static void list_insert(struct mc_tlsf *t, struct mc_tlsf_block *b) {
   int fl, sl;
   mapping(b->size, &fl, &sl);
+  if (!t->heads[fl]) t->heads[fl] = mc_calloc(SL_COUNT, sizeof(*t->heads[fl]));
   b->free = 1;
   b->prev_free = NULL;
   b->next_free = t->heads[fl][sl];
@@ -107,8 +124,14 @@ static void list_remove(struct mc_tlsf *t, struct mc_tlsf_block *b) {
 struct mc_tlsf *mc_tlsf_create(uint64_t size) {
   uint64_t units = size / MC_TLSF_ALIGN;
   if (!units) return NULL;
-  struct mc_tlsf *t = mc_calloc(1, sizeof(*t));
+  int fl, sl;
+  mapping(units, &fl, &sl);
+  struct mc_tlsf *t = mc_calloc(1, sizeof(*t) + (size_t)(fl + 1) * (sizeof(*t->sl_map) + sizeof(*t->heads)));
   t->units = units;
+  t->nfl = fl + 1;
+  t->heads = (struct mc_tlsf_block ***)(t + 1);
+  t->sl_map = (uint32_t *)(t->heads + t->nfl);
+  t->next_chunk = NODES_FIRST_CHUNK;
   struct mc_tlsf_block *b = node_get(t);
   b->size = units;
   t->first = b;
@@ -123,14 +146,21 @@ void mc_tlsf_destroy(struct mc_tlsf *t) {
     t->chunks = c->next;
     mc_free(c);
   }
+  for (int fl = 0; fl < t->nfl; fl++) mc_free(t->heads[fl]);
   mc_free(t);
+}
+
+void mc_tlsf_count_into(struct mc_tlsf *t, _Atomic uint64_t *sum) {
+  if (t->used_sum) atomic_fetch_sub_explicit(t->used_sum, t->used_units * MC_TLSF_ALIGN, memory_order_relaxed);
+  t->used_sum = sum;
+  if (sum) atomic_fetch_add_explicit(sum, t->used_units * MC_TLSF_ALIGN, memory_order_relaxed);
 }
 
 /* A few blocks of the request's own class may fit (the class spans sizes around u). */
 static struct mc_tlsf_block *probe_own_class(struct mc_tlsf *t, uint64_t u) {
   int fl, sl;
   mapping(u, &fl, &sl);
-  struct mc_tlsf_block *b = t->heads[fl][sl];
+  struct mc_tlsf_block *b = fl < t->nfl && t->heads[fl] ? t->heads[fl][sl] : NULL;
   for (int i = 0; b && i < OWN_CLASS_PROBES; i++, b = b->next_free)
     if (b->size >= u) return b;
   return NULL;
@@ -141,7 +171,7 @@ static struct mc_tlsf_block *find_fit(struct mc_tlsf *t, uint64_t u) {
   if (b) return b;
   int fl, sl;
   mapping_search(u, &fl, &sl);
-  if (fl >= FL_COUNT) return NULL;
+  if (fl >= t->nfl) return NULL;
   uint32_t sm = t->sl_map[fl] & (~0u << sl);
   if (!sm) {
     uint64_t fm = fl + 1 < 64 ? t->fl_map & (~0ull << (fl + 1)) : 0;
@@ -177,7 +207,7 @@ struct mc_tlsf_block *mc_tlsf_alloc(struct mc_tlsf *t, uint64_t size, uint64_t *
   if (!b) return NULL;
   list_remove(t, b);
   split(t, b, u);
-  t->used_units += b->size;
+  used_add(t, b->size);
   *off = b->off * MC_TLSF_ALIGN;
   return b;
 }
@@ -248,7 +278,7 @@ static struct mc_tlsf_block *reserve_at(struct mc_tlsf *t, struct mc_tlsf_block 
     list_insert(t, b);
   }
   split(t, mid, uend - uoff);
-  t->used_units += mid->size;
+  used_add(t, mid->size);
   *cur = mid;
   return mid;
 }
@@ -301,7 +331,7 @@ static void absorb_next(struct mc_tlsf *t, struct mc_tlsf_block *b) {
 
 void mc_tlsf_free(struct mc_tlsf *t, struct mc_tlsf_block *b) {
   if (!b || b->free) return;
-  t->used_units -= b->size;
+  used_add(t, -b->size);
   if (b->next_phys && b->next_phys->free) absorb_next(t, b);
   if (b->prev_phys && b->prev_phys->free) {
     struct mc_tlsf_block *p = b->prev_phys;
@@ -331,8 +361,13 @@ uint64_t mc_tlsf_largest_free(const struct mc_tlsf *t) {
 /* Every free block must be on exactly the list of its class; counts both ways must agree. */
 static int check_lists(const struct mc_tlsf *t, uint64_t nfree) {
   uint64_t listed = 0;
-  for (int fl = 0; fl < FL_COUNT; fl++) {
+  if (t->fl_map >> t->nfl) return -5;
+  for (int fl = 0; fl < t->nfl; fl++) {
     if (!!(t->fl_map & (1ull << fl)) != !!t->sl_map[fl]) return -5;
+    if (!t->heads[fl]) {
+      if (t->sl_map[fl]) return -6;
+      continue;
+    }
     for (int sl = 0; sl < (int)SL_COUNT; sl++) {
       if (!!(t->sl_map[fl] & (1u << sl)) != !!t->heads[fl][sl]) return -6;
       for (const struct mc_tlsf_block *b = t->heads[fl][sl]; b; b = b->next_free) {

@@ -6,6 +6,7 @@
  * Not thread-safe: the caller holds the segment's allocation lock. */
 #ifndef MC_MASTER_TLSF_H
 #define MC_MASTER_TLSF_H
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,11 @@ size_t mc_tlsf_reserve(struct mc_tlsf *t, const uint64_t *off, const uint64_t *l
 void mc_tlsf_block_range(const struct mc_tlsf_block *b, uint64_t *off, uint64_t *size);
 /* 1 when b is a free block (test hook). */
 int mc_tlsf_block_is_free(const struct mc_tlsf_block *b);
+/* From now on every change of t's used bytes is also added to *sum (NULL: no longer): t's current used
+ * bytes move from the old counter, if any, to the new one. The master keeps its usage this way, one sum
+ * over all mounted segments, rather than adding every segment up (docs/master.md, "Eviction"). Under the
+ * same lock as t's other calls; *sum itself is updated atomically (several allocators share it). */
+void mc_tlsf_count_into(struct mc_tlsf *t, _Atomic uint64_t *sum);
 /* Bytes handed out (rounded sizes) and bytes managed (size rounded down to the alignment). */
 uint64_t mc_tlsf_used(const struct mc_tlsf *t);
 uint64_t mc_tlsf_capacity(const struct mc_tlsf *t);

@@ -169,12 +169,11 @@ struct mc_master *fz_master_start(const char *const *opts) {
 static uint32_t registry(struct mc_master *m, struct mc_uuid *ids, struct mc_uuid *owners, uint32_t cap, int segs) {
   uint32_t n = 0;
   pthread_rwlock_rdlock(&m->seg_mu);
-  for (uint32_t i = 0; segs ? i < m->nsegs : i < m->nclients; i++) {
-    if (n == cap) break;
-    if (segs) ids[n] = m->segs[i]->id, owners[n] = m->segs[i]->client;
-    else ids[n] = m->clients[i].id;
-    n++;
-  }
+  if (segs)
+    for (uint32_t i = 0; i < m->nsegs && n < cap; i++, n++) ids[n] = m->segs[i]->id, owners[n] = m->segs[i]->client;
+  for (uint32_t b = 0; !segs && b < m->clients.nb; b++)
+    for (struct mc_hnode *x = m->clients.b[b]; x && n < cap; x = x->next)
+      ids[n++] = MC_HTAB_ENTRY(x, struct mclient, hn)->id;
   pthread_rwlock_unlock(&m->seg_mu);
   return n;
 }
