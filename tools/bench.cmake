@@ -11,3 +11,7 @@ target_link_libraries(auth_cost PRIVATE mc_te)
 # conn_rate: loopback connections per second, the reference of the per-connection fuzz targets (bench/run_fuzz.sh).
 add_executable(conn_rate ${CMAKE_CURRENT_SOURCE_DIR}/../bench/conn_rate.c)
 target_link_libraries(conn_rate PRIVATE pthread)
+# ping_ref: what answering 100 000 small requests a second costs a bare server here (bench/RESULTS.md, the
+# reference of the master's CPU under pings, bench/run_master_segments.sh).
+add_executable(ping_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/ping_ref.c)
+target_link_libraries(ping_ref PRIVATE pthread)
