@@ -49,6 +49,8 @@ struct mc_hidx_feed {
   pthread_t th;
 };
 
+#define BATCH_NS (MC_HIDX_BATCH_US * 1000ull)
+
 static int64_t ms_ns(uint32_t ms) { return (int64_t)ms * 1000000; }
 
 /* ---- the dirty list (f->mu held) ---- */
@@ -208,7 +210,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   dirty_add(f, h, seq);
   if (h->on_wait && !h->ready_ns) { /* the waiting poll is answered once a batch window has passed since the
                                        last answer: at once after a quiet spell, else batched */
-    h->ready_ns = MC_MAX(mc_now_ns(), h->answered_ns + MC_HIDX_BATCH_US * 1000ull);
+    h->ready_ns = MC_MAX(mc_now_ns(), h->answered_ns + BATCH_NS);
     pthread_cond_signal(&f->cv);
   }
   pthread_mutex_unlock(&f->mu);
@@ -247,7 +249,7 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   /* Records already queued are sent at once only when a batch window has passed since the last answer (or
    * they fill an answer): a holder whose every poll finds a few new records would otherwise poll in a
    * tight loop under load, one round trip per couple of puts (docs/ha.md, "Holder indexes"). */
-  uint64_t now = mc_now_ns(), batch_end = h->answered_ns + MC_HIDX_BATCH_US * 1000ull;
+  uint64_t now = mc_now_ns(), batch_end = h->answered_ns + BATCH_NS;
   int due = first && (now >= batch_end || h->q.len - h->head >= MC_HIDX_ANSWER_MAX);
   if (due || !max_wait_ms || h->closed || h->resync) {
     struct mc_wbuf w = {0};
