@@ -42,6 +42,8 @@ struct mc_witnesses {
   uint64_t view;    /* the master heard from last */
   uint64_t given_up; /* witnesses given up (never installed), for the log and tests */
   uint64_t block_ns; /* when a witness block came last: while they come, the replies prune */
+  uint64_t pruned_view, pruned_durable; /* the last prune: a block with the same master and durable_seq
+                                           has nothing to prune (its own records are all newer) */
   void (*on_pending)(void *arg); /* called (mu not held) when witnesses appear in an empty set */
   void *arg;
 };
@@ -129,9 +131,13 @@ static uint64_t take_block(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
   }
   w->view = view;
   w->block_ns = mc_now_ns();
-  for (size_t i = 0; i < w->n;)
-    if (w->v[i]->view == view && w->v[i]->seq <= durable) drop_at(w, i);
-    else i++;
+  if (view != w->pruned_view || durable != w->pruned_durable) { /* one scan per step of durable_seq, not per put */
+    for (size_t i = 0; i < w->n;)
+      if (w->v[i]->view == view && w->v[i]->seq <= durable) drop_at(w, i);
+      else i++;
+    w->pruned_view = view;
+    w->pruned_durable = durable;
+  }
   void (*wake)(void *) = was_empty && w->n ? w->on_pending : NULL;
   void *arg = w->arg;
   pthread_mutex_unlock(&w->mu);

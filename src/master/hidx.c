@@ -23,6 +23,8 @@ struct mc_hidx {
   size_t ix_head, ix_n, ix_cap;
   int resync; /* the queue overflowed and was dropped: say so in the next answer */
   uint64_t last_seq;     /* the newest record ever queued, under mu */
+  uint64_t last_drop;    /* the newest DROP queued (mu): space waits for its acknowledgement, so a DROP is
+                            sent at once, never held for the batch window */
   _Atomic uint64_t acked; /* every record at or below is acknowledged (or given up on overflow) */
   /* a waiting poll, under mu */
   mc_hidx_answer_fn answer;
@@ -208,10 +210,14 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   pthread_mutex_lock(&f->mu);
   uint64_t seq = f->next_seq++;
   dirty_add(f, h, seq);
-  if (h->on_wait && !h->ready_ns) { /* the waiting poll is answered once a batch window has passed since the
-                                       last answer: at once after a quiet spell, else batched */
-    h->ready_ns = MC_MAX(mc_now_ns(), h->answered_ns + BATCH_NS);
-    pthread_cond_signal(&f->cv);
+  if (h->on_wait && (!h->ready_ns || kind == MC_HIDX_DROP)) { /* the waiting poll is answered once a batch
+                                       window has passed since the last answer: at once after a quiet spell or
+                                       for a DROP, else batched */
+    uint64_t now = mc_now_ns(), at = kind == MC_HIDX_DROP ? now : MC_MAX(now, h->answered_ns + BATCH_NS);
+    if (!h->ready_ns || at < h->ready_ns) {
+      h->ready_ns = at;
+      pthread_cond_signal(&f->cv);
+    }
   }
   pthread_mutex_unlock(&f->mu);
   mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl);
@@ -222,6 +228,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   h->ix[h->ix_n].seq = seq;
   h->ix[h->ix_n++].end = h->q.len;
   h->last_seq = seq;
+  if (kind == MC_HIDX_DROP) h->last_drop = seq;
   pthread_mutex_unlock(&h->mu);
   return seq;
 }
@@ -247,10 +254,11 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
   /* Records already queued are sent at once only when a batch window has passed since the last answer (or
-   * they fill an answer): a holder whose every poll finds a few new records would otherwise poll in a
-   * tight loop under load, one round trip per couple of puts (docs/ha.md, "Holder indexes"). */
+   * they fill an answer, or one is a DROP, whose space waits for it): a holder whose every poll finds a few
+   * new records would otherwise poll in a tight loop under load, one round trip per couple of puts
+   * (docs/ha.md, "Holder indexes"). */
   uint64_t now = mc_now_ns(), batch_end = h->answered_ns + BATCH_NS;
-  int due = first && (now >= batch_end || h->q.len - h->head >= MC_HIDX_ANSWER_MAX);
+  int due = first && (now >= batch_end || h->last_drop >= first || h->q.len - h->head >= MC_HIDX_ANSWER_MAX);
   if (due || !max_wait_ms || h->closed || h->resync) {
     struct mc_wbuf w = {0};
     encode_answer(h, mc_hidx_durable(f), &w);

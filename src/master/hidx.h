@@ -28,7 +28,7 @@
 #include "proto/proto.h"
 
 #define MC_HIDX_QUEUE_MAX (64u << 20)
-#define MC_HIDX_BATCH_US 2000 /* a waiting poll is answered this long after its first record (docs/ha.md) */
+#define MC_HIDX_BATCH_US 10000 /* a waiting poll is answered this long after its first record (docs/ha.md) */
 #define MC_HIDX_POLL_MAX_MS 1000 /* the longest a poll waits */
 #define MC_HIDX_ANSWER_MAX (4u << 20) /* records per answer, in bytes (at least one record) */
 
