@@ -11,7 +11,7 @@ set(MC_FUZZ_CAMPAIGN_SECONDS 20 CACHE STRING "Length of each fuzz_campaign_<targ
 
 set(MC_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 # replay mutations per input (the socket targets are slower per input)
-set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot)
+set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot rdma)
 set(MC_FUZZ_MUTATIONS_master 200)
 set(MC_FUZZ_MUTATIONS_desc 200)
 set(MC_FUZZ_MUTATIONS_config 100)
@@ -20,6 +20,7 @@ set(MC_FUZZ_MUTATIONS_ctrl 10)
 set(MC_FUZZ_MUTATIONS_http 5)
 set(MC_FUZZ_MUTATIONS_auth 200)
 set(MC_FUZZ_MUTATIONS_snapshot 200)
+set(MC_FUZZ_MUTATIONS_rdma 200)
 
 if(MC_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
