@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,20 @@ static void read_boot_id(void) {
 const char *mc_host_id(void) {
   pthread_once(&boot_once, read_boot_id);
   return boot_id;
+}
+
+static _Atomic int self_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+static void forget_pid(void) { atomic_store(&self_pid, 0); }
+static void watch_fork(void) { pthread_atfork(NULL, NULL, forget_pid); }
+
+int mc_self_pid(void) {
+  int p = atomic_load_explicit(&self_pid, memory_order_relaxed);
+  if (p) return p;
+  pthread_once(&pid_once, watch_fork);
+  p = (int)getpid();
+  atomic_store(&self_pid, p);
+  return p;
 }
 
 /* ---- files written whole ---- */

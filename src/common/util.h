@@ -45,5 +45,8 @@ int mc_write_all(int fd, const void *p, size_t n);
 /* The kernel boot id (same for all processes of one host boot); "" if unavailable. MC_HOST_ID overrides
  * it: network-namespace test hosts share one kernel but must not take the same-host path. */
 const char *mc_host_id(void);
+/* This process's pid without a system call per use (glibc's getpid is one): cached, and forgotten in a
+ * forked child. */
+int mc_self_pid(void);
 
 #endif

@@ -203,7 +203,7 @@ static int copy_slice(struct mc_slice *s) {
   char *dst;
   atomic_uint_least64_t *warm;
   uint64_t off = s->remote - b->addr;
-  if (d->pid == getpid()) { /* our own memory: only what this process registered, whatever d claims */
+  if (d->pid == mc_self_pid()) { /* our own memory: only what this process registered, whatever d claims */
     struct mc_buf *own = mc_local_pin_range(s->remote, s->len);
     if (!own) {
       LOG_WARN("shm: %s of %llu bytes at 0x%llx (segment %s, our own pid): not registered in this process; refused",
@@ -214,7 +214,7 @@ static int copy_slice(struct mc_slice *s) {
     /* while a buffer is still warming (rare after start-up), its cold pages are copied by the kernel */
     int rc = 0;
     dst = (char *)(uintptr_t)s->remote;
-    if (!mc_buf_warm(own, s->remote, s->len)) rc = mc_vm_copy_raw(getpid(), s->opcode, s->local, s->remote, s->len);
+    if (!mc_buf_warm(own, s->remote, s->len)) rc = mc_vm_copy_raw(mc_self_pid(), s->opcode, s->local, s->remote, s->len);
     else if (s->opcode == OPCODE_WRITE) memcpy(dst, s->local, s->len);
     else memcpy(s->local, dst, s->len);
     mc_engine_unpin(own);
@@ -241,7 +241,7 @@ static void shm_submit(struct mc_transport *t, struct mc_slice **sl, size_t n) {
 /* Same boot id, and a probe that proves this process can reach the peer's memory. */
 static int shm_reachable(struct mc_transport *t, const struct mc_desc *d) {
   if (!d->pid || !d->host_id || strcmp(d->host_id, mc_host_id()) || !*d->host_id) return 0;
-  if (d->pid == getpid()) return 1;
+  if (d->pid == mc_self_pid()) return 1;
   if (kill(d->pid, 0) && errno == ESRCH) return 0;
   for (size_t i = 0; i < d->nbuf; i++) {
     const struct mc_rbuf *b = &d->bufs[i];

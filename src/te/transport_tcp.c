@@ -241,7 +241,7 @@ static int recv_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd, atom
   for (uint64_t off = 0; off < size;) {
     size_t k = (size_t)MC_MIN(size - off, BOUNCE);
     int rc = recv_progress(fd, pd->bounce, k, progress, timeout_ms, stop, 0, NULL);
-    if (!rc) rc = mc_vm_copy_raw(getpid(), OPCODE_WRITE, pd->bounce, addr + off, k);
+    if (!rc) rc = mc_vm_copy_raw(mc_self_pid(), OPCODE_WRITE, pd->bounce, addr + off, k);
     if (rc) return rc;
     off += k;
   }
@@ -252,7 +252,7 @@ static int send_cold(int fd, uint64_t addr, uint64_t size, struct pend *pd) {
   if (!pd->bounce) pd->bounce = mc_malloc(BOUNCE);
   for (uint64_t off = 0; off < size;) {
     size_t k = (size_t)MC_MIN(size - off, BOUNCE);
-    int rc = mc_vm_copy_raw(getpid(), OPCODE_READ, pd->bounce, addr + off, k);
+    int rc = mc_vm_copy_raw(mc_self_pid(), OPCODE_READ, pd->bounce, addr + off, k);
     if (!rc) rc = mc_sock_write_full(fd, pd->bounce, k);
     if (rc) return rc;
     off += k;
@@ -321,7 +321,7 @@ static int recv_write(struct tcp_tp *tp, int fd, struct pend *pd, struct mc_buf 
   uint64_t k = MC_MIN(size, (uint64_t)(pd->hi - pd->lo));
   int rc = 0;
   if (k && b) {
-    if (cold) rc = mc_vm_copy_raw(getpid(), OPCODE_WRITE, pd->ra + pd->lo, addr, k);
+    if (cold) rc = mc_vm_copy_raw(mc_self_pid(), OPCODE_WRITE, pd->ra + pd->lo, addr, k);
     else memcpy((void *)(uintptr_t)addr, pd->ra + pd->lo, k);
   }
   pd->lo += k;
