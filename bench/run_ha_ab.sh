@@ -20,6 +20,10 @@
 #   most of what the unbatched case lost before: a first touch, not a cost of durability). Get cases read a
 #   128 MiB working set: the set of the case before may still be held by its read leases when the next one
 #   fills the 512 MiB segment (a case with failed reads ends the run)
+#   SETTLE_MS=50 (put cases: after each untimed removal of a --cap_bytes cycle, every setting waits this long,
+#   untimed: OFF frees the space inside the removal, IDX and ON hold it until the holder acknowledged the
+#   DROPs and free it on the master's 10 ms discard tick, so without the wait the removal's own work would
+#   fall into IDX's and ON's timed puts only)
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -91,7 +95,7 @@ for r in $(seq "$ROUNDS"); do
       ON) addr=("${ADDR_ON[@]}"); name=$HOLDER_ON; pids=$PIDS_ON ;;
     esac
     MC_STORE_HOLDER_INDEX=$idx MC_FORCE_TCP=$ft "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
-      --duration="$DUR" --cap_bytes=256MiB --ws_bytes=128MiB --warm_bytes="${WARM:-500MiB}" --cpu_pids="$pids" --cases="$CASES" \
+      --duration="$DUR" --cap_bytes=256MiB --settle_ms="${SETTLE_MS:-50}" --ws_bytes=128MiB --warm_bytes="${WARM:-500MiB}" --cpu_pids="$pids" --cases="$CASES" \
       2>>"$WORK/client_$which.err" | grep '^RESULT' |
       while read -r line; do
         c="$(field "$line" op):$(field "$line" size):$(field "$line" batch)"

@@ -48,7 +48,7 @@
 struct opts {
   char *mode, *op, *cases, *local_hostname, *metadata_server, *master_server_addr, *protocol, *preferred, *cpu_pids;
   uint64_t value_size, global_segment_size, local_buffer_size, cap_bytes, max_bytes, ws_bytes, warm_bytes;
-  int64_t batch, threads, keys;
+  int64_t batch, threads, keys, settle_ms;
   double duration;
 };
 
@@ -65,6 +65,8 @@ static const struct mc_cfg_opt opt_table[] = {
     {"keys", MC_CFG_INT, "100000", 1, 1e8, offsetof(struct opts, keys), "existing keys for exist cases"},
     {"cap_bytes", MC_CFG_SIZE, "256MiB", 1, 1e15, offsetof(struct opts, cap_bytes),
      "put cases: remove and reuse after this many bytes (untimed)"},
+    {"settle_ms", MC_CFG_INT, "0", 0, 10000, offsetof(struct opts, settle_ms),
+     "put cases: after each untimed removal, wait this long (untimed) for work it left to the background"},
     {"max_bytes", MC_CFG_SIZE, "0", 0, 1e15, offsetof(struct opts, max_bytes),
      "put cases: stop after this many bytes (0 = run for --duration)"},
     {"ws_bytes", MC_CFG_SIZE, "256MiB", 1, 1e15, offsetof(struct opts, ws_bytes), "get cases: working set"},
@@ -286,6 +288,7 @@ static void put_loop(struct tctx *t) {
     if (written + (size_t)B > cap_keys) { /* untimed: remove what we wrote, reuse the space */
       timed += now_s() - start;
       remove_keys(keys, written);
+      if (O.settle_ms) usleep((useconds_t)O.settle_ms * 1000);
       written = 0;
       start = now_s();
     }
