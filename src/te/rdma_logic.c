@@ -44,6 +44,17 @@ void mc_rdma_gid_format(const uint8_t gid[16], char out[48]) {
 
 /* ---- names ---- */
 
+/* 1 when s is 1..max bytes without a control character. */
+static int text_ok(const char *s, size_t max) {
+  size_t n = s ? strlen(s) : 0;
+  if (!n || n > max) return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
+  return 1;
+}
+
+static int location_ok(const char *s) { return text_ok(s, MC_RDMA_LOCATION_MAX); }
+
 int mc_rdma_dev_name_ok(const char *name) {
   size_t n = name ? strlen(name) : 0;
   if (!n || n > MC_RDMA_DEV_NAME_MAX) return 0;
@@ -75,10 +86,7 @@ int mc_rdma_name_listed(const char *list, const char *name) {
 }
 
 int mc_rdma_nic_path_split(const char *path, size_t *dev_off) {
-  size_t n = path ? strlen(path) : 0;
-  if (!n || n > MC_RDMA_NIC_PATH_MAX) return -1;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f) return -1;
+  if (!text_ok(path, MC_RDMA_NIC_PATH_MAX)) return -1;
   const char *at = strrchr(path, '@');
   if (!at || at == path || !mc_rdma_dev_name_ok(at + 1)) return -1;
   *dev_off = (size_t)(at + 1 - path);
@@ -86,14 +94,6 @@ int mc_rdma_nic_path_split(const char *path, size_t *dev_off) {
 }
 
 /* ---- the NIC priority matrix ---- */
-
-static int location_ok(const char *s) {
-  size_t n = strlen(s);
-  if (!n || n > MC_RDMA_LOCATION_MAX) return 0;
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return 0;
-  return 1;
-}
 
 static void row_free(struct mc_rdma_row *r) {
   for (size_t i = 0; i < r->npref; i++) mc_free(r->pref[i]);
