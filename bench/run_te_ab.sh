@@ -4,7 +4,8 @@
 # operation and batch size. Settings alternate so that machine drift hits them alike.
 # Usage: bench/run_te_ab.sh [BUILD_DIR=./build] SETTING...      e.g. bench/run_te_ab.sh build X=1 MC_SPIN_US=0
 #   A setting may name another build tree to compare code: BUILD=/path/to/other/build (its transfer_engine_bench
-#   serves as both target and initiator for that setting).
+#   serves as both target and initiator for that setting), and may say MC_FORCE_TCP=0 to measure the same-host
+#   path instead (target and initiator are on one host).
 #   env: BLK (block bytes, default 1048576), BS (batch sizes, "16 1"), OPS ("read write"), DUR (s, 3),
 #        ROUNDS (2), BUF (target/initiator buffer, 64MiB)
 set -euo pipefail
@@ -27,7 +28,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     for w in $setting; do [ "${w%%=*}" = BUILD ] && BENCH=${w#BUILD=}/tools/transfer_engine_bench; done
     : >"$WORK/t.out" # not the previous target's "Target ready" line
     # shellcheck disable=SC2086 # the setting is a list of VAR=value words
-    env $setting MC_FORCE_TCP=1 "$BENCH" --mode=target --metadata_server=P2PHANDSHAKE --buffer_size="${BUF:-64MiB}" \
+    env MC_FORCE_TCP=1 $setting "$BENCH" --mode=target --metadata_server=P2PHANDSHAKE --buffer_size="${BUF:-64MiB}" \
       --threads=1 --batch_size=1 --block_size=4096 >"$WORK/t.out" 2>"$WORK/t.err" &
     TP=$!
     wait_for "Target ready" "$WORK/t.out" 200 0.05 || true
@@ -37,7 +38,7 @@ for round in $(seq "${ROUNDS:-2}"); do
     for op in ${OPS:-read write}; do
       for bs in ${BS:-16 1}; do
         # shellcheck disable=SC2086
-        r=$(env $setting MC_FORCE_TCP=1 "$BENCH" --mode=initiator --metadata_server=P2PHANDSHAKE --segment_id="$SEG" \
+        r=$(env MC_FORCE_TCP=1 $setting "$BENCH" --mode=initiator --metadata_server=P2PHANDSHAKE --segment_id="$SEG" \
           --operation="$op" --block_size="${BLK:-1048576}" --batch_size="$bs" --threads=1 --duration="${DUR:-3}" \
           --buffer_size="${BUF:-64MiB}" --latency 2>/dev/null |
           sed -n 's/.*throughput \([0-9.]*\) GB.*/\1/p; s/^Batch latency: p50 \([0-9.]*\) us.*/\1/p' | paste -sd' ')

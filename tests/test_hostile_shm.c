@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "lib/proc.h"
+#include "lib/te_desc.h"
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
 #include "te/engine_internal.h"
@@ -26,14 +27,9 @@
 #define KiB 1024ull
 #define MiB (1024ull * 1024)
 
-static struct mc_meta_server *g_ms;
-static char g_conn[128];
+static const char *g_conn;
 
-static void start_meta(void) {
-  if (g_ms) return;
-  g_ms = mc_meta_server_start("127.0.0.1", 0, NULL);
-  snprintf(g_conn, sizeof(g_conn), "http://127.0.0.1:%u/metadata", mc_meta_server_port(g_ms));
-}
+static void start_meta(void) { g_conn = mt_meta_conn(); }
 
 /* Publishes a descriptor for segment `name` claiming pid and one buffer [addr, addr+len) (shm_fd, or -1). */
 static int forge(const char *name, int pid, uint64_t addr, uint64_t len, int shm_fd) {
@@ -42,29 +38,16 @@ static int forge(const char *name, int pid, uint64_t addr, uint64_t len, int shm
   json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:s, s:i, s:i, s:i, s:[o]}", "name", name, "protocol", "tcp", "host_id",
                         mc_host_id(), "pid", pid, "ip_or_host_name", "127.0.0.1", "rpc_port", 1, "tcp_data_port", 0,
                         "shm_registry_fd", -1, "buffers", b);
-  char *text = json_dumps(d, JSON_COMPACT), key[256];
+  char *text = json_dumps(d, JSON_COMPACT);
   json_decref(d);
-  struct mc_meta *m = NULL;
-  mc_meta_segment_key(key, sizeof(key), name);
-  int rc = mc_meta_open(g_conn, &m) || mc_meta_set(m, key, text);
-  if (m) mc_meta_close(m);
+  int rc = mt_publish_desc(g_conn, name, text);
   free(text);
   return rc;
 }
 
 /* One request through a batch: 0 when COMPLETED, -1 when the batch or the task failed. */
 static int xfer(transfer_engine_t e, int op, void *local, segment_id_t seg, uint64_t remote, uint64_t len) {
-  struct transfer_request r = {op, local, seg, remote, len};
-  batch_id_t b = allocateBatchID(e, 1);
-  if (b == (batch_id_t)-1) return -1;
-  int rc = submitTransfer(e, b, &r, 1) ? -1 : 0;
-  struct transfer_status st = {0};
-  if (!rc) {
-    mc_te_wait_batch(e, b, 10000);
-    rc = getTransferStatus(e, b, 0, &st) || st.status != STATUS_COMPLETED ? -1 : 0;
-  }
-  freeBatchID(e, b);
-  return rc;
+  return mt_xfer(e, op, local, seg, remote, len) == STATUS_COMPLETED ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ a descriptor claiming our own pid */
@@ -74,7 +57,7 @@ static int xfer(transfer_engine_t e, int op, void *local, segment_id_t seg, uint
  * registrations decide, not the descriptor. */
 static void test_forged_own_pid(void) {
   start_meta();
-  REQUIRE(g_ms);
+  REQUIRE(g_conn);
   transfer_engine_t e = createTransferEngine(g_conn, "victim", NULL, 0, 1);
   REQUIRE(e);
   uint8_t *src = malloc(64 * KiB), *canary = malloc(64 * KiB);

@@ -216,6 +216,7 @@ static void test_client_http_server(void) {
   double n0 = th_prom_value(h.body, "te_transfer_latency_seconds_count");
   CHECK(!isnan(w0) && !isnan(n0) && !isnan(th_prom_value(h.body, "te_transfer_latency_p99")));
   CHECK(strstr(h.body, "# TYPE te_transfer_latency_seconds histogram") != NULL);
+  CHECK_EQ(th_prom_value(h.body, "te_transport_fallback_total{requested=\"rdma\"}"), 0); /* tcp asked for */
   th_free(&h);
   const char *pref[] = {pname};
   mooncake_replicate_config_t on_peer = {1, 0, 0, pref, 1};
@@ -239,6 +240,30 @@ static void test_client_http_server(void) {
   mooncake_store_remove_all(peer, 1);
   mooncake_store_destroy(peer);
   mooncake_store_destroy(s);
+}
+
+/* protocol "rdma" in a build without it: the engine installs tcp (with the same-host path), the client works,
+ * and its /metrics counts the fallback (docs/transfer-engine.md, "Path choice"). */
+static void test_rdma_falls_back(void) {
+  int port = mc_tp_free_port();
+  mooncake_store_t holder = client_new(&M, 16 * MiB, 4 * MiB), s = mooncake_store_create();
+  REQUIRE(holder);
+  /* no segment of its own: its puts and gets go through the engine to the holder */
+  mc_store_config_t c = {"127.0.0.1", M.metadata, 0, 4 * MiB, "rdma", "", M.addr, NULL, NULL, 1, port};
+  REQUIRE(mc_store_setup(s, &c) == 0);
+  char out[16] = {0};
+  CHECK_EQ(mooncake_store_put(s, "rdma_k", "0123456789", 10, NULL), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "rdma_k", out, sizeof(out)), 10);
+  CHECK(!memcmp(out, "0123456789", 10));
+  struct th_resp h;
+  CHECK_EQ(th_get(port, "/metrics", &h), 200);
+  CHECK_EQ(th_prom_value(h.body, "te_transport_fallback_total{requested=\"rdma\"}"), 1);
+  CHECK(strstr(h.body, "# TYPE te_transport_fallback_total counter\n") != NULL);
+  CHECK(th_prom_value(h.body, "te_transfer_latency_seconds_count") >= 2);
+  th_free(&h);
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+  mooncake_store_destroy(holder);
 }
 
 /* tenant_id: isolated key namespaces; remove_all / remove_by_regex see only their own namespace. */
@@ -313,6 +338,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup_with_caller_engine),
       TEST_CASE(test_batch_replica_clear),
       TEST_CASE(test_client_http_server),
+      TEST_CASE(test_rdma_falls_back),
       TEST_CASE(test_tenant_namespaces),
   };
   int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);

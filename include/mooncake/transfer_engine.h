@@ -225,10 +225,13 @@ MC_API int discoverTopology(transfer_engine_t engine);
  * rpc_meta key points at; an IPv6 address without brackets), cut to buf_len - 1 bytes and NUL-terminated.
  * Always 0; with a NULL engine, NULL buf_out or buf_len 0 nothing is written. */
 MC_API int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
-/* Installs a transport: "tcp" (the network path, and with it "shm", the same-host path, unless
- * MC_FORCE_TCP=1: docs/transfer-engine.md, "Path choice") or "shm" alone. args is ignored (pass NULL).
+/* Installs a transport: a network one, "tcp" or "rdma" (and with it "shm", the same-host path, unless
+ * MC_FORCE_TCP=1 or MC_SAME_HOST_PATH=0: docs/transfer-engine.md, "Path choice"), or "shm" alone. A network
+ * transport other than tcp that cannot be installed ("rdma" in this build: not built in), or any under
+ * MC_FORCE_TCP=1, is replaced by "tcp", logged with the reason and counted (mc_te_metrics);
+ * mc_te_transport_name says which was installed. args is ignored (pass NULL).
  * Returns the transport (the installed one when it is already there), or NULL: NULL engine or proto,
- * another protocol ("rdma", "nvmeof", ...: logged), or the transport cannot start (no free data port in
+ * another protocol ("nvmeof", ...: logged), or the transport cannot start (no free data port in
  * MC_MIN_RPC_PORT..MC_MAX_RPC_PORT). Republishes the segment descriptor (blocking; a failure is logged, not
  * returned). A transport stays installed until destroyTransferEngine. A segment's path is chosen when its
  * descriptor is first fetched and again only when the descriptor changes: a segment opened before its
@@ -236,6 +239,8 @@ MC_API int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf
 MC_API transport_t installTransport(transfer_engine_t engine, const char *proto, void **args);
 /* Compatibility no-op: always 0; the transport stays installed until destroyTransferEngine. */
 MC_API int uninstallTransport(transfer_engine_t engine, const char *proto);
+/* The protocol of a transport installTransport returned ("tcp", "shm"; static strings), NULL for NULL. */
+MC_API const char *mc_te_transport_name(transport_t transport);
 
 /* ------------------------------------------------------------------ segments */
 
@@ -423,6 +428,12 @@ MC_API segment_id_t mc_te_reopen_segment(transfer_engine_t engine, const char *n
 /* Path the engine uses to reach a segment (LOCAL_SEGMENT included): "tcp" or "shm" (static strings), or
  * NULL for a NULL engine, an unknown or forgotten id, or a segment no installed transport reaches. */
 MC_API const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t segment_id);
+/* The engine's metrics in the Prometheus text format (# HELP, # TYPE and sample lines; today
+ * te_transport_fallback_total{requested="rdma"}: installTransport asked for it and installed tcp instead),
+ * written into buf_out as snprintf does: cut to buf_len - 1 bytes and NUL-terminated (nothing written when
+ * buf_len is 0). Returns the length of the whole text, or ERR_INVALID_ARGUMENT for a NULL engine, or a NULL
+ * buf_out with buf_len > 0. */
+MC_API int mc_te_metrics(transfer_engine_t engine, char *buf_out, size_t buf_len);
 /* Batch status (docs/transfer-engine.md, "C API"): FAILED as soon as any task failed (others may still run);
  * else COMPLETED when every submitted task completed (an empty batch too); else WAITING. STATUS_INVALID for a
  * NULL engine or an unknown or freed batch. Does not wait. */

@@ -74,6 +74,9 @@ static void metrics(struct mc_store *s, struct mc_wbuf *w) {
           v.bytes_written);
   counter(w, "store_client_lookup_hits_total", "Lookups by this client that found a readable object", v.hits);
   counter(w, "store_client_lookup_misses_total", "Lookups by this client that found no readable object", v.misses);
+  char te[1024]; /* the engine's own (te_transport_fallback_total) */
+  int n = mc_te_metrics(s->engine.te, te, sizeof(te));
+  if (n > 0 && (size_t)n < sizeof(te)) mc_w_bytes_raw(w, te, (size_t)n);
 }
 
 static void summary(struct mc_store *s, struct mc_wbuf *w) {

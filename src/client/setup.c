@@ -224,16 +224,14 @@ static int start_engine(struct mc_store *s, const char *meta, const char *protoc
     LOG_ERROR("setup: cannot create the transfer engine for %s (metadata %s)", s->self.name, meta);
     return rc ? rc : MC_INTERNAL_ERROR;
   }
-  const char *p = protocol;
-  if (!strcmp(p, "rdma")) {
-    LOG_WARN("setup: protocol rdma is not available in this build; falling back to tcp");
-    p = "tcp";
-  }
-  if (!installTransport(s->engine.te, p, NULL)) {
-    LOG_ERROR("setup: cannot install transport '%s'", p);
+  /* an unavailable "rdma" gives tcp (logged with the reason and counted by the engine: docs/transfer-engine.md,
+   * "Path choice"); the protocol recorded is the one installed */
+  transport_t t = installTransport(s->engine.te, protocol, NULL);
+  if (!t) {
+    LOG_ERROR("setup: cannot install transport '%s'", protocol);
     return MC_INVALID_PARAMS;
   }
-  snprintf(s->self.protocol, sizeof(s->self.protocol), "%s", p);
+  snprintf(s->self.protocol, sizeof(s->self.protocol), "%s", mc_te_transport_name(t));
   snprintf(s->self.te_name, sizeof(s->self.te_name), "%s", mc_te_local_segment_name(s->engine.te));
   return 0;
 }

@@ -22,7 +22,11 @@
   X(CLUSTER_SECRET, TEXT, 0, 0, 0, "none",                                                                            \
     "the cluster secret itself when `MC_CLUSTER_SECRET_FILE` is unset (visible in `/proc/<pid>/environ`: prefer the " \
     "file)")                                                                                                          \
-  X(FORCE_TCP, BOOL, 0, 0, 1, "off", "never use the same-host path")                                                  \
+  X(FORCE_TCP, BOOL, 0, 0, 1, "off",                                                                                  \
+    "TCP only: never use the same-host path, and install `tcp` for any network transport asked for (`rdma`)")          \
+  X(SAME_HOST_PATH, BOOL, 1, 0, 1, "1",                                                                               \
+    "reach peers on this host through shared memory (0 = through the network transport asked for, e.g. to test it "   \
+    "on one host; docs/transfer-engine.md, \"Path choice\")")                                                          \
   X(TCP_LANES_PER_PEER, LONG, 4, 1, 16, "4 (max 16)", "persistent connections per peer")                              \
   X(TCP_MAX_CONNECTIONS_PER_PEER, LONG, 4, 1, 16, "4",                                                                \
     "the same under upstream's name, read when `MC_TCP_LANES_PER_PEER` is unset")                                     \

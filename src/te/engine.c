@@ -146,11 +146,11 @@ static int init_rpc(struct mc_engine *e, const char *server_name) {
   return 0;
 }
 
-struct mc_seg *mc_eng_new_seg(struct mc_engine *e, const char *name, struct mc_desc *d, int path) {
+struct mc_seg *mc_eng_new_seg(struct mc_engine *e, const char *name, struct mc_desc *d, struct mc_transport *tp) {
   struct mc_seg *s = mc_calloc(1, sizeof(*s));
   s->name = mc_strdup(name);
   s->desc = d;
-  s->path = path;
+  s->tp = tp;
   if (e->nsegs == e->capsegs) {
     e->capsegs = e->capsegs ? e->capsegs * 2 : 16;
     e->segs = mc_realloc(e->segs, e->capsegs * sizeof(*e->segs));
@@ -208,11 +208,11 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   e->conn = mc_strdup(conn);
   e->p2p = mc_meta_is_p2p(conn);
   e->force_tcp = mc_knob_bool(MC_KNOB_FORCE_TCP);
-  e->tcp_split = (uint64_t)mc_knob_long(MC_KNOB_TCP_SPLIT_SIZE);
+  e->same_host = !e->force_tcp && mc_knob_bool(MC_KNOB_SAME_HOST_PATH);
   e->inbox_max = (int)mc_knob_long(MC_KNOB_NOTIFY_INBOX_MAX);
   e->inbox_max_bytes = (size_t)mc_knob_long(MC_KNOB_NOTIFY_INBOX_MAX_BYTES);
   if (mc_meta_open(conn, &e->meta) || init_rpc(e, local_server_name)) goto fail;
-  mc_eng_new_seg(e, e->name, NULL, MC_PATH_NONE);
+  mc_eng_new_seg(e, e->name, NULL, NULL);
   if (pthread_create(&e->notifier, NULL, mc_eng_notifier_main, e)) goto fail_rpc;
   e->prefault = mc_prefault_create(e);
   local_add(e);
@@ -224,7 +224,7 @@ transfer_engine_t createTransferEngine(const char *conn, const char *local_serve
   if (auto_discover) {
     if (e->force_tcp) LOG_INFO("MC_FORCE_TCP is set, using TCP transport only");
     else LOG_INFO("Using TCP transport (no HCA detected)");
-    if (!installTransport(e, "tcp", NULL)) {
+    if (!installTransport(e, mc_transport_fallback()->name, NULL)) {
       destroyTransferEngine(e);
       return NULL;
     }
@@ -279,27 +279,73 @@ struct mc_transport *mc_engine_transport(struct mc_engine *e, const char *name) 
   return t;
 }
 
-static struct mc_transport *install_one(struct mc_engine *e, const char *proto) {
-  struct mc_transport *t = mc_engine_transport(e, proto);
-  if (t) return t;
-  const struct mc_transport_ops *ops = mc_transport_lookup(proto);
-  if (!ops) {
-    LOG_ERROR("installTransport: unsupported protocol '%s'", proto);
+/* Installs the transport of a table row once, keeping tps in the table's order; NULL with the reason in why
+ * when it cannot be installed. */
+static struct mc_transport *install_one(struct mc_engine *e, const struct mc_transport_ops *ops, char *why,
+                                        size_t why_len) {
+  struct mc_transport *t = NULL;
+  int rank = mc_transport_rank(ops);
+  pthread_mutex_lock(&e->tp_mu);
+  int i = 0;
+  while (i < e->ntps && mc_transport_rank(e->tps[i]->ops) < rank) i++;
+  if (i < e->ntps && e->tps[i]->ops == ops) {
+    t = e->tps[i];
+  } else if (e->ntps == MC_MAX_TRANSPORTS) {
+    snprintf(why, why_len, "%d transports installed already", MC_MAX_TRANSPORTS);
+  } else if (ops->init(e, &t, why, why_len) == 0) {
+    memmove(&e->tps[i + 1], &e->tps[i], (size_t)(e->ntps - i) * sizeof(e->tps[0]));
+    e->tps[i] = t;
+    e->ntps++;
+  } else {
+    t = NULL;
+  }
+  pthread_mutex_unlock(&e->tp_mu);
+  return t;
+}
+
+/* The same-host transports, installed with every network transport unless MC_FORCE_TCP=1 or
+ * MC_SAME_HOST_PATH=0 (docs/transfer-engine.md, "Path choice"). 0, or -1 when one of them cannot be. */
+static int install_same_host(struct mc_engine *e) {
+  char why[256];
+  for (int i = 0; i < mc_transport_rows(); i++)
+    if (mc_transport_row(i)->same_host && !install_one(e, mc_transport_row(i), why, sizeof(why))) return -1;
+  return 0;
+}
+
+/* A network transport that cannot be installed is replaced by the fallback (tcp), logged with the reason and
+ * counted (te_transport_fallback_total, mc_te_metrics). */
+static struct mc_transport *fall_back(struct mc_engine *e, const struct mc_transport_ops *asked, const char *why) {
+  const struct mc_transport_ops *fb = mc_transport_fallback();
+  char fb_why[256];
+  struct mc_transport *t = install_one(e, fb, fb_why, sizeof(fb_why));
+  if (!t) {
+    LOG_ERROR("installTransport: %s is unavailable (%s) and so is %s (%s)", asked->name, why, fb->name, fb_why);
     return NULL;
   }
-  pthread_mutex_lock(&e->tp_mu);
-  if (e->ntps < MC_MAX_TRANSPORTS && ops->init(e, &t) == 0) e->tps[e->ntps++] = t;
-  else t = NULL;
-  pthread_mutex_unlock(&e->tp_mu);
+  LOG_WARN("installTransport: using protocol %s: %s requested but %s", fb->name, asked->name, why);
+  atomic_fetch_add(&e->fallbacks[mc_transport_rank(asked)], 1);
   return t;
 }
 
 transport_t installTransport(transfer_engine_t engine, const char *proto, void **args) {
   struct mc_engine *e = engine;
   if (!e || !proto) return NULL;
-  /* "tcp" is the network path with the same-host shortcut (docs/transfer-engine.md, "Path choice"). */
-  if (!strcmp(proto, "tcp") && !e->force_tcp && !install_one(e, "shm")) return NULL;
-  struct mc_transport *t = install_one(e, proto);
+  const struct mc_transport_ops *ops = mc_transport_lookup(proto);
+  if (!ops) {
+    LOG_ERROR("installTransport: unsupported protocol '%s'", proto);
+    return NULL;
+  }
+  /* a network transport comes with the same-host shortcut (docs/transfer-engine.md, "Path choice") */
+  if (!ops->same_host && e->same_host && install_same_host(e)) return NULL;
+  int fallible = !ops->same_host && ops != mc_transport_fallback(); /* may fall back to tcp */
+  char why[256] = "MC_FORCE_TCP is set";
+  struct mc_transport *t = NULL;
+  if (!fallible || !e->force_tcp) {
+    char init_why[200] = "";
+    t = install_one(e, ops, init_why, sizeof(init_why));
+    snprintf(why, sizeof(why), "unavailable: %s", init_why);
+  }
+  if (!t && fallible) t = fall_back(e, ops, why);
   if (!t) return NULL;
   pthread_mutex_lock(&e->reg_mu); /* replay registrations into the new transport */
   mc_eng_mem_changed(e);
@@ -308,18 +354,34 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
   return t;
 }
 
+const char *mc_te_transport_name(transport_t transport) {
+  return transport ? ((struct mc_transport *)transport)->ops->name : NULL;
+}
+
 int uninstallTransport(transfer_engine_t engine, const char *proto) { return 0; }
 
 /* ------------------------------------------------------------------ local descriptor */
 
+/* The descriptor's "protocol": the first installed network transport in the table's order; the same-host one
+ * when only that is installed (peers then reach us from this host only); the fallback's name before any. */
+static const char *local_protocol(struct mc_engine *e) {
+  const char *net = NULL, *local = NULL;
+  pthread_mutex_lock(&e->tp_mu);
+  for (int i = 0; i < e->ntps; i++) {
+    const struct mc_transport_ops *o = e->tps[i]->ops;
+    if (o->same_host && !local) local = o->name;
+    if (!o->same_host && !net) net = o->name;
+  }
+  pthread_mutex_unlock(&e->tp_mu);
+  return net ? net : local ? local : mc_transport_fallback()->name;
+}
+
 char *mc_engine_describe(struct mc_engine *e) {
   char ts[40];
   mc_timestamp(ts, sizeof(ts));
-  struct mc_transport *tcp = mc_engine_transport(e, "tcp");
   json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:i}", "name", e->name, "protocol",
-                        tcp || !mc_engine_transport(e, "shm") ? "tcp" : "shm", "timestamp", ts, "host_id",
-                        mc_host_id(), "pid", (int)getpid(), "ip_or_host_name", e->ip, "rpc_port",
-                        (int)e->rpc_port, "tcp_data_port", 0);
+                        local_protocol(e), "timestamp", ts, "host_id", mc_host_id(), "pid", (int)getpid(),
+                        "ip_or_host_name", e->ip, "rpc_port", (int)e->rpc_port, "tcp_data_port", 0);
   pthread_mutex_lock(&e->tp_mu);
   for (int i = 0; i < e->ntps; i++)
     if (e->tps[i]->ops->describe) e->tps[i]->ops->describe(e->tps[i], d);

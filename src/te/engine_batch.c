@@ -130,20 +130,12 @@ static int validate_requests(struct mc_engine *e, struct transfer_request *r, si
   return 0;
 }
 
-/* Large TCP requests are cut into pieces (MC_TCP_SPLIT_SIZE, default 1 MiB, 0 = never; at most 16) so
- * that one request uses several lanes: a single connection is capped at single-stream speed. A READ alone
- * in its submission and larger than that is cut at a quarter of it: its receive copy is then spread over
- * the lane receivers (one stream through the lane threads measured 1.8-2.0 GB/s against 2.6 in four
- * pieces, bench/RESULTS.md, third session). One of at most MC_TCP_SPLIT_SIZE goes whole: the TCP
- * transport's direct I/O carries it in the caller's thread without any hand-off (1 MiB 2.3-2.5 -> 2.6-2.9
- * GB/s against four pieces, fourth session). In batches the lanes are kept busy by the other requests and
- * whole requests do better. */
-static uint32_t slice_count(struct mc_engine *e, int path, const struct transfer_request *r, size_t n) {
-  uint64_t split = e->tcp_split, len = r->length;
-  if (n == 1 && r->opcode == OPCODE_READ && len > split) split /= 4;
-  if (path != MC_PATH_TCP || !split || len <= split) return 1;
-  uint64_t k = (len + split - 1) / split;
-  return k > 16 ? 16 : (uint32_t)k;
+/* Into how many slices request r (length > 0, one of n) is cut: the transport's split operation decides (TCP's
+ * spreads large requests over its lanes), kept within [1, length]. */
+static uint32_t slice_count(struct mc_transport *t, const struct transfer_request *r, size_t n) {
+  uint32_t k = t->ops->split ? t->ops->split(t, r, n) : 1;
+  if (k > r->length) k = (uint32_t)r->length;
+  return k ? k : 1;
 }
 
 static struct mc_slice *make_slice(struct mc_engine *e, struct mc_batch *b, struct mc_task *t,
@@ -161,19 +153,20 @@ static struct mc_slice *make_slice(struct mc_engine *e, struct mc_batch *b, stru
   return s;
 }
 
-/* Groups slices by path and hands each group to its transport. */
-static void dispatch(struct mc_engine *e, struct mc_slice **sl, int *paths, size_t n) {
-  static const char *names[] = {NULL, "tcp", "shm"};
+/* Groups slices by transport and hands each group to it, in the reverse of the table's order: the network
+ * transports, whose submit mostly queues, before the same-host path, which copies in this thread. */
+static void dispatch(struct mc_engine *e, struct mc_slice **sl, struct mc_transport **tps, size_t n) {
+  struct mc_transport *installed[MC_MAX_TRANSPORTS];
+  pthread_mutex_lock(&e->tp_mu);
+  int ntps = e->ntps;
+  memcpy(installed, e->tps, (size_t)ntps * sizeof(installed[0]));
+  pthread_mutex_unlock(&e->tp_mu);
   struct mc_slice **group = mc_malloc((n ? n : 1) * sizeof(*group));
-  for (int p = MC_PATH_TCP; p <= MC_PATH_SHM; p++) {
+  for (int p = ntps - 1; p >= 0; p--) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-      if (paths[i] == p) group[k++] = sl[i];
-    if (!k) continue;
-    struct mc_transport *t = mc_engine_transport(e, names[p]);
-    if (t) t->ops->submit(t, group, k);
-    else
-      for (size_t i = 0; i < k; i++) mc_slice_done(group[i], 0, 0);
+      if (tps[i] == installed[p]) group[k++] = sl[i];
+    if (k) installed[p]->ops->submit(installed[p], group, k);
   }
   mc_free(group);
 }
@@ -186,18 +179,18 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
   int rc = validate_requests(e, r, n);
   if (rc) return rc;
   struct mc_desc **descs = mc_calloc(n ? n : 1, sizeof(*descs));
-  int *paths = mc_calloc(n ? n : 1, sizeof(int));
+  struct mc_transport **tps = mc_calloc(n ? n : 1, sizeof(*tps));
   for (size_t i = 0; i < n && !rc; i++) {
-    descs[i] = mc_eng_seg_desc(e, r[i].target_id, &paths[i]);
+    descs[i] = mc_eng_seg_desc(e, r[i].target_id, &tps[i]);
     if (!descs[i]) rc = MC_TE_STATUS_INVALID_ARGUMENT;
-    else if (paths[i] == MC_PATH_NONE) rc = MC_TE_STATUS_NOT_SUPPORTED_TRANSPORT;
+    else if (!tps[i]) rc = MC_TE_STATUS_NOT_SUPPORTED_TRANSPORT;
   }
   size_t first = atomic_load(&b->ntasks);
   if (!rc && (n > b->cap || first > b->cap - n)) rc = MC_TE_STATUS_TOO_MANY_REQUESTS;
   if (rc) {
     for (size_t i = 0; i < n; i++) mc_desc_unref(descs[i]);
     mc_free(descs);
-    mc_free(paths);
+    mc_free(tps);
     return rc;
   }
   if (notify) {
@@ -211,9 +204,9 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
     pthread_mutex_unlock(&b->mu);
   }
   size_t total = 0;
-  for (size_t i = 0; i < n; i++) total += r[i].length ? slice_count(e, paths[i], &r[i], n) : 0;
+  for (size_t i = 0; i < n; i++) total += r[i].length ? slice_count(tps[i], &r[i], n) : 0;
   struct mc_slice **sl = mc_malloc((total ? total : 1) * sizeof(*sl));
-  int *spaths = mc_malloc((total ? total : 1) * sizeof(int));
+  struct mc_transport **stps = mc_malloc((total ? total : 1) * sizeof(*stps));
   size_t ns = 0;
   atomic_fetch_add(&b->pending, (int)n);
   atomic_store(&b->ntasks, first + n);
@@ -225,7 +218,7 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
       task_finished(e, b, t);
       continue;
     }
-    uint32_t k = slice_count(e, paths[i], &r[i], n);
+    uint32_t k = slice_count(tps[i], &r[i], n);
     atomic_store(&t->slices_left, (int)k);
     uint64_t piece = r[i].length / k;
     for (uint32_t j = 0; j < k; j++) { /* pieces of one request travel on different lanes */
@@ -234,12 +227,12 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
       part.target_offset = r[i].target_offset + j * piece;
       part.length = j + 1 < k ? piece : r[i].length - j * piece;
       if (j) mc_desc_ref(descs[i]);
-      spaths[ns] = paths[i];
+      stps[ns] = tps[i];
       sl[ns++] = make_slice(e, b, t, &part, descs[i]);
     }
   }
-  dispatch(e, sl, spaths, ns);
-  mc_free(spaths);
+  dispatch(e, sl, stps, ns);
+  mc_free(stps);
   if (n == 0 && notify) { /* an empty batch is complete at once */
     pthread_mutex_lock(&b->mu);
     if (atomic_load(&b->pending) == 0 && b->has_notify) {
@@ -250,7 +243,7 @@ static int submit(struct mc_engine *e, batch_id_t id, struct transfer_request *r
   }
   mc_free(sl);
   mc_free(descs);
-  mc_free(paths);
+  mc_free(tps);
   return 0;
 }
 

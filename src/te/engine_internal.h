@@ -56,13 +56,11 @@ struct mc_desc {
   size_t shm_registry_len;
 };
 
-enum mc_path { MC_PATH_NONE = 0, MC_PATH_TCP, MC_PATH_SHM };
-
 struct mc_seg {
   int32_t id;
   char *name;
-  struct mc_desc *desc; /* guarded by eng->seg_mu */
-  int path;             /* guarded by eng->seg_mu */
+  struct mc_desc *desc;   /* guarded by eng->seg_mu */
+  struct mc_transport *tp; /* the installed transport that reaches it, NULL if none (eng->seg_mu) */
 };
 
 /* ---- batches, tasks, slices ---- */
@@ -102,15 +100,24 @@ struct mc_slice {
   uint64_t start_ns;
 };
 
-/* ---- transports ---- */
+/* ---- transports (docs/transfer-engine.md, "Layers" and "Path choice") ---- */
 struct mc_transport_ops {
-  const char *name;
-  int (*init)(struct mc_engine *e, struct mc_transport **out);
+  const char *name; /* the protocol: installTransport's argument, a descriptor's "protocol", the path logged */
+  /* 1: reaches only peers on this host (shm). Installed with every network transport unless MC_FORCE_TCP=1 or
+   * MC_SAME_HOST_PATH=0; a descriptor whose protocol names it is reached by no other (never over the network). */
+  int same_host;
+  /* 0, or a negative ERR_* code with the reason (a phrase, e.g. "no RDMA device") written into why. */
+  int (*init)(struct mc_engine *e, struct mc_transport **out, char *why, size_t why_len);
+  /* A row with only a name and an init is a transport this build names but does not carry: its init fails
+   * saying so. Every other row has the operations below (describe, split and the mem_ hooks optional). */
   void (*fini)(struct mc_transport *t);
   /* Adds this transport's fields to the local segment descriptor. */
   void (*describe)(struct mc_transport *t, json_t *desc);
   /* 1 when this transport can reach the segment described by d. */
   int (*reachable)(struct mc_transport *t, const struct mc_desc *d);
+  /* Optional: into how many pieces request r (of length > 0, one of n in its submission) is cut, each its own
+   * slice of length/k bytes (the last takes the rest); NULL or 1: whole. The engine keeps k within [1, length]. */
+  uint32_t (*split)(struct mc_transport *t, const struct transfer_request *r, size_t n);
   /* Takes ownership of the slices; finishes each with mc_slice_done, possibly before returning. */
   void (*submit)(struct mc_transport *t, struct mc_slice **slices, size_t n);
   /* Optional: the local registrations changed (reg_mu held; bufs sorted by addr). */
@@ -124,8 +131,15 @@ struct mc_transport {
   struct mc_engine *eng;
 };
 
-/* The transport table (transport.c). Adding a transport = a file + a line there. */
-const struct mc_transport_ops *mc_transport_lookup(const char *name);
+/* The transport table (transport.c). Adding a transport = a file + a line there. Rows are in the order paths
+ * are probed: the same-host path, then the network transports, the fallback (tcp) last. */
+#define MC_TRANSPORT_ROWS_MAX 8
+int mc_transport_rows(void);
+const struct mc_transport_ops *mc_transport_row(int i); /* 0 <= i < mc_transport_rows() */
+const struct mc_transport_ops *mc_transport_lookup(const char *name); /* NULL when no row has that name */
+int mc_transport_rank(const struct mc_transport_ops *ops);            /* its row, -1 if none */
+/* What installTransport installs when the requested network transport cannot be installed. */
+const struct mc_transport_ops *mc_transport_fallback(void);
 
 /* ---- engine ---- */
 #define MC_MAX_TRANSPORTS 4
@@ -145,14 +159,16 @@ struct mc_engine {
   char ip[256];
   uint16_t rpc_port;
   struct mc_rpc_server *rpc;
-  int force_tcp;
-  uint64_t tcp_split; /* TCP requests above this many bytes are cut into pieces (0 = never) */
+  int force_tcp; /* MC_FORCE_TCP: tcp for every network transport asked for, no same-host path */
+  int same_host; /* install the same-host transports with a network one (neither MC_FORCE_TCP nor MC_SAME_HOST_PATH=0) */
 
   /* tp_mu guards tps/ntps (transports are only ever added); taken after reg_mu (mem_changed replays
-   * registrations into every transport), never before it */
+   * registrations into every transport), never before it. tps are in the table's order (probe order). */
   pthread_mutex_t tp_mu;
   struct mc_transport *tps[MC_MAX_TRANSPORTS];
   int ntps;
+  /* per table row: installTransport asked for it and got the fallback instead (te_transport_fallback_total) */
+  atomic_uint_least64_t fallbacks[MC_TRANSPORT_ROWS_MAX];
 
   pthread_mutex_t reg_mu; /* guards bufs: this engine's registrations (order: see the top of this file) */
   struct mc_buf **bufs; /* sorted by addr */
@@ -248,13 +264,14 @@ struct mc_outnote { /* a notification waiting for the notifier thread (out_mu) *
 };
 /* engine.c */
 int mc_eng_publish_rpc_meta(struct mc_engine *e);
-struct mc_seg *mc_eng_new_seg(struct mc_engine *e, const char *name, struct mc_desc *d, int path);
+struct mc_seg *mc_eng_new_seg(struct mc_engine *e, const char *name, struct mc_desc *d, struct mc_transport *tp);
 /* engine_mem.c: tells every transport the registrations changed (reg_mu held); whether [p, p+len) lies in
  * one registration of this engine */
 void mc_eng_mem_changed(struct mc_engine *e);
 int mc_eng_local_registered(struct mc_engine *e, const void *p, uint64_t len);
-/* engine_seg.c: segment id's descriptor (a reference) and path; drops the cached local descriptor */
-struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, int *path);
+/* engine_seg.c: segment id's descriptor (a reference) and the transport that reaches it (NULL if none); drops
+ * the cached local descriptor */
+struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, struct mc_transport **tp);
 void mc_eng_invalidate_local(struct mc_engine *e);
 /* engine_notify.c */
 void *mc_eng_notifier_main(void *arg);

@@ -68,8 +68,8 @@ int freeNotifsMsgBuf(notify_msg_t *msgs, int size) {
 
 /* The control RPC endpoint of a segment: from its descriptor, its rpc_meta key, or its P2P name. */
 static int seg_endpoint(struct mc_engine *e, int32_t id, char *host, size_t hl, uint16_t *port) {
-  int path;
-  struct mc_desc *d = mc_eng_seg_desc(e, id, &path);
+  struct mc_transport *tp;
+  struct mc_desc *d = mc_eng_seg_desc(e, id, &tp);
   if (!d) return ERR_METADATA;
   int rc = 0;
   if (d->ip && *d->ip && d->rpc_port) {

@@ -20,15 +20,20 @@
 
 /* ------------------------------------------------------------------ segments */
 
-static const char *path_name(int p) { return p == MC_PATH_SHM ? "shm" : p == MC_PATH_TCP ? "tcp" : NULL; }
-
-static int choose_path(struct mc_engine *e, const struct mc_desc *d) {
-  struct mc_transport *shm = mc_engine_transport(e, "shm"), *tcp = mc_engine_transport(e, "tcp");
-  int want_shm = !strcmp(d->protocol, "shm");
-  if (!want_shm && strcmp(d->protocol, "tcp")) return MC_PATH_NONE;
-  if (shm && shm->ops->reachable(shm, d)) return MC_PATH_SHM;
-  if (!want_shm && tcp && tcp->ops->reachable(tcp, d)) return MC_PATH_TCP;
-  return MC_PATH_NONE;
+/* The transport a segment is reached by (docs/transfer-engine.md, "Path choice"): the first installed one, in
+ * the table's order, whose reachable() says yes. The descriptor's protocol must be one this build speaks; a
+ * descriptor that offers only the same-host path is never reached over the network. NULL: none can. */
+static struct mc_transport *choose_transport(struct mc_engine *e, const struct mc_desc *d) {
+  const struct mc_transport_ops *offered = mc_transport_lookup(d->protocol);
+  if (!offered || !offered->reachable) return NULL;
+  struct mc_transport *tps[MC_MAX_TRANSPORTS];
+  pthread_mutex_lock(&e->tp_mu); /* installed transports stay until the engine goes: probe without the lock */
+  int n = e->ntps;
+  memcpy(tps, e->tps, (size_t)n * sizeof(tps[0]));
+  pthread_mutex_unlock(&e->tp_mu);
+  for (int i = 0; i < n; i++)
+    if ((tps[i]->ops->same_host || !offered->same_host) && tps[i]->ops->reachable(tps[i], d)) return tps[i];
+  return NULL;
 }
 
 /* Fetches a peer's descriptor: metadata GET, or a Metadata RPC to host:port under P2PHANDSHAKE.
@@ -72,25 +77,25 @@ static struct mc_seg *find_seg(struct mc_engine *e, const char *name) {
 static const char *strip_name(const char *n) { return n && *n == '/' ? n + 1 : n; }
 
 static void log_path(struct mc_seg *s) {
-  if (s->path) LOG_INFO("segment %s: using protocol %s", s->name, path_name(s->path));
+  if (s->tp) LOG_INFO("segment %s: using protocol %s", s->name, s->tp->ops->name);
   else LOG_WARN("segment %s: no installed transport can reach it (protocol %s)", s->name, s->desc->protocol);
 }
 
 /* Installs a freshly fetched descriptor into the table (new entry or replacement). */
 static int32_t adopt_desc(struct mc_engine *e, const char *name, struct mc_desc *d) {
-  int path = choose_path(e, d);
+  struct mc_transport *tp = choose_transport(e, d);
   pthread_mutex_lock(&e->seg_mu);
   struct mc_seg *s = find_seg(e, name);
   int changed = 1;
   if (!s) {
-    s = mc_eng_new_seg(e, name, d, path);
+    s = mc_eng_new_seg(e, name, d, tp);
   } else if (s->desc && !strcmp(s->desc->canon, d->canon)) {
     mc_desc_unref(d); /* unchanged (timestamps differ only) */
     changed = 0;
   } else {
     mc_desc_unref(s->desc);
     s->desc = d;
-    s->path = path;
+    s->tp = tp;
   }
   int32_t id = s->id;
   pthread_mutex_unlock(&e->seg_mu);
@@ -144,7 +149,7 @@ int removeLocalSegment(transfer_engine_t engine, const char *name) {
     s->name = mc_strdup("");
     mc_desc_unref(s->desc);
     s->desc = NULL;
-    s->path = MC_PATH_NONE;
+    s->tp = NULL;
   }
   pthread_mutex_unlock(&e->seg_mu);
   return 0;
@@ -171,8 +176,9 @@ int syncSegmentCache(transfer_engine_t engine) {
   return first;
 }
 
-/* The descriptor and path for a segment id, referenced; the local segment describes this engine. */
-struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, int *path) {
+/* The descriptor and transport for a segment id, the descriptor referenced; the local segment describes this
+ * engine. */
+struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, struct mc_transport **tp) {
   struct mc_desc *d = NULL;
   if (id == LOCAL_SEGMENT) {
     pthread_mutex_lock(&e->seg_mu);
@@ -184,13 +190,13 @@ struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, int *path) {
       free(text);
       if (!d) return NULL;
       adopt_desc(e, e->name, d);
-      return mc_eng_seg_desc(e, id, path);
+      return mc_eng_seg_desc(e, id, tp);
     }
   }
   pthread_mutex_lock(&e->seg_mu);
   if (id >= 0 && (size_t)id < e->nsegs && e->segs[id]->desc) {
     d = e->segs[id]->desc;
-    *path = e->segs[id]->path;
+    *tp = e->segs[id]->tp;
     mc_desc_ref(d);
   } else {
     d = NULL;
@@ -201,9 +207,9 @@ struct mc_desc *mc_eng_seg_desc(struct mc_engine *e, int32_t id, int *path) {
 
 char *mc_te_segment_json(transfer_engine_t engine, segment_id_t id) {
   struct mc_engine *e = engine;
-  int path;
+  struct mc_transport *tp;
   if (!e) return NULL;
-  struct mc_desc *d = mc_eng_seg_desc(e, id, &path);
+  struct mc_desc *d = mc_eng_seg_desc(e, id, &tp);
   char *r = d ? mc_strdup(d->canon) : NULL;
   mc_desc_unref(d);
   return r;
@@ -211,11 +217,11 @@ char *mc_te_segment_json(transfer_engine_t engine, segment_id_t id) {
 
 const char *mc_te_segment_path(transfer_engine_t engine, segment_id_t id) {
   struct mc_engine *e = engine;
-  int path = MC_PATH_NONE;
+  struct mc_transport *tp = NULL;
   if (!e) return NULL;
-  struct mc_desc *d = mc_eng_seg_desc(e, id, &path);
+  struct mc_desc *d = mc_eng_seg_desc(e, id, &tp);
   mc_desc_unref(d);
-  return d ? path_name(path) : NULL;
+  return d && tp ? tp->ops->name : NULL;
 }
 
 int mc_te_republish(transfer_engine_t engine) {

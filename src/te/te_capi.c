@@ -33,7 +33,7 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
   pthread_mutex_lock(&e->seg_mu);
   for (size_t i = 1; i < e->nsegs && off < buf_len; i++) {
     struct mc_seg *s = e->segs[i];
-    const char *p = s->path == MC_PATH_SHM ? "shm" : s->path == MC_PATH_TCP ? "tcp" : "none";
+    const char *p = s->tp ? s->tp->ops->name : "none";
     off += (size_t)snprintf(buf_out + off, buf_len - off,
                             json ? "%s{\"id\":%d,\"name\":\"%s\",\"path\":\"%s\"}" : "%s%d %s %s\n",
                             json && i > 1 ? "," : "", s->id, s->name, p);
@@ -41,6 +41,25 @@ int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json)
   pthread_mutex_unlock(&e->seg_mu);
   if (json && off < buf_len) snprintf(buf_out + off, buf_len - off, "]}");
   return 0;
+}
+
+/* The engine's Prometheus metrics (docs/transfer-engine.md, "Path choice"): per network transport that may be
+ * asked for and fall back, how often it did. */
+int mc_te_metrics(transfer_engine_t engine, char *buf_out, size_t buf_len) {
+  struct mc_engine *e = engine;
+  if (!e || (!buf_out && buf_len)) return ERR_INVALID_ARGUMENT;
+  char text[MC_TRANSPORT_ROWS_MAX * 96 + 256];
+  size_t n = (size_t)snprintf(text, sizeof(text),
+                              "# HELP te_transport_fallback_total Transports asked for that could not be installed, %s "
+                              "installed instead\n# TYPE te_transport_fallback_total counter\n",
+                              mc_transport_fallback()->name);
+  for (int i = 0; i < mc_transport_rows() && n < sizeof(text); i++) {
+    const struct mc_transport_ops *o = mc_transport_row(i);
+    if (!o->same_host && o != mc_transport_fallback())
+      n += (size_t)snprintf(text + n, sizeof(text) - n, "te_transport_fallback_total{requested=\"%s\"} %llu\n",
+                            o->name, (unsigned long long)atomic_load(&e->fallbacks[i]));
+  }
+  return buf_len ? snprintf(buf_out, buf_len, "%s", text) : (int)strlen(text);
 }
 
 /* Graceful shutdown: the engine's keys are deleted on SIGINT/SIGTERM/SIGHUP before the signal's default

@@ -30,6 +30,8 @@
 #include "common/util.h"
 #include "te/engine_internal.h"
 
+extern const struct mc_transport_ops mc_shm_transport_ops;
+
 #define REG_MAX 8192
 
 struct shm_registry {
@@ -257,14 +259,16 @@ static int shm_reachable(struct mc_transport *t, const struct mc_desc *d) {
   return 1;
 }
 
-static int shm_init(struct mc_engine *e, struct mc_transport **out) {
+static int shm_init(struct mc_engine *e, struct mc_transport **out, char *why, size_t why_len) {
   int fd = mc_shm_memfd("registry", sizeof(struct shm_registry));
   if (fd < 0) {
-    LOG_ERROR("shm: cannot create the registration registry: %s", strerror(errno));
+    snprintf(why, why_len, "cannot create the registration registry: %s", strerror(errno));
+    LOG_ERROR("shm: %s", why);
     return ERR_MEMORY;
   }
   void *reg = mmap(NULL, sizeof(struct shm_registry), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (reg == MAP_FAILED) {
+    snprintf(why, why_len, "cannot map the registration registry: %s", strerror(errno));
     close(fd);
     return ERR_MEMORY;
   }
@@ -272,7 +276,7 @@ static int shm_init(struct mc_engine *e, struct mc_transport **out) {
   tp->reg_fd = fd;
   tp->reg = reg;
   tp->base.eng = e;
-  tp->base.ops = mc_transport_lookup("shm");
+  tp->base.ops = &mc_shm_transport_ops;
   *out = &tp->base;
   return 0;
 }
@@ -290,6 +294,7 @@ static void shm_describe(struct mc_transport *t, json_t *d) {
 
 const struct mc_transport_ops mc_shm_transport_ops = {
     .name = "shm",
+    .same_host = 1,
     .init = shm_init,
     .fini = shm_fini,
     .describe = shm_describe,
