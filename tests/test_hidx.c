@@ -243,6 +243,31 @@ static void test_overflow(void) {
   CHECK_EQ(a.flags, 1); /* resync */
   CHECK(a.n < 30u);
   CHECK(!a.malformed);
+  uint64_t first = a.first_seq;
+  /* the flag stays until a record queued after the overflow is acknowledged: a lost answer cannot hide it */
+  mc_hidx_follow(h, first - 1, 0, on_answer, &a);
+  REQUIRE(ans_wait(&a, 2, 1000));
+  CHECK_EQ(a.flags, 1);
+  CHECK(mc_hidx_resyncing(h));
+  /* the re-sent records, a shard at a time, while less than one answer is queued */
+  uint32_t shard = 99;
+  static char big[MC_HIDX_ANSWER_MAX];
+  memset(big, 'b', sizeof(big));
+  uint64_t sb = mc_hidx_put(h, big, sizeof(big), U(9), 0, 64, 64, 0, 0);
+  CHECK(!mc_hidx_dump_next(h, &shard)); /* more than one answer is queued: the polls pace the resync */
+  mc_hidx_follow(h, sb, 0, on_answer, &a);
+  REQUIRE(ans_wait(&a, 3, 1000));
+  CHECK_EQ(a.flags, 0);
+  REQUIRE(mc_hidx_dump_next(h, &shard));
+  CHECK_EQ(shard, 0u);
+  mc_hidx_dump_done(h, 0, 3, 0);
+  mc_hidx_dump_done(h, 0, 3, 0); /* a stale one (another overflow started over meanwhile) moves nothing */
+  REQUIRE(mc_hidx_dump_next(h, &shard));
+  CHECK_EQ(shard, 1u);
+  mc_hidx_dump_done(h, 1, 3, 0);
+  mc_hidx_dump_done(h, 2, 3, 0);
+  CHECK(!mc_hidx_dump_next(h, &shard));
+  CHECK(!mc_hidx_resyncing(h));
   mc_hidx_close(h);
   mc_hidx_feed_stop(f);
 }

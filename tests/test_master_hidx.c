@@ -4,7 +4,8 @@
  * records and is answered as soon as one comes; freed space is not handed out again before the holder
  * acknowledged its DROP; an upsert takes fresh space instead of rewriting in place; a holder that never
  * follows keeps today's behaviour (space reused at once); an index upload (REMOUNT_INDEX) that reports an
- * object the master holds exactly there is left alone (no DROP), one that contradicts it is dropped. */
+ * object the master holds exactly there is left alone (no DROP), one that contradicts it is dropped; a holder
+ * whose queue overflowed is resynced with every live object on its segment. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -277,5 +278,107 @@ static void test_upload_of_held_entries(void) {
   CHECK_EQ(mt_master_stop(&mm), 0);
 }
 
+/* Every record of one poll (any number), for the resync test: PUT keys are marked seen by their index. */
+#define NSMALL 10
+#define NLONG 1150 /* 1150 records of 60 000-byte keys pass the queue's 64 MiB bound */
+#define LONG_KEY 60000
+struct seen {
+  uint8_t small[NSMALL], lng[NLONG];
+  int dropped_small9_after_flag, bad;
+};
+
+static int follow_all(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t acked, uint8_t *flags, uint32_t *n,
+                      uint64_t *last, struct seen *sn) {
+  struct mc_wbuf w = {0}, rep = {0};
+  mc_put_uuid(&w, client);
+  mc_w_u64(&w, acked);
+  mc_w_u32(&w, 0);
+  int rc = mt_call(c, MC_OP_FOLLOW_INDEX, &w, &rep);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    mc_r_u64(&r);
+    *flags = mc_r_u8(&r);
+    *n = mc_r_u32(&r);
+    if (*flags & 1) memset(sn, 0, sizeof(*sn)); /* what a holder does: clear, then take the records in */
+    for (uint32_t i = 0; i < *n && !r.err; i++) {
+      *last = mc_r_u64(&r);
+      uint8_t kind = mc_r_u8(&r);
+      uint32_t kl;
+      const char *k = (const char *)mc_r_blob(&r, &kl);
+      mc_r_take(&r, 16 + 8 * 3 + 1 + 8);
+      if (r.err) break;
+      int idx;
+      if (kl > 6 && !memcmp(k, "small-", 6) && sscanf(k + 6, "%d", &idx) == 1 && idx >= 0 && idx < NSMALL)
+        sn->small[idx] = kind == MC_HIDX_PUT;
+      else if (kl == LONG_KEY && sscanf(k, "L%05d", &idx) == 1 && idx >= 0 && idx < NLONG)
+        sn->lng[idx] = kind == MC_HIDX_PUT;
+      else sn->bad = 1;
+    }
+    if (r.err || r.off != r.len) rc = -9999;
+  }
+  mc_w_free(&rep);
+  return rc;
+}
+
+/* A holder that stops polling while objects keep coming passes its queue's bound: the queue is dropped, and
+ * the holder is told to resync. The flag stays in every answer until the holder acknowledges a record queued
+ * after the overflow (a lost answer cannot hide it), and the master re-sends a PUT record for every complete
+ * replica on the holder's segment, so after clearing its index on the flag the holder ends with exactly the
+ * live objects (docs/ha.md, "Holder indexes"). */
+static void test_resync_after_overflow(void) {
+  struct mt_master mm;
+  REQUIRE(mt_master_start(&mm, NULL) == 0);
+  struct mc_mrpc_client *c = mt_connect(mm.port);
+  struct mc_uuid holder = mt_id(5);
+  struct mc_segment_rec seg = mt_seg(5, "holder-e:1", SEG_BASE, 256u << 20);
+  REQUIRE(mt_mount(c, holder, &seg) == 0);
+  struct answer a;
+  CHECK_EQ(follow(c, holder, 0, 0, &a), 0);
+  char key[64];
+  for (int i = 0; i < NSMALL; i++) {
+    snprintf(key, sizeof(key), "small-%d", i);
+    CHECK_EQ(mt_put(c, holder, key, 4096, 1), 0);
+  }
+  CHECK_EQ(mt_remove(c, "small-9", 1), 0);
+  static char lk[LONG_KEY + 1];
+  memset(lk, 'x', LONG_KEY);
+  for (int i = 0; i < NLONG; i++) { /* no poll meanwhile: the holder is far behind */
+    char head[8];
+    snprintf(head, sizeof(head), "L%05d", i);
+    memcpy(lk, head, 6);
+    REQUIRE(mt_put(c, holder, lk, 64, 1) == 0);
+  }
+  static struct seen sn;
+  uint8_t flags = 0;
+  uint32_t n = 0;
+  uint64_t last = 0;
+  REQUIRE(follow_all(c, holder, 0, &flags, &n, &last, &sn) == 0);
+  CHECK_EQ(flags, 1); /* the resync */
+  CHECK(n > 0);
+  REQUIRE(follow_all(c, holder, 0, &flags, &n, &last, &sn) == 0); /* that answer was "lost": asked again */
+  CHECK_EQ(flags, 1);
+  int polls = 0, quiet = 0;
+  for (; polls < 2000 && quiet < 3; polls++) {
+    uint64_t acked = last;
+    REQUIRE(follow_all(c, holder, acked, &flags, &n, &last, &sn) == 0);
+    CHECK_EQ(flags, 0);
+    quiet = n ? 0 : quiet + 1;
+  }
+  CHECK(quiet == 3);
+  CHECK(!sn.bad);
+  int small = 0, lng = 0;
+  for (int i = 0; i < NSMALL; i++) small += sn.small[i];
+  for (int i = 0; i < NLONG; i++) lng += sn.lng[i];
+  CHECK_EQ(small, NSMALL - 1); /* small-9 was removed before the overflow: not re-sent */
+  CHECK_EQ(sn.small[9], 0);
+  CHECK_EQ(lng, NLONG);
+  CHECK_EQ(mt_remove(c, "small-0", 1), 0); /* and records flow as before */
+  REQUIRE(follow_all(c, holder, last, &flags, &n, &last, &sn) == 0);
+  CHECK(flags == 0 && n == 1 && !sn.small[0]);
+  mc_mrpc_client_free(c);
+  CHECK_EQ(mt_master_stop(&mm), 0);
+}
+
 TEST_MAIN(TEST_CASE(test_records_and_space), TEST_CASE(test_upsert_not_in_place), TEST_CASE(test_not_following),
-          TEST_CASE(test_upload_of_held_entries))
+          TEST_CASE(test_upload_of_held_entries), TEST_CASE(test_resync_after_overflow))

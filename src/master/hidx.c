@@ -21,7 +21,14 @@ struct mc_hidx {
   size_t head;
   struct { uint64_t seq; size_t end; } *ix; /* per record: its seq, the offset just past it */
   size_t ix_head, ix_n, ix_cap;
-  int resync; /* the queue overflowed and was dropped: say so in the next answer */
+  /* the queue overflowed and was dropped (mu): every answer says so until the holder acknowledges a record
+   * numbered resync_from or above (the first queued after the overflow), so a lost answer cannot hide it */
+  int resync;
+  uint64_t resync_from;
+  /* the resync's re-sent PUT records (mu): the next shard of the object table to queue, while dumping */
+  int dumping;
+  uint32_t dump_at;
+  uint64_t dump_records; /* queued by this resync so far, for the log */
   uint64_t last_seq;     /* the newest record ever queued, under mu */
   uint64_t last_drop;    /* the newest DROP queued (mu): space waits for its acknowledgement, so a DROP is
                             sent at once, never held for the batch window */
@@ -127,6 +134,7 @@ static void queue_clear(struct mc_hidx *h) {
 static void queue_ack(struct mc_hidx *h, uint64_t acked) {
   if (acked > h->last_seq) acked = h->last_seq;
   if (acked > atomic_load(&h->acked)) atomic_store(&h->acked, acked);
+  if (h->resync && h->resync_from && acked >= h->resync_from) h->resync = 0; /* it cleared its index */
   while (h->ix_head < h->ix_n && h->ix[h->ix_head].seq <= acked) h->head = h->ix[h->ix_head++].end;
   if (h->ix_head == h->ix_n) {
     h->q.len = h->head = 0;
@@ -155,7 +163,6 @@ static void encode_answer(struct mc_hidx *h, uint64_t durable, struct mc_wbuf *w
   mc_w_u8(w, h->resync ? 1 : 0);
   mc_w_u32(w, (uint32_t)n);
   mc_w_bytes_raw(w, h->q.p + h->head, end - h->head);
-  h->resync = 0;
 }
 
 /* Takes the waiting poll out (f->mu held too). */
@@ -189,6 +196,9 @@ static void answer_now(struct mc_hidx *h) {
 static void overflow(struct mc_hidx *h) {
   queue_clear(h);
   h->resync = 1;
+  h->resync_from = 0; /* the record being appended (append) */
+  h->dumping = 1;     /* from the first shard again, should a resync be under way */
+  h->dump_at = 0;
   atomic_store(&h->acked, h->last_seq); /* given up: nothing waits for these any more */
   pthread_mutex_lock(&h->f->mu);
   dirty_remove(h->f, h);
@@ -229,6 +239,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   h->ix[h->ix_n++].end = h->q.len;
   h->last_seq = seq;
   if (kind == MC_HIDX_DROP) h->last_drop = seq;
+  if (h->resync && !h->resync_from) h->resync_from = seq;
   pthread_mutex_unlock(&h->mu);
   return seq;
 }
@@ -242,9 +253,8 @@ uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct 
   return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0);
 }
 
-void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_hidx_answer_fn answer, void *arg) {
-  pthread_mutex_lock(&h->mu);
-  answer_now(h); /* a poll still waiting (its client gave up on it) */
+/* Drops what acked covers and recomputes durable_seq (h->mu held). Returns the oldest record still queued. */
+static uint64_t ack_locked(struct mc_hidx *h, uint64_t acked) {
   queue_ack(h, acked);
   struct mc_hidx_feed *f = h->f;
   uint64_t first = queue_first(h);
@@ -253,6 +263,51 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   else if (h->first_unacked) h->first_unacked = first;
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
+  return first;
+}
+
+void mc_hidx_ack(struct mc_hidx *h, uint64_t acked) {
+  pthread_mutex_lock(&h->mu);
+  ack_locked(h, acked);
+  pthread_mutex_unlock(&h->mu);
+}
+
+int mc_hidx_dump_next(struct mc_hidx *h, uint32_t *shard) {
+  pthread_mutex_lock(&h->mu);
+  /* a resync's records are queued only while the queue holds less than one answer: the holder's polls pace
+   * it (records queued after the overflow all reach the holder after the flag, so after it cleared) */
+  int due = h->dumping && !h->closed && h->q.len - h->head < MC_HIDX_ANSWER_MAX;
+  *shard = h->dump_at;
+  pthread_mutex_unlock(&h->mu);
+  return due;
+}
+
+void mc_hidx_dump_done(struct mc_hidx *h, uint32_t shard, uint32_t nshards, uint64_t records) {
+  pthread_mutex_lock(&h->mu);
+  if (h->dumping && h->dump_at == shard) { /* (an overflow meanwhile started it over) */
+    h->dump_records += records;
+    if (++h->dump_at >= nshards) {
+      h->dumping = 0;
+      LOG_INFO("holder index: resync of client %016llx%016llx queued (%llu records)", (unsigned long long)h->client.hi,
+               (unsigned long long)h->client.lo, (unsigned long long)h->dump_records);
+      h->dump_records = 0;
+    }
+  }
+  pthread_mutex_unlock(&h->mu);
+}
+
+int mc_hidx_resyncing(struct mc_hidx *h) {
+  pthread_mutex_lock(&h->mu);
+  int r = h->dumping || h->resync;
+  pthread_mutex_unlock(&h->mu);
+  return r;
+}
+
+void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_hidx_answer_fn answer, void *arg) {
+  pthread_mutex_lock(&h->mu);
+  answer_now(h); /* a poll still waiting (its client gave up on it) */
+  uint64_t first = ack_locked(h, acked);
+  struct mc_hidx_feed *f = h->f;
   /* Records already queued are sent at once only when a batch window has passed since the last answer (or
    * they fill an answer, or one is a DROP, whose space waits for it): a holder whose every poll finds a few
    * new records would otherwise poll in a tight loop under load, one round trip per couple of puts

@@ -10,8 +10,11 @@
  * (a DROP carries zeros after the segment).
  *
  * Bounds: a holder's queue holds at most MC_HIDX_QUEUE_MAX bytes. A holder that does not poll (dead, or
- * far behind) and passes it loses its queue and is marked for a resync (its next answer says so): its
- * records stop holding durable_seq back, and the writers' witnesses stop covering them (logged).
+ * far behind) and passes it loses its queue and is marked for a resync: its records stop holding
+ * durable_seq back (logged), every answer carries the resync flag until the holder acknowledges a record
+ * queued after the overflow (it clears its index on the flag), and the master re-sends a PUT record for
+ * every complete replica on the holder's segments, one shard of the object table at a time
+ * (mc_hidx_dump_next / mc_hidx_dump_done), paced by the holder's polls.
  *
  * Threads and locks: one feed thread answers the polls (when records come for a waiting holder, at most one
  * answer with records per MC_HIDX_BATCH_US window, or when a poll's time is up). h->mu guards a holder's queue and its
@@ -75,5 +78,16 @@ uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct 
  * for records. A poll still waiting is answered empty first. The answer body: u64 durable_seq, u8 flags
  * (1 = resync: the holder's queue overflowed), u32 count, the records. */
 void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_hidx_answer_fn answer, void *arg);
+/* The acknowledgement part of a poll alone (a poll acknowledges again: harmless). */
+void mc_hidx_ack(struct mc_hidx *h, uint64_t acked);
+
+/* A resync after an overflow: 1 with *shard when the next shard of the object table is due (a resync is under
+ * way and less than one answer is queued); the caller queues that shard's records (mc_hidx_put, with the shard
+ * lock held, as every append) and says so with mc_hidx_dump_done, which moves on only if no overflow started
+ * the resync over meanwhile. `records` is for the log line that ends the resync. */
+int mc_hidx_dump_next(struct mc_hidx *h, uint32_t *shard);
+void mc_hidx_dump_done(struct mc_hidx *h, uint32_t shard, uint32_t nshards, uint64_t records);
+/* 1 while a resync is flagged or being queued. */
+int mc_hidx_resyncing(struct mc_hidx *h);
 
 #endif

@@ -227,6 +227,9 @@ void mc_rep_free(struct mc_master *m, const struct object *o, const struct repli
 /* Queues the PUT records of o's COMPLETE replicas for their holders (shard lock held); the highest seq,
  * 0 when none follows. */
 uint64_t mc_obj_index_put(const struct object *o);
+/* A holder's resync (hidx.h): queues the shards of the object table its feed asks for, while less than one
+ * answer is queued, a PUT record per COMPLETE replica on the holder's segments (docs/ha.md, "Holder indexes"). */
+void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h);
 /* The witness records of the request being handled (docs/ha.md, "Witnesses"): while a handler runs with
  * mc_wsink set, every PUT record the object table queues is also appended here, in the feed's record
  * layout (hidx.h), and the reply carries them back to the writer (mc_witness_reply). Per thread. */

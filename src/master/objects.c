@@ -179,6 +179,29 @@ uint64_t mc_obj_index_put(const struct object *o) {
 
 __thread struct mc_wsink *mc_wsink;
 
+/* One shard's records for h (its lock taken: the order every append keeps, so a record queued by a
+ * mutation meanwhile lands before or after this shard's, never inside a stale picture). */
+static uint64_t resync_shard(struct shard *sh, struct mc_hidx *h) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&sh->mu);
+  for (uint32_t b = 0; b < sh->nbuckets; b++)
+    for (struct object *o = sh->buckets[b]; o; o = o->next)
+      for (uint32_t i = 0; i < o->nrep; i++) {
+        const struct replica *r = &o->rep[i];
+        if (r->status != MC_REPLICA_COMPLETE || atomic_load(&r->seg->hidx) != h) continue;
+        uint64_t off, len;
+        mc_tlsf_block_range(r->blk, &off, &len);
+        n += mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms) != 0;
+      }
+  pthread_mutex_unlock(&sh->mu);
+  return n;
+}
+
+void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h) {
+  uint32_t i;
+  while (mc_hidx_dump_next(h, &i)) mc_hidx_dump_done(h, i, MC_NSHARDS, i < MC_NSHARDS ? resync_shard(&m->shards[i], h) : 0);
+}
+
 static void release_all(struct mc_master *m, struct object *o) {
   for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
   o->nrep = 0;

@@ -563,6 +563,10 @@ static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   if (r->err) return MC_INVALID_PARAMS;
   struct mc_hidx *h = mc_client_follow(m, client, tenant_of(r));
   if (!h) return MC_CLIENT_NOT_FOUND;
+  if (mc_hidx_resyncing(h)) { /* after an overflow: what it acknowledged makes room for the next shards */
+    mc_hidx_ack(h, acked);
+    mc_obj_index_resync(m, h);
+  }
   struct mc_mrpc_deferred *d = wait_ms ? mc_mrpc_defer() : NULL;
   if (d) mc_hidx_follow(h, acked, wait_ms, answer_deferred, d);
   else mc_hidx_follow(h, acked, 0, answer_inline, w);
