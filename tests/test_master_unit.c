@@ -569,6 +569,49 @@ static void test_discard_heap(void) {
   mc_master_cfg_free(&c);
 }
 
+/* Writers' witnesses of puts and removals at a master that rebuilt a segment (rebuild.c; docs/ha.md,
+ * "Witnesses"), in both orders: a removal witnessed after its put removes the installed object; one handed
+ * over before the put's witness (two writers) keeps that older put from being installed; a put numbered
+ * after the removal is installed; after the segment's quiet period nothing is taken and the guard is gone. */
+static void test_removal_witnesses(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = in_process_master(&c);
+  REQUIRE(m);
+  struct mc_segment_rec s = mt_seg(1, "wit:1", 0x100000000ull, 1ull << 20);
+  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
+  REQUIRE(m->nsegs == 1);
+  struct mseg *seg = m->segs[0];
+  atomic_store(&seg->uploaded, 1); /* as after the holder's upload, in the remount quiet period */
+  atomic_store(&seg->alloc_after_ns, mc_now_ns() + 60ull * 1000000000ull);
+  struct mc_index_entry k = {(const uint8_t *)"k", 1, 4096, 4096, 4096, 0, 0};
+  struct mc_index_entry j = {(const uint8_t *)"j", 1, 8192, 4096, 4096, 0, 0};
+  /* the removal first (writer B), then the put it removed (writer A): not installed */
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 20, &k), MC_RECOMMIT_KNOWN); /* nothing there yet */
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 10, &k), MC_RECOMMIT_KNOWN);
+  CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 0);
+  CHECK_EQ(mc_master_exist(m, (const uint8_t *)"k", 1), 0);
+  /* the put first, then its removal: installed, then removed */
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 30, &j), 0);
+  CHECK_EQ(mc_obj_held_at(m, seg, 8192, "j", 1, 4096), 1);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 40, &j), 0);
+  CHECK_EQ(mc_obj_held_at(m, seg, 8192, "j", 1, 4096), 0);
+  /* a put of k numbered after its removal (put again at the old master) is installed */
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 50, &k), 0);
+  CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
+  /* a removal the holder's upload already settled (applied) is known */
+  atomic_store(&seg->applied, 60);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 55, &k), MC_RECOMMIT_KNOWN);
+  CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
+  CHECK(seg->ntombs >= 2);
+  /* the quiet period is over: witnesses are too late, and the guard is freed */
+  atomic_store(&seg->alloc_after_ns, 0);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 70, &k), MC_LEASE_EXPIRED);
+  CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
+  CHECK_EQ(seg->ntombs, 0u);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
 /* ------------------------------------------------------------------ RPC server (net/mrpc_server.c) */
 
 enum { OP_ECHO = 1, OP_SLOW = 2, OP_BIG = 3 };
@@ -1096,7 +1139,7 @@ static void test_rpc_server_idle_timeout(void) {
 }
 
 TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released),
-          TEST_CASE(test_discard_heap), TEST_CASE(test_tlsf_churn_refill),
+          TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),

@@ -352,14 +352,14 @@ int mcli_remove(struct mcli *c, const char *key, int force) {
   struct mc_wbuf req = {0};
   put_key(&req, c, key);
   mc_w_u8(&req, force ? 1 : 0);
-  return call_void(c, MC_OP_REMOVE, &req, 0);
+  return call_body_w(c, MC_OP_REMOVE, &req, 0, c->wit); /* its reply witnesses its DROP records */
 }
 
 int mcli_batch_remove(struct mcli *c, const char *const *keys, size_t n, int force, int *results) {
   struct mc_wbuf req = {0};
   put_keys(&req, c, keys, n);
   mc_w_u8(&req, force ? 1 : 0);
-  return call_i32_list(c, MC_OP_BATCH_REMOVE, &req, n, results);
+  return call_i32_list_w(c, MC_OP_BATCH_REMOVE, &req, n, results, c->wit);
 }
 
 int mcli_batch_replica_clear(struct mcli *c, struct mc_uuid id, const char *const *keys, size_t n,
@@ -395,6 +395,7 @@ int mcli_batch_replica_clear(struct mcli *c, struct mc_uuid id, const char *cons
   return rc;
 }
 
+/* A count, then (removals) the witness block of the DROP records the call queued. */
 static int64_t call_count(struct mcli *c, uint16_t op, struct mc_wbuf *req) {
   struct mc_wbuf rep;
   int64_t rc = call(c, op, req, &rep, 0);
@@ -403,6 +404,7 @@ static int64_t call_count(struct mcli *c, uint16_t op, struct mc_wbuf *req) {
     mc_r_init(&r, rep.p, rep.len);
     rc = mc_r_i64(&r);
     if (r.err || rc < 0) rc = MALFORMED(op);
+    else mc_witness_take(c->wit, &r);
   }
   mc_w_free(req);
   mc_w_free(&rep);

@@ -1,5 +1,6 @@
-/* A writer's witnesses (docs/ha.md, "Witnesses"): the master answers every completed put with the index
- * records it queued for the holders (the witness block, proto.h), before any holder has them. The writer
+/* A writer's witnesses (docs/ha.md, "Witnesses"): the master answers every completed put and every removal
+ * with the index records it queued for the holders (the witness block, proto.h: PUT and DROP records),
+ * before any holder has them. The writer
  * keeps those records until the master says they are durable (durable_seq, in every witness block), so a
  * master that dies first loses nothing the writer can give back: once a new master (a restart, a new
  * leader) answers, the writer sends what it still holds (RECOMMIT) and the new master installs what the
@@ -169,6 +170,11 @@ int mc_witness_pending(struct mc_witnesses *w) { return mc_witness_count(w) > 0;
 
 uint64_t mc_witness_tick_ns(void) { return TICK_NS; }
 
+static int by_seq(const void *a, const void *b) {
+  uint64_t x = (*(struct wit *const *)a)->seq, y = (*(struct wit *const *)b)->seq;
+  return x < y ? -1 : x > y;
+}
+
 /* One RECOMMIT of up to RECOMMIT_BATCH witnesses of master `view` (copied out under mu). */
 static int recommit_view(struct mcli *c, struct mc_uuid id, uint64_t view) {
   struct mc_witnesses *w = c->wit;
@@ -180,12 +186,19 @@ static int recommit_view(struct mcli *c, struct mc_uuid id, uint64_t view) {
   size_t count_at = req.len;
   mc_w_u32(&req, 0);
   pthread_mutex_lock(&w->mu);
-  for (size_t i = 0; i < w->n && n < RECOMMIT_BATCH; i++)
-    if (w->v[i]->view == view) {
-      mc_w_bytes_raw(&req, w->v[i]->rec, w->v[i]->len);
-      seqs[n++] = w->v[i]->seq;
-    }
+  /* oldest first: a put and the removal of the same object, both witnessed here, go in the order they
+   * happened (the master also guards against the other order across writers) */
+  struct wit **pick = mc_malloc(sizeof(*pick) * (w->n ? w->n : 1));
+  size_t np = 0;
+  for (size_t i = 0; i < w->n; i++)
+    if (w->v[i]->view == view) pick[np++] = w->v[i];
+  qsort(pick, np, sizeof(*pick), by_seq);
+  for (size_t i = 0; i < np && n < RECOMMIT_BATCH; i++) {
+    mc_w_bytes_raw(&req, pick[i]->rec, pick[i]->len);
+    seqs[n++] = pick[i]->seq;
+  }
   pthread_mutex_unlock(&w->mu);
+  mc_free(pick);
   mc_le_put32(req.p + count_at, n);
   struct mc_wbuf rep = {0};
   int rc = n ? mcli_call(c, MC_OP_RECOMMIT, &req, &rep, RECOMMIT_TMO_MS) : 0;

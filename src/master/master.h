@@ -69,6 +69,13 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
  * or space taken), LEASE_EXPIRED (too late: the segment takes new allocations), INVALID_PARAMS: never. */
 int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
                        const struct mc_index_entry *e);
+/* A writer's witness of a DROP another master queued (a removal the holder may have missed): 0 the object
+ * the removal removed was there again and is removed; RECOMMIT_KNOWN nothing to do (the holder had the
+ * DROP, or the object is not there); the not-yet and too-late statuses as above. Either way, during the
+ * segment's quiet period a PUT witness of the same key at the same place numbered below it is then
+ * answered RECOMMIT_KNOWN instead of installed. */
+int mc_master_recommit_drop(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
+                            const struct mc_index_entry *e);
 /* tenant: the realm of the request (NULL = the whole cluster); a tenant touches only its realm's segments. */
 int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant);
 int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,

@@ -98,7 +98,13 @@ struct mseg {
    * installed (RECOMMIT) once `uploaded` (the last batch came) */
   _Atomic uint64_t applied;
   _Atomic int uploaded;
+  /* removal witnesses taken in its remount quiet period (rebuild.c; docs/ha.md, "Witnesses"), under alloc_mu:
+   * a PUT witness of the same key at the same place numbered below one is not installed, whatever order
+   * the writers hand them over in; at most MC_TOMBS_MAX, freed with the segment */
+  struct mc_tomb { uint64_t hash, off, seq; } *tombs;
+  uint32_t ntombs, captombs;
 };
+#define MC_TOMBS_MAX 65536u
 
 /* A segment re-mounted after the master forgot it (restart, client expiry) takes no new allocation for
  * this long: writers holding write extents from before stop writing within MC_FASTPUT_CONTACT_NS of
@@ -236,7 +242,11 @@ void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h);
 struct mc_wsink {
   struct mc_wbuf w;
   uint32_t n;
+  uint32_t unwitnessed; /* records past MC_WSINK_MAX */
 };
+/* Records one reply witnesses at most (a removal by pattern may drop far more: the rest are not witnessed,
+ * logged; docs/ha.md, "Witnesses"). The writer keeps as many. */
+#define MC_WSINK_MAX 65536u
 extern __thread struct mc_wsink *mc_wsink;
 /* Appends the witness block to a successful reply: u64 view_version, u64 durable_seq, u32 count, records;
  * frees the sink and clears mc_wsink. ok = 0: nothing appended. */
@@ -272,6 +282,10 @@ int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block 
  * attached), which the rebuild leaves alone rather than dropping. */
 int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
                    uint64_t size);
+/* A removal witness (RECOMMIT of a DROP): removes key's object if it has a COMPLETE replica at off on seg
+ * (the object the witnessed removal removed, rebuilt from an index that missed its DROP), queuing its DROP
+ * records (their witnesses in mc_wsink). 1 removed, 0 nothing there (gone, or another object). */
+int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen);
 /* ---- snapshots (snapshot.c; docs/ha.md, "Snapshots") ---- */
 #define MC_SNAPSHOT_VERSION 1u /* the newest format this master writes and reads (and every older one) */
 struct mc_restore;

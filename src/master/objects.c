@@ -151,9 +151,24 @@ void mc_obj_drop_dead(struct object *o) {
   o->nrep = k;
 }
 
+/* The witness of record seq about o's replica r, for the reply being built (docs/ha.md, "Witnesses"). */
+static void witness(const struct object *o, const struct replica *r, uint64_t seq, uint8_t kind) {
+  if (!seq || !mc_wsink) return;
+  if (mc_wsink->n >= MC_WSINK_MAX) {
+    mc_wsink->unwitnessed++;
+    return;
+  }
+  uint64_t off, len;
+  mc_tlsf_block_range(r->blk, &off, &len);
+  mc_hidx_encode(&mc_wsink->w, seq, kind, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
+                 o->soft_pin_ttl_ms);
+  mc_wsink->n++;
+}
+
 void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
   struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
   uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
+  witness(o, r, seq, MC_HIDX_DROP); /* a removal the holder may miss comes back from its witness */
   if (seq || not_before_ns) mc_discard_push_acked(m, r->seg, r->blk, not_before_ns, seq ? h : NULL, seq);
   else mc_rep_release(r->seg, r->blk);
 }
@@ -167,11 +182,7 @@ uint64_t mc_obj_index_put(const struct object *o) {
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms);
-    if (seq && mc_wsink) { /* the writer's witness of this record (docs/ha.md, "Witnesses") */
-      mc_hidx_encode(&mc_wsink->w, seq, MC_HIDX_PUT, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
-                     o->soft_pin_ttl_ms);
-      mc_wsink->n++;
-    }
+    witness(o, r, seq, MC_HIDX_PUT);
     if (seq > top) top = seq;
   }
   return top;
@@ -550,6 +561,24 @@ int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const vo
   int here = 0;
   for (uint32_t i = 0; o && o->size == size && i < o->nrep; i++)
     here |= o->rep[i].seg == seg && o->rep[i].off == off && o->rep[i].status == MC_REPLICA_COMPLETE;
+  pthread_mutex_unlock(&sh->mu);
+  return here;
+}
+
+int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen) {
+  uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  struct shard *sh = shard_of(m, h);
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int here = 0;
+  for (uint32_t i = 0; o && i < o->nrep; i++)
+    here |= o->rep[i].seg == seg && o->rep[i].off == off && o->rep[i].status == MC_REPLICA_COMPLETE;
+  if (here && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) { /* (as a forced remove) */
+    release_after_lease(m, o, now);
+    mc_obj_erase(m, sh, o);
+  } else {
+    here = 0;
+  }
   pthread_mutex_unlock(&sh->mu);
   return here;
 }

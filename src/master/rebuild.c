@@ -128,23 +128,53 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
 
 /* ---- writers' witnesses (docs/ha.md, "Witnesses") ---- */
 
+/* The segment of a witness, counted as being rebuilt: NULL with *rc (not yet, or the holder already had
+ * the record) when there is nothing to do now. */
+static struct mseg *witness_segment(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
+                                    int *rc) {
+  struct mseg *seg = take_segment(m, NULL, seg_id, tenant);
+  if (!seg) {
+    *rc = MC_SEGMENT_NOT_FOUND;
+    return NULL;
+  }
+  *rc = !atomic_load(&seg->uploaded) ? MC_UNAVAILABLE_IN_CURRENT_STATUS
+        : seq <= atomic_load(&seg->applied) ? MC_RECOMMIT_KNOWN : 0;
+  if (*rc) {
+    atomic_fetch_sub(&seg->rebuilders, 1);
+    return NULL;
+  }
+  return seg;
+}
+
+/* Witnesses are taken only while the segment takes no new allocation (its remount quiet period): until
+ * then its free space is exactly what the old master left free, so a witnessed range holds the witnessed
+ * bytes, and an object at a witnessed place is the witnessed one (alloc_mu held). */
+static int quiet(struct mseg *seg) {
+  if (mc_now_ns() < atomic_load(&seg->alloc_after_ns)) return 1;
+  mc_free(seg->tombs); /* the removal witnesses' guard is over with the period */
+  seg->tombs = NULL;
+  seg->ntombs = seg->captombs = 0;
+  return 0;
+}
+
+/* A removal witnessed at (key hash, off) numbered above seq (alloc_mu held). */
+static int removed_later(const struct mseg *seg, uint64_t hash, uint64_t off, uint64_t seq) {
+  for (uint32_t i = 0; i < seg->ntombs; i++)
+    if (seg->tombs[i].hash == hash && seg->tombs[i].off == off && seg->tombs[i].seq > seq) return 1;
+  return 0;
+}
+
 int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
                        const struct mc_index_entry *e) {
   if (!e->klen || e->size > e->length) return MC_INVALID_PARAMS;
-  struct mseg *seg = take_segment(m, NULL, seg_id, tenant);
-  if (!seg) return MC_SEGMENT_NOT_FOUND;
-  int rc = !atomic_load(&seg->uploaded) ? MC_UNAVAILABLE_IN_CURRENT_STATUS
-           : seq <= atomic_load(&seg->applied) ? MC_RECOMMIT_KNOWN : 0;
-  if (rc) {
-    atomic_fetch_sub(&seg->rebuilders, 1);
-    return rc;
-  }
+  int rc;
+  struct mseg *seg = witness_segment(m, tenant, seg_id, seq, &rc);
+  if (!seg) return rc;
   struct mc_tlsf_block *blk = NULL;
   enum mc_tlsf_refusal why = 0;
   pthread_mutex_lock(&seg->alloc_mu);
-  /* Only while the segment takes no new allocation (its remount quiet period): until then its free space
-   * is exactly what the old master left free, so the witnessed range holds the witnessed bytes. */
-  if (mc_now_ns() >= atomic_load(&seg->alloc_after_ns)) rc = MC_LEASE_EXPIRED;
+  if (!quiet(seg)) rc = MC_LEASE_EXPIRED;
+  else if (removed_later(seg, mc_key_hash(e->key, e->klen), e->offset, seq)) rc = MC_RECOMMIT_KNOWN;
   else mc_tlsf_reserve(seg->tlsf, &e->offset, &e->length, 1, &blk, &why);
   atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
   pthread_mutex_unlock(&seg->alloc_mu);
@@ -154,6 +184,33 @@ int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid s
     if (in == 0) mc_rep_release(seg, blk); /* the key exists: its value stays */
     rc = in > 0 ? 0 : in < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
   }
+  atomic_fetch_sub(&seg->rebuilders, 1);
+  return rc;
+}
+
+int mc_master_recommit_drop(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
+                            const struct mc_index_entry *e) {
+  if (!e->klen) return MC_INVALID_PARAMS;
+  int rc;
+  struct mseg *seg = witness_segment(m, tenant, seg_id, seq, &rc);
+  if (!seg) return rc;
+  pthread_mutex_lock(&seg->alloc_mu);
+  if (!quiet(seg)) {
+    rc = MC_LEASE_EXPIRED;
+  } else if (seg->ntombs < MC_TOMBS_MAX) { /* (past the cap the order of hand-overs is not guarded: logged) */
+    if (seg->ntombs == seg->captombs) {
+      seg->captombs = seg->captombs ? 2 * seg->captombs : 64;
+      seg->tombs = mc_realloc(seg->tombs, sizeof(*seg->tombs) * seg->captombs);
+    }
+    seg->tombs[seg->ntombs++] = (struct mc_tomb){mc_key_hash(e->key, e->klen), e->offset, seq};
+  } else {
+    LOG_WARN_LIMITED("segment %s: more than %u removal witnesses in its quiet period; a put witnessed by another "
+                     "writer may come back after its removal", seg->name, MC_TOMBS_MAX);
+  }
+  pthread_mutex_unlock(&seg->alloc_mu);
+  /* (the quiet period may end meanwhile: nothing can be placed at off before this returns anyway, as the
+   * space is held by the object found there until it is removed) */
+  if (!rc) rc = mc_obj_remove_at(m, seg, e->offset, e->key, e->klen) ? 0 : MC_RECOMMIT_KNOWN;
   atomic_fetch_sub(&seg->rebuilders, 1);
   return rc;
 }

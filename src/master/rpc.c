@@ -191,6 +191,9 @@ static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
 
 void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w) {
   mc_wsink = NULL;
+  if (ok && s->unwitnessed)
+    LOG_WARN_LIMITED("a reply witnesses %u index records and not %u more (at most %u): a master that dies within one "
+                     "index batch may lose them", s->n, s->unwitnessed, MC_WSINK_MAX);
   if (ok) {
     mc_w_u64(w, m->view_version);
     mc_w_u64(w, mc_hidx_durable_cached(m->hfeed));
@@ -200,14 +203,23 @@ void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc
   mc_w_free(&s->w);
 }
 
-/* PUT_END / UPSERT_END: the reply carries the witnesses of the records the completion queued. */
-static int op_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+/* fn's reply carries the witnesses of the index records it queued (docs/ha.md, "Witnesses"): a put's PUT
+ * records, a removal's DROP records, so a master that dies before a holder has them loses neither. */
+static int witnessed(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, op_fn fn) {
   struct mc_wsink sink = {0};
   mc_wsink = &sink;
-  int rc = single_end(m, r, mc_master_put_end);
+  int rc = fn(m, r, w);
   mc_witness_reply(m, &sink, !rc, w);
   return rc;
 }
+
+static int put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  (void)w;
+  return single_end(m, r, mc_master_put_end);
+}
+
+/* PUT_END / UPSERT_END: the reply carries the witnesses of the records the completion queued. */
+static int op_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) { return witnessed(m, r, w, put_end); }
 
 static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   return single_end(m, r, mc_master_put_revoke);
@@ -463,13 +475,13 @@ static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struc
 
 /* ------------------------------------------------------------------ removal */
 
-static int op_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_one(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct key k = get_key(r);
   uint8_t force = mc_r_u8(r);
   return r->err ? MC_INVALID_PARAMS : mc_master_remove(m, k.p, k.n, force);
 }
 
-static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_batch_remove_list(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   uint32_t n;
   struct key *k = get_keys(r, &n);
   uint8_t force = mc_r_u8(r);
@@ -511,7 +523,7 @@ static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, str
   return rc;
 }
 
-static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_matching(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_regex *re = compile(r);
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
@@ -524,7 +536,7 @@ static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct 
   return n < 0 ? (int)n : 0;
 }
 
-static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_every(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
   struct mc_req *q = mc_req_of(r);
@@ -532,6 +544,19 @@ static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wb
   if (!r->err) mc_w_i64(w, mc_master_remove_matching(m, NULL, scope, force));
   mc_free(scope);
   return r->err ? MC_INVALID_PARAMS : 0;
+}
+
+static int op_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return witnessed(m, r, w, op_remove_one);
+}
+static int op_batch_remove(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return witnessed(m, r, w, op_batch_remove_list);
+}
+static int op_remove_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return witnessed(m, r, w, op_remove_matching);
+}
+static int op_remove_all(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return witnessed(m, r, w, op_remove_every);
 }
 
 /* ------------------------------------------------------------------ statistics */
@@ -614,9 +639,11 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   struct mc_index_entry *e = request_array(r, &n, sizeof(*e));
   uint64_t *seq = r->err ? NULL : request_array(r, &n, sizeof(*seq));
   struct mc_uuid *seg = r->err ? NULL : request_array(r, &n, sizeof(*seg));
+  uint8_t *kind = r->err ? NULL : request_array(r, &n, sizeof(*kind));
   for (uint32_t i = 0; i < n && !r->err; i++) {
     seq[i] = mc_r_u64(r);
-    if (mc_r_u8(r) != MC_HIDX_PUT) r->err = 1;
+    kind[i] = mc_r_u8(r);
+    if (kind[i] != MC_HIDX_PUT && kind[i] != MC_HIDX_DROP) r->err = 1;
     e[i].key = mc_req_key(r, &e[i].klen);
     seg[i] = mc_get_uuid(r);
     e[i].offset = mc_r_u64(r);
@@ -632,7 +659,9 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
     uint32_t failed = 0;
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
-      int st = view == m->view_version ? MC_RECOMMIT_KNOWN : mc_master_recommit(m, tenant_of(r), seg[i], seq[i], &e[i]);
+      int st = view == m->view_version ? MC_RECOMMIT_KNOWN
+               : kind[i] == MC_HIDX_DROP ? mc_master_recommit_drop(m, tenant_of(r), seg[i], seq[i], &e[i])
+                                         : mc_master_recommit(m, tenant_of(r), seg[i], seq[i], &e[i]);
       mc_w_i32(w, st);
       failed += st < 0;
     }
@@ -642,6 +671,7 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   mc_free(e);
   mc_free(seq);
   mc_free(seg);
+  mc_free(kind);
   return rc;
 }
 

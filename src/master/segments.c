@@ -438,6 +438,7 @@ static void seg_free(struct mseg *s) {
   struct mc_hidx *h = atomic_load(&s->hidx);
   if (h) mc_hidx_unref(h);
   mc_tlsf_destroy(s->tlsf);
+  mc_free(s->tombs);
   pthread_mutex_destroy(&s->alloc_mu);
   mc_free(s->name);
   mc_free(s->te_endpoint);

@@ -21,10 +21,10 @@
  *   EXIST_KEY          str key -> u8 exists
  *   BATCH_EXIST_KEY    list<str key> -> list<i32 (1 exists, 0 absent, <0 error)>
  *   GET_REPLICA_LIST_BY_REGEX str regex -> list<{str key, list<replica>}>
- *   REMOVE             str key, u8 force -> -
- *   BATCH_REMOVE       list<str key>, u8 force -> list<i32 status>
- *   REMOVE_BY_REGEX    str regex, u8 force -> i64 count
- *   REMOVE_ALL         u8 force -> i64 count
+ *   REMOVE             str key, u8 force -> witness block (of its DROP records)
+ *   BATCH_REMOVE       list<str key>, u8 force -> list<i32 status>, witness block
+ *   REMOVE_BY_REGEX    str regex, u8 force -> i64 count, witness block
+ *   REMOVE_ALL         u8 force -> i64 count, witness block
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
  *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
@@ -50,14 +50,16 @@
  *                      on the final one; applied_seq: the newest record the index has taken in, from any
  *                      master); each entry becomes its complete object again (master/master.h,
  *                      mc_master_rebuild_index; docs/ha.md, "Rebuild"). Without the two trailing fields: 0, 1
- *   witness block      what PUT_END, UPSERT_END, COMMIT_PUT (after nothing) and BATCH_PUT_END, BATCH_UPSERT_END,
- *                      BATCH_COMMIT_PUT (after their statuses) also answer: u64 view_version, u64 durable_seq,
- *                      u32 count, index records (master/hidx.h, kind PUT) of what the request completed — the
- *                      writer keeps them until durable_seq reaches them (docs/ha.md, "Witnesses"). A master
+ *   witness block      what PUT_END, UPSERT_END, COMMIT_PUT, REMOVE (after nothing) and BATCH_PUT_END,
+ *                      BATCH_UPSERT_END, BATCH_COMMIT_PUT, BATCH_REMOVE (after their statuses), REMOVE_BY_REGEX,
+ *                      REMOVE_ALL (after their count) also answer: u64 view_version, u64 durable_seq, u32 count,
+ *                      index records (master/hidx.h; PUT for what the request completed, DROP, with the
+ *                      replica's offset, length and size, for what it removed or replaced; at most 65 536) — the
+ *                      caller keeps them until durable_seq reaches them (docs/ha.md, "Witnesses"). A master
  *                      that predates them sends nothing: a reader stops at the end of the body
  *   RECOMMIT           client id, u64 view_version (of the master that issued them), list<index record> ->
- *                      list<i32 status> (master/master.h, mc_master_recommit), witness block (of the
- *                      records it issued for what it installed)
+ *                      list<i32 status> (master/master.h, mc_master_recommit and mc_master_recommit_drop),
+ *                      witness block (of the records it issued for what it installed or removed)
  * Segment records carry zone and host_id (docs/master.md, "Segments") and the owner's control-RPC address, which the
  * master probes when a client re-mounts under a name still held by an older incarnation (docs/master.md, "Segment ownership"). */
 #ifndef MC_MASTER_PROTO_H
