@@ -424,6 +424,9 @@ static void test_errors(void) {
   run_tool(&o, 10000, "mooncake", flag, "--timeout-ms=500", "segments", NULL);
   CHECK_EQ(o.rc, 3);
   CHECK(o.ms < 3000);
+  run_tool(&o, 10000, "mooncake", "--master-admin", flag + 15, "--timeout-ms", "500", "segments", NULL);
+  CHECK_EQ(o.rc, 3); /* both options in their "--name value" form */
+  CHECK(o.ms < 3000);
   run_tool(&o, 20000, "mooncake", flag, "metrics", NULL); /* default bound: 5 s */
   CHECK_EQ(o.rc, 3);
   CHECK(o.ms < 9000);
@@ -440,6 +443,30 @@ static void test_errors(void) {
   CHECK_EQ(o.rc, 2);
   run_tool(&o, 5000, "mooncake", "--timeout-ms=abc", "status", NULL);
   CHECK_EQ(o.rc, 2);
+  /* getopt_long: unknown options and missing values say which and why, then the usage; exit 2 */
+  run_tool(&o, 5000, "mooncake", "status", "--timeout-ms", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "unknown option '--timeout-ms'") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", "--timeout-ms", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--timeout-ms' needs a value") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", "--bogus", "status", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "unknown option '--bogus'"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "drain", "seg", "--wait-timeout", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--wait-timeout' needs a value") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "remove", "k", "--force=yes", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--force' takes no value"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "keys", "--limit", NULL);
+  CHECK_EQ(o.rc, 2);
+  run_tool(&o, 10000, "mooncake", "--master-admin", C.admin_addr, "--timeout-ms", "2000", "keys", "--limit", "1",
+           "--json", "--prefix", "cli/", NULL);
+  CHECK_EQ(o.rc, 0);
+  json_t *j = parse(o.so);
+  CHECK(j && json_array_size(json_object_get(j, "keys")) <= 1);
+  json_decref(j);
   run_tool(&o, 5000, "mooncake", "drain", "--help", NULL);
   CHECK_EQ(o.rc, 0);
   CHECK(strstr(o.so, "--wait"));
