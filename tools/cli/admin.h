@@ -13,15 +13,13 @@ struct mc_admin_resp {
   char err[256]; /* why no answer arrived (transport failure) */
 };
 
-/* Sends METHOD http://addr/path (path starts with '/', query already escaped) with a connect timeout
- * of min(timeout_ms, 3000) and a total timeout of timeout_ms. Returns 0 when an HTTP answer arrived
+/* Sends METHOD http://addr/path (path starts with '/', query already escaped with mc_curl_escape) through
+ * the shared libcurl wrapper with a connect timeout of min(timeout_ms, 3000), a total timeout of
+ * timeout_ms, an answer of at most 8 GiB, and no proxy. Returns 0 when an HTTP answer arrived
  * (any status), -1 when none did (r->err says why). The caller frees r with mc_admin_resp_free. */
 int mc_admin_request(const char *addr, const char *method, const char *path, long timeout_ms,
                      struct mc_admin_resp *r);
 void mc_admin_resp_free(struct mc_admin_resp *r);
-
-/* s escaped for a URL query value (malloc'ed; caller frees). */
-char *mc_admin_escape(const char *s);
 
 /* The value of the first sample named exactly `name` in a Prometheus text exposition: a line
  * "name value" or "name{labels} value" (comments skipped). 0 and *out, or -1 when absent. */

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "cli/admin.h"
+#include "common/alloc.h"
+#include "meta/metadata_curl.h"
 #include "net/auth.h"
 #include "common/knobs.h"
 #include "common/util.h"
@@ -406,11 +408,11 @@ static int cmd_keys(struct cli *c, int argc, char **argv) {
   PARSE("keys", opts, pos, 0, npos);
   double limit = limit_s ? parse_num(limit_s, 1e12) : 0;
   if (limit < 0 || limit != floor(limit)) return bad_args("keys", "--limit needs a non-negative integer, got '%s'", limit_s);
-  char *esc = mc_admin_escape(prefix), *path = malloc(strlen(esc) + 32);
+  char *esc = mc_curl_escape(prefix), *path = malloc(strlen(esc) + 32);
   sprintf(path, *prefix ? "/get_all_keys?prefix=%s" : "/get_all_keys", esc);
   struct mc_admin_resp r;
   int ex = call(c, "GET", path, "GET /get_all_keys", &r);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *keys = json_array();
@@ -445,12 +447,12 @@ static int cmd_key(struct cli *c, int argc, char **argv) {
   int npos;
   PARSE("key", opts, pos, 1, npos);
   if (npos != 1 || !*pos[0]) return bad_args("key", "needs exactly one key");
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 32), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 32), what[300];
   sprintf(path, "/query_key?key=%s", esc);
   snprintf(what, sizeof(what), "key '%.256s'", pos[0]);
   json_t *o = NULL;
   int ex = call_json(c, "GET", path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *data = json_object_get(o, "data"), *rep, *reps = json_array();
@@ -497,12 +499,12 @@ static int cmd_remove(struct cli *c, int argc, char **argv) {
   int npos;
   PARSE("remove", opts, pos, 1, npos);
   if (npos != 1 || !*pos[0]) return bad_args("remove", "needs exactly one key");
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 48), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 48), what[300];
   sprintf(path, "/api/v1/remove?key=%s%s", esc, force ? "&force=1" : "");
   snprintf(what, sizeof(what), "remove '%.256s'", pos[0]);
   json_t *o = NULL;
   int ex = post_checked(c, path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   if (c->json) {
@@ -564,12 +566,12 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   double limit = parse_num(wait_s, 86400);
   if (npos != 1 || !*pos[0]) return bad_args("drain", "needs exactly one segment name");
   if (limit < 0) return bad_args("drain", "--wait-timeout needs seconds, got '%s'", wait_s);
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 64), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 64), what[300];
   sprintf(path, "/api/v1/drain_jobs?segment=%s", esc);
   snprintf(what, sizeof(what), "drain '%.256s'", pos[0]);
   json_t *o = NULL, *q = NULL;
   int ex = call_json(c, "POST", path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *jid = json_object_get(o, "job_id");
@@ -585,9 +587,9 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   double used = NAN;
   double deadline = mono_s() + limit;
   char qpath[256];
-  char *jesc = mc_admin_escape(job);
+  char *jesc = mc_curl_escape(job);
   snprintf(qpath, sizeof(qpath), "/api/v1/drain_jobs/query?job_id=%s", jesc);
-  free(jesc);
+  mc_free(jesc);
   /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline. */
   do {
     json_decref(q);
