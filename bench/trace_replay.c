@@ -618,7 +618,11 @@ int main(int argc, char **argv) {
   }
   char admin[256];
   if (*c.admin) snprintf(admin, sizeof(admin), "%s", c.admin);
-  else mc_ops_admin_from_master(c.master, admin, sizeof(admin));
+  else if (mc_ops_admin_from_master(c.master, admin, sizeof(admin))) {
+    fprintf(stderr, "trace_replay: --master=%s is not host[:port]\n", c.master);
+    exit_code = 2;
+    goto out;
+  }
   if (load_trace(rest[0], c.max_requests, &t)) goto out;
   if (setup_client(&rp, &t)) goto out;
   uint64_t cap1 = (uint64_t)c.capacity_blocks;

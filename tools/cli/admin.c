@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hostport.h"
 #include "meta/metadata_curl.h"
 
 /* The admin answers' cap: a snapshot of a large table (mooncake snapshot save) is the largest. */
@@ -115,9 +116,11 @@ void mc_ops_free_argv(int argc, char **argv) {
   free(argv);
 }
 
-void mc_ops_admin_from_master(const char *master, char *out, size_t len) {
-  const char *colon = strrchr(master, ':'), *bracket = strrchr(master, ']');
-  size_t hlen = colon && (!bracket || colon > bracket) ? (size_t)(colon - master) : strlen(master);
-  if (!hlen) snprintf(out, len, "127.0.0.1:9003");
-  else snprintf(out, len, "%.*s:9003", (int)hlen, master);
+int mc_ops_admin_from_master(const char *master, char *out, size_t len) {
+  char host[256];
+  uint16_t port;
+  if (!*master) return snprintf(out, len, "127.0.0.1:9003"), 0;
+  if (mc_split_host_port(master, host, sizeof(host), &port, 50051)) return -1;
+  mc_join_host_port(host, 9003, out, len);
+  return 0;
 }

@@ -33,7 +33,8 @@ int mc_prom_sum(const char *text, const char *name, double *out);
 char **mc_ops_underscore_flags(int argc, char **argv);
 void mc_ops_free_argv(int argc, char **argv);
 
-/* "host:port" of the admin port for a master RPC address "host[:port]": host + ":9003". */
-void mc_ops_admin_from_master(const char *master, char *out, size_t len);
+/* "host:port" of the admin port for a master RPC address "host[:port]" (common/hostport.h): host + ":9003"
+ * ("127.0.0.1:9003" for ""). 0, or -1 when master is not an address. */
+int mc_ops_admin_from_master(const char *master, char *out, size_t len);
 
 #endif
