@@ -24,6 +24,7 @@
 #include "common/util.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
+#define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
 
 struct cli {
   const char *admin;
@@ -590,7 +591,11 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   char *jesc = mc_curl_escape(job);
   snprintf(qpath, sizeof(qpath), "/api/v1/drain_jobs/query?job_id=%s", jesc);
   mc_free(jesc);
-  /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline. */
+  /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline,
+   * showing how far it is (on stderr: stdout stays the one answer). */
+  struct mc_progress pr;
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), PROGRESS_EVERY_S);
+  double started = mono_s();
   do {
     json_decref(q);
     q = NULL;
@@ -598,8 +603,12 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
     status = str(q, "status", "?");
     used = num(q, "used_bytes");
     if (!wait || !strcmp(status, "DRAINED") || mono_s() >= deadline) break;
+    char b[32];
+    mc_progress_show(&pr, "drain %.100s: %s, %s still stored, %.0f s of %.0f", pos[0], status,
+                     isnan(used) ? "?" : human(used, b, sizeof(b)), mono_s() - started, limit);
     sleep_ms(200);
   } while (1);
+  mc_progress_end(&pr);
   if (!ex && wait && strcmp(status, "DRAINED")) {
     fprintf(stderr, "mooncake: %s: still %s after %.0f s (job %s)\n", what, status, limit, job);
     ex = EX_FAIL;
