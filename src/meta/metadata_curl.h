@@ -1,6 +1,7 @@
-/* libcurl plumbing shared by the HTTP metadata backend and the etcd client (implemented in
- * metadata_http.c): one request bounded by the metadata timeouts (3 s total, 1.5 s connect) or by a
- * timeout of the caller's, the response body captured up to a cap; and a streamed answer read line by
+/* The project's one libcurl wrapper, used by the HTTP metadata backend, the etcd client and the operator
+ * tools' admin requests (tools/cli/admin.c), with libcurl's URL escaper (implemented in metadata_http.c):
+ * one request bounded by the metadata timeouts (3 s total, 1.5 s connect) or by bounds of the caller's,
+ * the response body captured up to a cap; and a streamed answer read line by
  * line (etcd's watch). Easy handles are pooled so connections are reused. Thread-safe. Internal header. */
 #ifndef MC_TE_METADATA_CURL_H
 #define MC_TE_METADATA_CURL_H

@@ -1,5 +1,5 @@
 /* HTTP metadata backend (GET/PUT/DELETE <url>?key=<escaped key>, only 200 is success; docs/transfer-engine.md)
- * and the libcurl plumbing it shares with the etcd client (metadata_curl.h). Every request is bounded
+ * and the libcurl plumbing it shares with the etcd client and the operator tools (metadata_curl.h). Every request is bounded
  * by a 3 s total / 1.5 s connect timeout or the caller's own; a streamed answer by its connect timeout
  * and the caller's stop check, polled every 50 ms. Nothing here may block forever or raise signals. */
 #include <curl/curl.h>
