@@ -15,12 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "cli/admin.h"
 #include "mooncake/store.h"
+
+#define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
 
 struct replay_cfg {
   char *master, *metadata, *admin, *key_prefix, *local_hostname;
@@ -360,10 +363,23 @@ static int replay_request(struct replay *rp, const struct request *q) {
 
 static double now_s(void) { return (double)mc_now_ns() / 1e9; }
 
+/* How far the replay is, on stderr (the report is stdout's): a live line on a terminal, else one every
+ * PROGRESS_EVERY_S seconds. */
+static void show_progress(struct mc_progress *pr, const struct replay *rp, size_t done, double start) {
+  uint64_t looked = rp->hits + rp->misses;
+  double el = now_s() - start;
+  mc_progress_show(pr, "replay: %zu/%zu requests (%.1f %%), hit ratio %.4f, %.0f requests/s", done, rp->t->nreq,
+                   100.0 * (double)done / (double)rp->t->nreq, looked ? (double)rp->hits / (double)looked : 0.0,
+                   el > 0 ? (double)done / el : 0.0);
+}
+
 static int run_replay(struct replay *rp) {
   const struct trace *t = rp->t;
   double start = now_s(), t0 = t->req[0].ts_ms;
+  struct mc_progress pr;
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), PROGRESS_EVERY_S);
   for (size_t r = 0; r < t->nreq; r++) {
+    show_progress(&pr, rp, r, start);
     const struct request *q = &t->req[r];
     if (rp->c->time_scale > 0) {
       double due = start + (q->ts_ms - t0) * rp->c->time_scale / 1000.0, now = now_s();
@@ -376,8 +392,12 @@ static int run_replay(struct replay *rp) {
         rp->max_lag_ms = MC_MAX(rp->max_lag_ms, (now - due) * 1000.0);
       }
     }
-    if (replay_request(rp, q)) return -1;
+    if (replay_request(rp, q)) {
+      mc_progress_end(&pr);
+      return -1;
+    }
   }
+  mc_progress_end(&pr);
   rp->wall_s = now_s() - start;
   return 0;
 }
@@ -618,7 +638,11 @@ int main(int argc, char **argv) {
   }
   char admin[256];
   if (*c.admin) snprintf(admin, sizeof(admin), "%s", c.admin);
-  else mc_ops_admin_from_master(c.master, admin, sizeof(admin));
+  else if (mc_ops_admin_from_master(c.master, admin, sizeof(admin))) {
+    fprintf(stderr, "trace_replay: --master=%s is not host[:port]\n", c.master);
+    exit_code = 2;
+    goto out;
+  }
   if (load_trace(rest[0], c.max_requests, &t)) goto out;
   if (setup_client(&rp, &t)) goto out;
   uint64_t cap1 = (uint64_t)c.capacity_blocks;

@@ -9,7 +9,7 @@ if(NOT MC_TRACE_FILE)
             NO_DEFAULT_PATH DOC "the FAST'25 conversation trace (test_cli, bench/run_trace_replay.sh)")
 endif()
 mc_test(test_cli ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.c)
-target_link_libraries(test_cli PRIVATE mc_client m)
+target_link_libraries(test_cli PRIVATE mc_client mooncake_ops m)
 add_dependencies(test_cli mooncake mooncake_master mooncake_store_node trace_replay)
 set_tests_properties(test_cli PROPERTIES TIMEOUT 120 ENVIRONMENT
   "MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_TRACE=${MC_TRACE_FILE}")

@@ -407,6 +407,29 @@ static const char *seg_status(json_t *list, const char *name) {
   return "";
 }
 
+/* Names are a client's bytes: a segment named with quotes, a backslash and a byte that is not UTF-8 is
+ * still listed (jansson escapes the first two; the byte comes out as '?'), and its replicas show. */
+static void test_hostile_names(void) {
+  REQUIRE(!start(NULL));
+  struct mc_segment_rec a = seg(1, "seg\"q\\b\xff", "z\xfe", 64 * MiB);
+  REQUIRE(!mt_mount(C, mt_id(1), &a));
+  char where[64];
+  CHECK_EQ(put_on("hk", MiB, NULL, where, sizeof(where)), 0);
+  long st;
+  json_t *j = get_json("/get_segments_detail", &st);
+  CHECK_EQ(st, 200);
+  CHECK_EQ(json_array_size(json_object_get(j, "segments")), 1);
+  json_t *s0 = json_array_get(json_object_get(j, "segments"), 0);
+  CHECK_STR(jstr(s0, "segment_name"), "seg\"q\\b?");
+  CHECK_STR(jstr(s0, "zone"), "z?");
+  json_decref(j);
+  j = get_json("/query_key?key=hk", &st);
+  CHECK_EQ(st, 200);
+  CHECK_STR(jstr(json_array_get(json_object_get(j, "data"), 0), "segment_name_"), "seg\"q\\b?");
+  json_decref(j);
+  stop();
+}
+
 static void test_drain(void) {
   static const char *const flags[] = {"--client_ttl=3600", "--default_kv_lease_ttl=300", NULL};
   REQUIRE(!start(flags));
@@ -908,5 +931,6 @@ static void test_listeners(void) {
   stop();
 }
 
-TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_large_listing), TEST_CASE(test_drain), TEST_CASE(test_metric_values), TEST_CASE(test_prometheus_scrape),
+TEST_MAIN(TEST_CASE(test_endpoints), TEST_CASE(test_large_listing), TEST_CASE(test_hostile_names),
+          TEST_CASE(test_drain), TEST_CASE(test_metric_values), TEST_CASE(test_prometheus_scrape),
           TEST_CASE(test_store_client_reports), TEST_CASE(test_report_lines), TEST_CASE(test_listeners))

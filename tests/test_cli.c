@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdarg.h>
 
+#include "cli/admin.h"
 #include "lib/proc.h"
 #include "lib/test.h"
 #include "mooncake/store.h"
@@ -424,6 +425,9 @@ static void test_errors(void) {
   run_tool(&o, 10000, "mooncake", flag, "--timeout-ms=500", "segments", NULL);
   CHECK_EQ(o.rc, 3);
   CHECK(o.ms < 3000);
+  run_tool(&o, 10000, "mooncake", "--master-admin", flag + 15, "--timeout-ms", "500", "segments", NULL);
+  CHECK_EQ(o.rc, 3); /* both options in their "--name value" form */
+  CHECK(o.ms < 3000);
   run_tool(&o, 20000, "mooncake", flag, "metrics", NULL); /* default bound: 5 s */
   CHECK_EQ(o.rc, 3);
   CHECK(o.ms < 9000);
@@ -440,6 +444,30 @@ static void test_errors(void) {
   CHECK_EQ(o.rc, 2);
   run_tool(&o, 5000, "mooncake", "--timeout-ms=abc", "status", NULL);
   CHECK_EQ(o.rc, 2);
+  /* getopt_long: unknown options and missing values say which and why, then the usage; exit 2 */
+  run_tool(&o, 5000, "mooncake", "status", "--timeout-ms", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "unknown option '--timeout-ms'") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", "--timeout-ms", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--timeout-ms' needs a value") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", "--bogus", "status", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "unknown option '--bogus'"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "drain", "seg", "--wait-timeout", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--wait-timeout' needs a value") && strstr(o.se, "usage: mooncake"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "remove", "k", "--force=yes", NULL);
+  CHECK_EQ(o.rc, 2);
+  CHECK(strstr(o.se, "option '--force' takes no value"));
+  run_tool(&o, 5000, "mooncake", C.admin_flag, "keys", "--limit", NULL);
+  CHECK_EQ(o.rc, 2);
+  run_tool(&o, 10000, "mooncake", "--master-admin", C.admin_addr, "--timeout-ms", "2000", "keys", "--limit", "1",
+           "--json", "--prefix", "cli/", NULL);
+  CHECK_EQ(o.rc, 0);
+  json_t *j = parse(o.so);
+  CHECK(j && json_array_size(json_object_get(j, "keys")) <= 1);
+  json_decref(j);
   run_tool(&o, 5000, "mooncake", "drain", "--help", NULL);
   CHECK_EQ(o.rc, 0);
   CHECK(strstr(o.so, "--wait"));
@@ -517,12 +545,47 @@ static void test_trace_replay(void) {
   stop_cluster(&c);
 }
 
+/* The progress line of drain --wait and trace_replay (tools/cli/admin.c): rewritten in place on a
+ * terminal, rate-limited; a plain line per period elsewhere, none before the first period. */
+static void test_progress_line(void) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  REQUIRE(f);
+  struct mc_progress p;
+  mc_progress_start(&p, f, 1, 5);
+  mc_progress_show(&p, "step %d", 1);
+  mc_progress_show(&p, "step %d", 2); /* within 1/MC_PROGRESS_TTY_HZ s: not shown */
+  usleep(1000000 / MC_PROGRESS_TTY_HZ + 20000);
+  mc_progress_show(&p, "step %d", 3);
+  mc_progress_end(&p);
+  fflush(f);
+  CHECK_STR(text, "\rstep 1\033[K\rstep 3\033[K\r\033[K");
+  fclose(f);
+  free(text);
+  text = NULL;
+  f = open_memstream(&text, &len);
+  REQUIRE(f);
+  mc_progress_start(&p, f, 0, 0.2);
+  mc_progress_show(&p, "early"); /* before the first period: nothing */
+  usleep(250000);
+  mc_progress_show(&p, "line %d", 1);
+  mc_progress_show(&p, "line %d", 2); /* within the period */
+  usleep(250000);
+  mc_progress_show(&p, "line %d", 3);
+  mc_progress_end(&p);
+  fflush(f);
+  CHECK_STR(text, "line 1\nline 3\n");
+  fclose(f);
+  free(text);
+}
+
 int main(int argc, char **argv) {
   snprintf(bin_dir, sizeof(bin_dir), "%s", getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : ".");
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_setup),   TEST_CASE(test_metrics), TEST_CASE(test_status),   TEST_CASE(test_segments),
       TEST_CASE(test_keys_and_key), TEST_CASE(test_remove), TEST_CASE(test_drain), TEST_CASE(test_errors),
-      TEST_CASE(test_teardown), TEST_CASE(test_trace_replay),
+      TEST_CASE(test_teardown), TEST_CASE(test_trace_replay), TEST_CASE(test_progress_line),
   };
   /* The cluster cases depend on each other: a name selects test_setup + that case + teardown. */
   if (argc > 1) {

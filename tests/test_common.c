@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/config.h"
+#include "common/hostport.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "lib/test.h"
@@ -134,6 +135,32 @@ static void test_host_port(void) {
   CHECK(mc_split_host_port("h:65536", h, sizeof(h), &p, 1) == -1);
   CHECK(mc_split_host_port(":80", h, sizeof(h), &p, 1) == -1);
   CHECK(mc_split_host_port("", h, sizeof(h), &p, 1) == -1);
+  CHECK(mc_split_host_port(NULL, h, sizeof(h), &p, 1) == -1);
+  /* hostnames, IPv6 in brackets with and without a port */
+  CHECK(mc_split_host_port("etcd-0.example.com:2379", h, sizeof(h), &p, 1) == 0 && !strcmp(h, "etcd-0.example.com") &&
+        p == 2379);
+  CHECK(mc_split_host_port("[::1]", h, sizeof(h), &p, 7) == 0 && !strcmp(h, "::1") && p == 7);
+  CHECK(mc_split_host_port("[::ffff:10.0.0.1]:65535", h, sizeof(h), &p, 1) == 0 && !strcmp(h, "::ffff:10.0.0.1") &&
+        p == 65535);
+  CHECK(mc_split_host_port("h:1", h, sizeof(h), &p, 9) == 0 && p == 1);
+  /* missing, invalid and out-of-range ports; empty hosts; broken brackets; a host that does not fit */
+  static const char *bad[] = {"h:", "h:abc", "h:80x", "h:+80", "h:-1", "h: 80", "h:0x50", "h:99999999999999999999",
+                              "h:100000", "[]:80", "[]", "[::1", "[::1]x", "[::1]:", "[::1]:0", "[::1]:65536", ":"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    p = 4242;
+    strcpy(h, "untouched");
+    if (mc_split_host_port(bad[i], h, sizeof(h), &p, 1) != -1) fprintf(stderr, "accepted '%s'\n", bad[i]);
+    CHECK(mc_split_host_port(bad[i], h, sizeof(h), &p, 1) == -1);
+    CHECK(p == 4242 && !strcmp(h, "untouched")); /* nothing written on failure */
+  }
+  char small[4];
+  CHECK(mc_split_host_port("abcd:1", small, sizeof(small), &p, 1) == -1);
+  CHECK(mc_split_host_port("abc:1", small, sizeof(small), &p, 1) == 0 && !strcmp(small, "abc"));
+  char out[64];
+  mc_join_host_port("::1", 9003, out, sizeof(out));
+  CHECK_STR(out, "[::1]:9003");
+  mc_join_host_port("node7", 80, out, sizeof(out));
+  CHECK_STR(out, "node7:80");
 }
 
 static void test_rpc_port_range(void) {

@@ -152,7 +152,21 @@ static void test_config_files(void) {
   const char *c[] = {flag, NULL};
   CHECK_EQ(run_sync(c), 1);
   CHECK(has("Unsupported config file format"));
-  free(yaml), free(json), free(toml);
+  /* A flow map and a flow list (the old line reader took them for unknown keys and started on defaults). */
+  char *flow = write_file(dir, "flow.yml", "{eviction_ratio: 0.12, client_live_ttl_sec: 33,\n"
+                                           " etcd_endpoints: [\"127.0.0.1:2379\"]}\n");
+  snprintf(flag, sizeof(flag), "--config_path=%s", flow);
+  const char *e[] = {flag, NULL};
+  REQUIRE(start(&mm, e) == 0);
+  CHECK(mt_wait_log(&mm, "client_ttl=33,", 2000));
+  CHECK_EQ(mt_log_count(&mm, "eviction_ratio=0.12,"), 1);
+  stop_ok(&mm);
+  char *dup = write_file(dir, "dup.yaml", "rpc_port: 1\nrpc_port: 2\n");
+  snprintf(flag, sizeof(flag), "--config_path=%s", dup);
+  const char *f[] = {flag, NULL};
+  CHECK_EQ(run_sync(f), 1);
+  CHECK(has("dup.yaml:2: duplicate key 'rpc_port'"));
+  free(yaml), free(json), free(toml), free(flow), free(dup);
   mc_tp_rmrf(dir);
   free(dir);
 }

@@ -295,6 +295,81 @@ static void test_config_files(void) {
   free(dir);
 }
 
+/* Loads text as a config file named name; returns the loader's result, its message in err. */
+static int load_text(const char *dir, const char *name, const char *text, struct mc_master_cfg *c, char *err,
+                     size_t errlen) {
+  char *p = write_tmp(dir, name, text);
+  mc_master_cfg_defaults(c);
+  int rc = mc_master_cfg_load_file(c, p, err, errlen);
+  free(p);
+  return rc;
+}
+
+/* Every YAML form of docs/master.md ("Config files") parses; the forms the old line reader misread (a
+ * flow map, block and flow lists, quoted items) are here. Errors name file:line. */
+static void test_config_yaml_forms(void) {
+  char *dir = mc_tp_mkdtemp("mcfgy"), err[512], want[600];
+  REQUIRE(dir);
+  struct mc_master_cfg c;
+  CHECK_EQ(load_text(dir, "flow.yaml", "{eviction_ratio: 0.2, rpc_thread_num: 4, \"cluster_id\": 'c1'}\n", &c, err,
+                     sizeof(err)), 0);
+  CHECK(fabs(c.eviction_ratio - 0.2) < 1e-12);
+  CHECK_EQ(c.rpc_thread_num, 4);
+  CHECK_STR(c.cluster_id, "c1");
+  mc_master_cfg_free(&c);
+  CHECK_EQ(load_text(dir, "list.yaml",
+                     "%YAML 1.1\n--- # a document marker with a comment\nha_backend_connstring:\n  - h1:2379\n"
+                     "  - 'h2:2379'   # quoted item\netcd_endpoints: [\"e1:1\", 'e2:2', e3:3]\n"
+                     "nested: {inner: {deeper: 1}}\nrpc_address: ~\nmetrics_host: \"::\"\n"
+                     "client_live_ttl_sec: 42\n...\n",
+                     &c, err, sizeof(err)), 0);
+  CHECK_STR(c.ha_backend_connstring, "h1:2379,h2:2379");
+  CHECK_STR(c.etcd_endpoints, "e1:1,e2:2,e3:3");
+  CHECK_STR(c.rpc_address, "0.0.0.0"); /* null keeps the default */
+  CHECK_STR(c.metrics_host, "::");
+  CHECK_EQ(c.client_ttl, 42);
+  mc_master_cfg_free(&c);
+  CHECK_EQ(load_text(dir, "empty.yaml", "# nothing but a comment\n", &c, err, sizeof(err)), 0);
+  mc_master_cfg_free(&c);
+  static const struct {
+    const char *text;
+    int line;
+    const char *why;
+  } bad[] = {
+      {"eviction_ratio: 0.1\neviction_ratio: 0.2\n", 2, "duplicate key 'eviction_ratio'"},
+      {"a:\n  b: 1\n  b: 2\n", 3, "duplicate key 'b'"},
+      {"rpc_thread_num: [1, 2]\n", 1, "'rpc_thread_num' takes a single value, not a list"},
+      {"eviction_thread_num: many\n", 1, "invalid value 'many' for --eviction_thread_num"},
+      {"- rpc_port: 1\n", 1, "the top level must be a map"},
+      {"just text\n", 1, "the top level must be a map"},
+      {"base: &b 1\nrpc_port: *b\n", 1, "anchors and aliases are not supported"},
+      {"etcd_endpoints:\n  - {a: 1}\n", 2, "list 'etcd_endpoints' may hold only scalars"},
+      {"? [a, b]\n: 1\n", 1, "a key must be a scalar"},
+      {"rpc_port: 1\n---\nrpc_port: 2\n", 2, "more than one document"},
+      {"rpc_port: [1, 2\n", 2, ""},
+      {"a: {b: {c: {d: {e: {f: {g: {h: {i: 1}}}}}}}}\n", 1, "maps and lists nested deeper than 8"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    CHECK_EQ(load_text(dir, "bad.yaml", bad[i].text, &c, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "/bad.yaml:%d: %s", bad[i].line, bad[i].why);
+    if (!strstr(err, want)) fprintf(stderr, "case %zu: '%s' lacks '%s'\n", i, err, want);
+    CHECK(strstr(err, want) != NULL);
+    mc_master_cfg_free(&c);
+  }
+  /* The JSON form shares the key table and the list rule; jansson refuses a repeated key. */
+  CHECK_EQ(load_text(dir, "l.json", "{\"etcd_endpoints\": [\"a:1\", \"b:2\"], \"x\": null}", &c, err, sizeof(err)), 0);
+  CHECK_STR(c.etcd_endpoints, "a:1,b:2");
+  mc_master_cfg_free(&c);
+  CHECK_EQ(load_text(dir, "d.json", "{\"rpc_port\": 1,\n \"rpc_port\": 2}", &c, err, sizeof(err)), -1);
+  CHECK(strstr(err, "/d.json:2: duplicate object key") != NULL);
+  mc_master_cfg_free(&c);
+  CHECK_EQ(load_text(dir, "t.json", "[1]", &c, err, sizeof(err)), -1);
+  CHECK(strstr(err, "/t.json: the top level must be a map") != NULL);
+  mc_master_cfg_free(&c);
+  mc_tp_rmrf(dir);
+  free(dir);
+}
+
 /* ------------------------------------------------------------------ dispatcher */
 
 static struct mc_master *in_process_master(struct mc_master_cfg *c) {
@@ -1142,7 +1217,8 @@ TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_t
           TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
-          TEST_CASE(test_config_files), TEST_CASE(test_dispatch_truncated_and_random),
+          TEST_CASE(test_config_files), TEST_CASE(test_config_yaml_forms),
+          TEST_CASE(test_dispatch_truncated_and_random),
           TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing),
           TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_nodelay),
           TEST_CASE(test_rpc_server_slow_request), TEST_CASE(test_rpc_server_takeover_cases),

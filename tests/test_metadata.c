@@ -10,6 +10,7 @@
 #include "lib/test.h"
 #include "mooncake/transfer_engine.h"
 #include "meta/metadata.h"
+#include "meta/metadata_curl.h"
 #include "meta/metadata_server.h"
 
 /* ---- helpers ---- */
@@ -924,7 +925,35 @@ static void test_silent_peer_times_out(void) {
   }
 }
 
-TEST_MAIN(TEST_CASE(test_key_layout), TEST_CASE(child_cluster_prefix), TEST_CASE(test_cluster_prefix),
+/* The one URL escaper (libcurl's) of the metadata backend and the operator tools: all but A-Z a-z 0-9
+ * - . _ ~ is escaped, bytes as they are. And the shared request wrapper keeps its bounds: a silent peer
+ * costs the total timeout, no more. */
+static void test_curl_escape_and_bounds(void) {
+  static const char *cases[][2] = {{"", ""},
+                                   {"AZaz09-._~", "AZaz09-._~"},
+                                   {"a b/c?d=e&f%g#h+i", "a%20b%2Fc%3Fd%3De%26f%25g%23h%2Bi"},
+                                   {"mooncake/ram/[::1]:80", "mooncake%2Fram%2F%5B%3A%3A1%5D%3A80"},
+                                   {"\xc3\xa9\x01\x7f\xff", "%C3%A9%01%7F%FF"}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char *e = mc_curl_escape(cases[i][0]);
+    CHECK_STR(e, cases[i][1]);
+    free(e); /* (mc_free is free) */
+  }
+  int port = 0, fd = mc_tp_silent_listener(&port);
+  REQUIRE(fd >= 0);
+  char url[64], err[256];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", port);
+  struct mc_curl_opts o = {.timeout_ms = 300, .connect_timeout_ms = 300, .no_proxy = 1};
+  struct mc_curl_resp r;
+  long t0 = mc_tp_now_ms();
+  CHECK_EQ(mc_curl_request_o("GET", url, NULL, 0, &o, &r, err, sizeof(err)), -1);
+  CHECK(mc_tp_now_ms() - t0 < 2000);
+  CHECK(err[0] != 0);
+  mc_curl_resp_free(&r);
+  close(fd);
+}
+
+TEST_MAIN(TEST_CASE(test_key_layout), TEST_CASE(test_curl_escape_and_bounds), TEST_CASE(child_cluster_prefix), TEST_CASE(test_cluster_prefix),
           TEST_CASE(test_open_schemes), TEST_CASE(test_embedded_server_roundtrip),
           TEST_CASE(test_http_contract), TEST_CASE(test_http_body_limit), TEST_CASE(test_http_persistence),
           TEST_CASE(test_server_bind_errors), TEST_CASE(test_malformed_requests),

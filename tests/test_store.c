@@ -387,6 +387,28 @@ static void test_remove_regex_all(void) {
   mooncake_store_destroy(s);
 }
 
+/* Key patterns are ECMAScript-style as upstream's std::regex reads them (docs/master.md, "Reads, leases and
+ * removal"): classes like \d and \w, anchors, bracket classes, search semantics; a pattern that does not
+ * compile is INVALID_PARAMS (-600), never a silent 0. */
+static void test_remove_regex_patterns(void) {
+  mooncake_store_t s = must_client(16 * MiB, 4 * MiB);
+  REQUIRE(s);
+  mooncake_store_remove_all(s, 1);
+  const char *keys[] = {"key1", "key22", "keyx", "xkey3", "Key4", "key_5"};
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) CHECK_EQ(mooncake_store_put(s, keys[i], "v", 1, NULL), 0);
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "^key\\d+$", 1), 2); /* key1, key22 */
+  CHECK_EQ(mooncake_store_is_exist(s, "key22"), 0);
+  CHECK_EQ(mooncake_store_is_exist(s, "xkey3"), 1);
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "key\\d+", 1), 1); /* unanchored: xkey3 */
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "^[A-Z]ey[0-9]$", 1), 1); /* Key4 */
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "^\\w+_\\d$", 1), 1);     /* key_5 */
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "^key(?=x)", 1), 1);      /* a lookahead: keyx */
+  CHECK_EQ(mooncake_store_remove_by_regex(s, "^key\\d+$", 1), 0);      /* none left: 0, not an error */
+  const char *bad[] = {"(", "[a-", "key\\d+(", "*x", "(a)\\1"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) CHECK_EQ(mooncake_store_remove_by_regex(s, bad[i], 1), -600);
+  mooncake_store_destroy(s);
+}
+
 static void test_remove_leases(void) {
   mooncake_store_t s = must_client(16 * MiB, 4 * MiB);
   REQUIRE(s);
@@ -575,7 +597,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_batch_apis),
       TEST_CASE(test_upsert_replaces),
       TEST_CASE(test_upsert_batch),
-      TEST_CASE(test_remove_regex_all),
+      TEST_CASE(test_remove_regex_all), TEST_CASE(test_remove_regex_patterns),
       TEST_CASE(test_remove_leases),
       TEST_CASE(test_remove_lease_expired_read),
       TEST_CASE(test_lifecycle_destroy_unmounts),

@@ -3,6 +3,7 @@
  * multi-buffer batch writes and reads, replica descriptors, the registered-range query, close-and-setup
  * on one handle, setup reusing a caller's transfer engine (which must survive the teardown),
  * batch_replica_clear (master lease 500 ms) and the client HTTP server. */
+#include <jansson.h>
 #include <unistd.h>
 
 #include "test_store_harness.c"
@@ -209,6 +210,11 @@ static void test_client_http_server(void) {
   struct th_resp h;
   CHECK_EQ(th_get(port, "/health", &h), 200);
   CHECK(strstr(h.body, "\"status\":\"ok\"") && strstr(h.body, M.addr));
+  json_t *hj = json_loads(h.body, 0, NULL); /* built by jansson: parses back to the same names */
+  CHECK_STR(json_string_value(json_object_get(hj, "master")), M.addr);
+  CHECK_EQ(json_integer_value(json_object_get(hj, "segment_bytes")), 16 * MiB);
+  CHECK(json_is_string(json_object_get(hj, "segment")));
+  json_decref(hj);
   th_free(&h);
   CHECK_EQ(th_get(port, "/metrics", &h), 200);
   CHECK(strstr(h.ctype, "version=0.0.4") != NULL);

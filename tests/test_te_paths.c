@@ -412,11 +412,30 @@ static void test_split_op(void) {
   free(dst);
 }
 
+/* showLinks' JSON form goes through jansson: a name with quotes and backslashes comes back whole. */
+static void test_show_links_json(void) {
+  start_meta();
+  transfer_engine_t a = engine("q\"uote\\back", NULL, NULL), b = engine("plain", NULL, NULL);
+  REQUIRE(a && b);
+  REQUIRE(openSegment(a, mc_te_local_segment_name(b)) > 0);
+  char links[1024];
+  CHECK_EQ(showLinks(a, links, sizeof(links), 1), 0);
+  json_t *j = json_loads(links, 0, NULL);
+  CHECK(j != NULL);
+  CHECK_STR(json_string_value(json_object_get(j, "segment")), mc_te_local_segment_name(a));
+  json_t *l = json_array_get(json_object_get(j, "links"), 0);
+  CHECK_STR(json_string_value(json_object_get(l, "name")), mc_te_local_segment_name(b));
+  CHECK(json_is_integer(json_object_get(l, "id")) && json_is_string(json_object_get(l, "path")));
+  json_decref(j);
+  destroyTransferEngine(a);
+  destroyTransferEngine(b);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_table_order),   TEST_CASE(test_choice_order), TEST_CASE(test_same_host_path_off),
-      TEST_CASE(test_rdma_fallback), TEST_CASE(test_split_op),
+      TEST_CASE(test_rdma_fallback), TEST_CASE(test_split_op), TEST_CASE(test_show_links_json),
   };
   return mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
 }

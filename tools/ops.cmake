@@ -1,7 +1,7 @@
 # Operator tools (issue 5): the `mooncake` CLI over the master's admin HTTP port, the storage-node
 # daemon used by deploy/, and bench/trace_replay. tools/cli/admin.c is their shared HTTP + Prometheus glue.
 add_library(mooncake_ops STATIC ${CMAKE_CURRENT_SOURCE_DIR}/cli/admin.c)
-target_link_libraries(mooncake_ops PUBLIC mc_net PkgConfig::CURL PkgConfig::JANSSON m)
+target_link_libraries(mooncake_ops PUBLIC mc_meta PkgConfig::JANSSON m)
 target_include_directories(mooncake_ops PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 # trace_replay (bench/run_trace_replay.sh): replays a KV-block trace against a cluster.
 mc_tool(trace_replay client ${CMAKE_SOURCE_DIR}/bench/trace_replay.c)

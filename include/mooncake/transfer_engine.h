@@ -382,7 +382,8 @@ MC_API int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, siz
 MC_API void enableGracefulShutdown(transfer_engine_t engine);
 /* Writes the engine's segment name and every opened segment (id, name, path "shm", "tcp" or "none"; a
  * forgotten one has an empty name) into buf_out: lines "segment <name>" and "<id> <name> <path>", or with
- * json != 0 {"segment":"<name>","links":[{"id":..,"name":"..","path":".."},...]} (names not escaped).
+ * json != 0 {"segment":"<name>","links":[{"id":..,"name":"..","path":".."},...]} (jansson: names escaped;
+ * bytes of a name that is not UTF-8 come out as '?').
  * Output that does not fit is cut (then the JSON is incomplete); always NUL-terminated. 0, or -1
  * (ERR_INVALID_ARGUMENT) for a NULL engine or buf_out, or buf_len 0. */
 MC_API int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json);

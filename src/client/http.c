@@ -3,8 +3,10 @@
  * (stats.c) on a libmicrohttpd daemon (net/httpd.c). The handlers never take store->life: teardown
  * stops the daemon (joining its threads) before it frees anything they read, so they use s->master.cli and
  * s->stats directly. A port that cannot be bound is a warning, never a setup failure. */
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client/client.h"
@@ -89,26 +91,17 @@ static void summary(struct mc_store *s, struct mc_wbuf *w) {
        (unsigned long long)v.bytes_written, (unsigned long long)v.hits, (unsigned long long)v.misses);
 }
 
-/* JSON string body: the names are host:port forms, but escape anyway. */
-static void json_str(struct mc_wbuf *w, const char *str) {
-  mc_w_bytes_raw(w, "\"", 1);
-  for (const char *p = str; *p; p++) {
-    if (*p == '"' || *p == '\\') mc_w_bytes_raw(w, "\\", 1);
-    if ((unsigned char)*p < 0x20) outf(w, "\\u%04x", (unsigned)(unsigned char)*p);
-    else mc_w_bytes_raw(w, p, 1);
-  }
-  mc_w_bytes_raw(w, "\"", 1);
-}
-
 static unsigned health(struct mc_store *s, struct mc_wbuf *w) {
   char *version = NULL;
   int rc = mcli_service_ready(s->master.cli, HTTP_HEALTH_TIMEOUT_MS, &version, NULL);
   mc_free(version);
-  outf(w, "{\"status\":\"%s\",\"segment\":", rc ? "master_unreachable" : "ok");
-  json_str(w, s->self.name);
-  mc_w_bytes_raw(w, ",\"master\":", 10);
-  json_str(w, s->master.addr);
-  outf(w, ",\"segment_bytes\":%llu}\n", (unsigned long long)s->seg.size);
+  json_t *o = json_pack("{s:s, s:o, s:o, s:I}", "status", rc ? "master_unreachable" : "ok", "segment",
+                        mc_json_text(s->self.name), "master", mc_json_text(s->master.addr), "segment_bytes",
+                        (json_int_t)s->seg.size);
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  if (text) mc_w_bytes_raw(w, text, strlen(text)), mc_w_bytes_raw(w, "\n", 1);
+  free(text);
+  json_decref(o);
   return rc ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK;
 }
 

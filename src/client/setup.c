@@ -307,7 +307,7 @@ static int set_name(struct mc_store *s, const char *hostname) {
   }
   s->self.port_fd = hold_port(&port);
   if (s->self.port_fd < 0) return MC_INTERNAL_ERROR;
-  snprintf(s->self.name, sizeof(s->self.name), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+  mc_join_host_port(host, port, s->self.name, sizeof(s->self.name));
   return 0;
 }
 

@@ -97,6 +97,16 @@ int mc_cfg_set(const struct mc_cfg_opt *tab, void *obj, const char *name, const 
   return set_opt(o, obj, value, err, errlen);
 }
 
+int mc_cfg_json_text(json_t *v, char *buf, size_t len, const char **text) {
+  *text = buf;
+  if (json_is_string(v)) *text = json_string_value(v);
+  else if (json_is_boolean(v)) *text = json_is_true(v) ? "true" : "false";
+  else if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+  else if (json_is_real(v)) snprintf(buf, len, "%.17g", json_real_value(v));
+  else return -1;
+  return 0;
+}
+
 int mc_cfg_apply_json(const struct mc_cfg_opt *tab, void *obj, json_t *root, char *err, size_t errlen) {
   if (!json_is_object(root)) {
     snprintf(err, errlen, "configuration file must hold a JSON object");
@@ -106,16 +116,8 @@ int mc_cfg_apply_json(const struct mc_cfg_opt *tab, void *obj, json_t *root, cha
   json_t *v;
   json_object_foreach(root, k, v) {
     char buf[64];
-    const char *text = buf;
-    if (json_is_string(v))
-      text = json_string_value(v);
-    else if (json_is_true(v) || json_is_false(v))
-      text = json_is_true(v) ? "true" : "false";
-    else if (json_is_integer(v))
-      snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v))
-      snprintf(buf, sizeof(buf), "%.17g", json_real_value(v));
-    else {
+    const char *text;
+    if (mc_cfg_json_text(v, buf, sizeof(buf), &text)) {
       snprintf(err, errlen, "configuration key '%s' has an unsupported type", k);
       return -1;
     }

@@ -30,6 +30,9 @@ int mc_cfg_defaults(const struct mc_cfg_opt *tab, void *obj);
 /* Sets one option from text. Returns 0, or -1 with a message in err. */
 int mc_cfg_set(const struct mc_cfg_opt *tab, void *obj, const char *name, const char *value, char *err,
                size_t errlen);
+/* The text of a JSON scalar (string, boolean, number) as mc_cfg_set takes it: *text points into v or
+ * into buf. Returns -1 for null, arrays and objects. */
+int mc_cfg_json_text(json_t *v, char *buf, size_t len, const char **text);
 /* Applies a JSON object of {name: value} (from --config_path). Unknown keys are errors. */
 int mc_cfg_apply_json(const struct mc_cfg_opt *tab, void *obj, json_t *root, char *err, size_t errlen);
 /* Parses argv in gflags syntax: --name=value, --name value, -name=value, bare booleans, --noname.

@@ -199,3 +199,14 @@ int mc_write_file_atomic(const char *path, mode_t mode, mc_write_fn fn, void *ar
   mc_free(tmp);
   return err;
 }
+
+json_t *mc_json_text(const char *s) {
+  json_t *j = json_string(s ? s : "");
+  if (j) return j;
+  char *copy = mc_strdup(s);
+  for (char *p = copy; *p; p++)
+    if ((unsigned char)*p >= 0x80) *p = '?';
+  j = json_string(copy);
+  mc_free(copy);
+  return j;
+}

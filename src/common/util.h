@@ -1,6 +1,7 @@
 /* Small shared helpers: clocks, size parsing, environment knobs, host identity. */
 #ifndef MC_UTIL_H
 #define MC_UTIL_H
+#include <jansson.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,9 @@ uint64_t mc_str_hash(const char *s);
 /* Parses "4096", "64KB", "64KiB", "1.5GB", "8 GiB" (K/M/G/T; KB and KiB both = 1024).
  * Returns 0 and *out, or -1 on junk, negative or overflowing values. */
 int mc_parse_size(const char *s, uint64_t *out);
+/* A JSON string of s (new reference): jansson takes only UTF-8, so a name that is not (hostile, or a
+ * latin-1 host) comes out with each byte outside ASCII as '?' rather than as no value at all. */
+json_t *mc_json_text(const char *s);
 /* Environment integer in [min,max]; unset or invalid -> def (invalid logs a warning). */
 long mc_env_long(const char *name, long def, long min, long max);
 /* Environment boolean: 1/true/yes/on, 0/false/no/off; unset or invalid -> def. */

@@ -202,10 +202,11 @@ static int replicas_json(struct mc_master *m, const char *key, size_t klen, json
     uint32_t n = mc_get_replicas(&r, &reps);
     *out = json_array();
     for (uint32_t i = 0; i < n; i++)
-      json_array_append_new(*out, json_pack("{s:I, s:I, s:s, s:s, s:s, s:s}", "size_", (json_int_t)reps[i].size,
+      json_array_append_new(*out, json_pack("{s:I, s:I, s:o, s:o, s:o, s:o}", "size_", (json_int_t)reps[i].size,
                                             "buffer_address_", (json_int_t)reps[i].address, "protocol_",
-                                            reps[i].protocol, "transport_endpoint_", reps[i].te_endpoint,
-                                            "segment_name_", reps[i].segment_name, "zone_", reps[i].zone));
+                                            mc_json_text(reps[i].protocol), "transport_endpoint_",
+                                            mc_json_text(reps[i].te_endpoint), "segment_name_",
+                                            mc_json_text(reps[i].segment_name), "zone_", mc_json_text(reps[i].zone)));
     mc_replicas_free(reps, n);
   }
   mc_w_free(&w);
@@ -404,10 +405,12 @@ static json_t *seg_detail(const struct seg_info *s) {
   char base[32], human[32];
   snprintf(base, sizeof(base), "0x%llx", (unsigned long long)s->base);
   snprintf(human, sizeof(human), "%.2f GiB", (double)s->size / (double)(1ull << 30));
-  return json_pack("{s:s, s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f}", "segment_name", s->name,
-                   "segment_id", s->id, "client_id", s->client, "base_address", base, "size_bytes",
-                   (json_int_t)s->size, "size_human", human, "te_endpoint", s->te_endpoint, "protocol",
-                   s->protocol, "zone", s->zone, "status", seg_status(s), "allocator_used_bytes",
+  /* (names and endpoints are a client's text: mc_json_text keeps a segment whose name is not UTF-8 listed) */
+  return json_pack("{s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o, s:s, s:I, s:I, s:f}", "segment_name",
+                   mc_json_text(s->name), "segment_id", s->id, "client_id", s->client, "base_address", base,
+                   "size_bytes", (json_int_t)s->size, "size_human", human, "te_endpoint",
+                   mc_json_text(s->te_endpoint), "protocol", mc_json_text(s->protocol), "zone",
+                   mc_json_text(s->zone), "status", seg_status(s), "allocator_used_bytes",
                    (json_int_t)s->used, "allocator_capacity_bytes", (json_int_t)s->cap,
                    "allocator_usage_percent", s->cap ? 100.0 * (double)s->used / (double)s->cap : 0.0);
 }
@@ -499,7 +502,8 @@ static struct drain_job *find_job_locked(struct mc_admin *a, const char *id) {
 static json_t *job_json(struct mc_admin *a, const struct drain_job *j) {
   uint64_t used = 0;
   const char *status = j->cancelled ? "CANCELLED" : drain_status(a->m, j->segment, &used);
-  return json_pack("{s:s, s:s, s:s, s:I}", "job_id", j->id, "segment", j->segment, "status", status, "used_bytes",
+  return json_pack("{s:s, s:o, s:s, s:I}", "job_id", j->id, "segment", mc_json_text(j->segment), "status", status,
+                   "used_bytes",
                    (json_int_t)used);
 }
 

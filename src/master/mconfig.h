@@ -1,5 +1,5 @@
 /* The master's configuration: one table (mc_master_opts) drives the command line, the config file
- * (JSON or a minimal YAML), --help and the startup line. Table fields are set as text; after parsing,
+ * (JSON or YAML, cfgfile.c), --help and the startup line. Table fields are set as text; after parsing,
  * mc_master_cfg_finalize() validates them and fills the derived fields (durations in ms, the
  * effective port, bind address and strategy). Never prints: errors come back as text. */
 #ifndef MC_MASTER_MCONFIG_H

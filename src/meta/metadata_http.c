@@ -1,10 +1,11 @@
 /* HTTP metadata backend (GET/PUT/DELETE <url>?key=<escaped key>, only 200 is success; docs/transfer-engine.md)
- * and the libcurl plumbing it shares with the etcd client (metadata_curl.h). Every request is bounded
+ * and the libcurl plumbing it shares with the etcd client and the operator tools (metadata_curl.h). Every request is bounded
  * by a 3 s total / 1.5 s connect timeout or the caller's own; a streamed answer by its connect timeout
  * and the caller's stop check, polled every 50 ms. Nothing here may block forever or raise signals. */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
@@ -87,7 +88,7 @@ static void buf_reserve(char **buf, size_t *cap, size_t need) {
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
   struct mc_curl_resp *r = ud;
   size_t add = size * nmemb;
-  if (add > RESP_MAX - r->len) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
+  if (add > r->max - r->len) return 0; /* makes curl fail with CURLE_WRITE_ERROR */
   buf_reserve(&r->body, &r->cap, r->len + add + 1);
   memcpy(r->body + r->len, data, add);
   r->len += add;
@@ -138,18 +139,20 @@ static void handle_done(CURL *h, struct curl_slist *hdrs) {
   handle_put(h);
 }
 
-int mc_curl_request_t(const char *method, const char *url, const char *body, size_t body_len, long timeout_ms,
-                      struct mc_curl_resp *resp, char *err, size_t errlen) {
+int mc_curl_request_o(const char *method, const char *url, const char *body, size_t body_len,
+                      const struct mc_curl_opts *o, struct mc_curl_resp *resp, char *err, size_t errlen) {
   memset(resp, 0, sizeof(*resp));
   resp->body = mc_calloc(1, 1);
+  resp->max = o->max_body ? o->max_body : RESP_MAX;
   CURL *h = handle_get();
   if (!h) {
     snprintf(err, errlen, "curl_easy_init failed");
     return -1;
   }
   char errbuf[CURL_ERROR_SIZE] = "";
-  set_common_opts(h, url, timeout_ms / 2 > 0 ? timeout_ms / 2 : 1, errbuf);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1);
+  set_common_opts(h, url, o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 1, errbuf);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms > 0 ? o->timeout_ms : 1);
+  if (o->no_proxy) curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
   set_method(h, method, body, body_len);
@@ -161,6 +164,12 @@ int mc_curl_request_t(const char *method, const char *url, const char *body, siz
     snprintf(err, errlen, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
   handle_done(h, hdrs);
   return rc == CURLE_OK ? 0 : -1;
+}
+
+int mc_curl_request_t(const char *method, const char *url, const char *body, size_t body_len, long timeout_ms,
+                      struct mc_curl_resp *resp, char *err, size_t errlen) {
+  struct mc_curl_opts o = {.timeout_ms = timeout_ms, .connect_timeout_ms = timeout_ms / 2};
+  return mc_curl_request_o(method, url, body, body_len, &o, resp, err, errlen);
 }
 
 int mc_curl_request(const char *method, const char *url, const char *body, size_t body_len,
@@ -297,25 +306,14 @@ void mc_curl_resp_free(struct mc_curl_resp *r) {
   r->len = r->cap = 0;
 }
 
-static int unreserved(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_' || c == '~';
-}
-
 char *mc_curl_escape(const char *s) {
-  static const char hex[] = "0123456789ABCDEF";
-  size_t n = strlen(s);
-  char *out = mc_malloc(3 * n + 1), *o = out;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (unreserved(*p)) {
-      *o++ = (char)*p;
-      continue;
-    }
-    *o++ = '%';
-    *o++ = hex[*p >> 4];
-    *o++ = hex[*p & 15];
-  }
-  *o = 0;
+  pthread_once(&global_once, global_init);
+  /* (the handle is unused since libcurl 7.82). It fails only out of memory or past 8 MB of input, and
+   * what is escaped here is a key, a name or a command-line argument: treated as out of memory. */
+  char *esc = curl_easy_escape(NULL, s, 0);
+  if (!esc) abort();
+  char *out = mc_strdup(esc);
+  curl_free(esc);
   return out;
 }
 

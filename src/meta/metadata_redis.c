@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include "common/alloc.h"
+#include "common/hostport.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -199,33 +200,19 @@ static const struct mc_meta_ops redis_ops = {.scheme = "redis",
                                             .set_bound = redis_set_bound,
                                             .keepalive = redis_keepalive};
 
-/* Splits "host[:port]" / "[v6]:port" (trailing '/' ignored). Returns 0, or -1 on junk. */
+/* "host[:port]" / "[v6]:port" with any trailing '/' (a URL's) through the one parser. 0, or -1 on junk. */
 static int parse_hostport(const char *s, char **host, int *port) {
+  char text[512], h[256];
   size_t n = strlen(s);
   while (n > 0 && s[n - 1] == '/') n--;
-  const char *end = s + n, *colon = NULL;
-  if (*s == '[') {
-    const char *rb = memchr(s, ']', n);
-    if (!rb) return -1;
-    *host = mc_strndup(s + 1, (size_t)(rb - s - 1));
-    colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-    if (!colon && rb + 1 != end) goto bad;
-  } else {
-    colon = memchr(s, ':', n);
-    *host = mc_strndup(s, colon ? (size_t)(colon - s) : n);
-  }
-  *port = DEFAULT_PORT;
-  if (colon) {
-    char *e;
-    long p = strtol(colon + 1, &e, 10);
-    if (e != end || colon + 1 == end || p < 1 || p > 65535) goto bad;
-    *port = (int)p;
-  }
-  if (**host) return 0;
-bad:
-  mc_free(*host);
-  *host = NULL;
-  return -1;
+  uint16_t p;
+  if (n >= sizeof(text)) return -1;
+  memcpy(text, s, n);
+  text[n] = 0;
+  if (mc_split_host_port(text, h, sizeof(h), &p, DEFAULT_PORT)) return -1;
+  *host = mc_strdup(h);
+  *port = p;
+  return 0;
 }
 
 static char *env_dup(enum mc_knob k) {

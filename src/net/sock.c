@@ -333,38 +333,6 @@ void mc_local_ip(char *buf, size_t len) {
   freeifaddrs(ifs);
 }
 
-int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port, uint16_t def_port) {
-  if (!s || !*s) return -1;
-  const char *hs = s, *he, *ps = NULL;
-  if (*s == '[') {
-    hs = s + 1;
-    he = strchr(hs, ']');
-    if (!he) return -1;
-    if (he[1] == ':') ps = he + 2;
-    else if (he[1]) return -1;
-  } else {
-    const char *c = strchr(s, ':');
-    if (c && strchr(c + 1, ':')) he = s + strlen(s); /* raw IPv6 address, no port */
-    else if (c) {
-      he = c;
-      ps = c + 1;
-    } else
-      he = s + strlen(s);
-  }
-  size_t hl = (size_t)(he - hs);
-  if (hl == 0 || hl >= hostlen) return -1;
-  memcpy(host, hs, hl);
-  host[hl] = 0;
-  *port = def_port;
-  if (ps) {
-    char *end;
-    long p = strtol(ps, &end, 10);
-    if (!*ps || *end || p <= 0 || p > 65535) return -1;
-    *port = (uint16_t)p;
-  }
-  return 0;
-}
-
 void mc_rpc_port_range(int *min_port, int *max_port) {
   long lo = mc_knob_long(MC_KNOB_MIN_RPC_PORT);
   long hi = mc_knob_long(MC_KNOB_MAX_RPC_PORT);

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/hostport.h" /* mc_split_host_port, for the many callers that came here for it */
+
 /* Resolves host (every address in turn) and connects with a deadline of timeout_ms per address.
  * Returns a blocking fd with TCP_NODELAY, or -errno (-ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH...). */
 int mc_sock_connect(const char *host, uint16_t port, int timeout_ms);
@@ -68,9 +70,6 @@ const char *mc_te_bind_ip(void);
 /* The address this process advertises: MC_TCP_BIND_ADDRESS if set, else the first UP and RUNNING
  * non-loopback IPv4 interface, else 127.0.0.1. */
 void mc_local_ip(char *buf, size_t len);
-/* Splits "host:port", "[v6]:port", "host" or a raw IPv6 address. Missing port -> def_port.
- * Returns 0, or -1 for an empty host or a bad port. */
-int mc_split_host_port(const char *s, char *host, size_t hostlen, uint16_t *port, uint16_t def_port);
 /* The RPC port range from MC_MIN_RPC_PORT / MC_MAX_RPC_PORT with the fallback rule
  * (docs/transfer-engine.md, "Design decisions"): a range below 1024, inverted, or overlapping 32768-60999
  * falls back to 15000-17000. */

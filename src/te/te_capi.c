@@ -1,9 +1,12 @@
 /* The small diagnostic corners of the upstream C API (docs/transfer-engine.md, "C API"). */
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/util.h"
 #include "mooncake/runtime.h"
 #include "te/engine_internal.h"
 
@@ -25,21 +28,38 @@ int getNicLoadStats(transfer_engine_t engine, nic_load_stat_t *stats, size_t *co
   return 0;
 }
 
+/* The JSON form through jansson: segment names are whatever peers published (docs/transfer-engine.md). */
+static void links_json(struct mc_engine *e, char *buf_out, size_t buf_len) {
+  json_t *links = json_array();
+  pthread_mutex_lock(&e->seg_mu);
+  for (size_t i = 1; i < e->nsegs; i++) {
+    struct mc_seg *s = e->segs[i];
+    json_array_append_new(links, json_pack("{s:i, s:o, s:s}", "id", s->id, "name", mc_json_text(s->name), "path",
+                                           s->tp ? s->tp->ops->name : "none"));
+  }
+  pthread_mutex_unlock(&e->seg_mu);
+  json_t *o = json_pack("{s:o, s:o}", "segment", mc_json_text(e->name), "links", links);
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  snprintf(buf_out, buf_len, "%s", text ? text : "");
+  free(text);
+  json_decref(o);
+}
+
 int showLinks(transfer_engine_t engine, char *buf_out, size_t buf_len, int json) {
   struct mc_engine *e = engine;
   if (!e || !buf_out || !buf_len) return -1;
-  size_t off = 0;
-  off += (size_t)snprintf(buf_out, buf_len, json ? "{\"segment\":\"%s\",\"links\":[" : "segment %s\n", e->name);
+  if (json) {
+    links_json(e, buf_out, buf_len);
+    return 0;
+  }
+  size_t off = (size_t)snprintf(buf_out, buf_len, "segment %s\n", e->name);
   pthread_mutex_lock(&e->seg_mu);
   for (size_t i = 1; i < e->nsegs && off < buf_len; i++) {
     struct mc_seg *s = e->segs[i];
-    const char *p = s->tp ? s->tp->ops->name : "none";
-    off += (size_t)snprintf(buf_out + off, buf_len - off,
-                            json ? "%s{\"id\":%d,\"name\":\"%s\",\"path\":\"%s\"}" : "%s%d %s %s\n",
-                            json && i > 1 ? "," : "", s->id, s->name, p);
+    off += (size_t)snprintf(buf_out + off, buf_len - off, "%d %s %s\n", s->id, s->name,
+                            s->tp ? s->tp->ops->name : "none");
   }
   pthread_mutex_unlock(&e->seg_mu);
-  if (json && off < buf_len) snprintf(buf_out + off, buf_len - off, "]}");
   return 0;
 }
 

@@ -418,6 +418,11 @@ def test_removal(make_store):
         assert s.put("rm_%d" % i, b"v") == 0
     assert s.batch_remove(["rm_0", "rm_0", "rm_none"]) == [0, -704, -704]
     assert s.remove_by_regex("^rm_[12]$") == 2 and s.remove_by_regex("(") == -600
+    for k in ("key1", "key22", "keyx"):
+        assert s.put(k, b"v") == 0
+    assert s.remove_by_regex(r"^key\d+$") == 2 and s.is_exist("keyx") == 1  # ECMAScript-style \d
+    assert s.remove_by_regex(r"key\d+(") == -600
+    assert s.remove_by_regex(r"^key[a-z]$", force=True) == 1  # keyx, leased by is_exist
     assert s.is_exist("rm_3") == 1  # leased
     assert s.remove_all() >= 1 and s.is_exist("rm_4") == 0 and s.is_exist("rm_3") == 1
     assert s.remove_all(force=True) >= 1 and s.is_exist("rm_3") == 0

@@ -1,99 +1,50 @@
-/* Admin-port HTTP client and Prometheus text reader for the operator tools (see admin.h). */
+/* Admin-port HTTP client (over the shared libcurl wrapper, meta/metadata_curl.h) and Prometheus text
+ * reader for the operator tools (see admin.h). */
 #include "admin.h"
 
-#include <curl/curl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "net/auth.h"
+#include "common/alloc.h"
+#include "common/hostport.h"
+#include "meta/metadata_curl.h"
 
-struct sink {
-  char *buf;
-  size_t len, cap;
-};
-
-static size_t sink_write(char *data, size_t size, size_t n, void *arg) {
-  struct sink *s = arg;
-  size_t add = size * n;
-  if (s->len + add + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + add + 1) cap *= 2;
-    char *nb = realloc(s->buf, cap);
-    if (!nb) return 0; /* curl reports a write error */
-    s->buf = nb;
-    s->cap = cap;
-  }
-  memcpy(s->buf + s->len, data, add);
-  s->len += add;
-  s->buf[s->len] = 0;
-  return add;
-}
+/* The admin answers' cap: a snapshot of a large table (mooncake snapshot save) is the largest. */
+#define ADMIN_BODY_MAX ((size_t)8 << 30)
+#define ADMIN_CONNECT_MAX_MS 3000L
 
 int mc_admin_request(const char *addr, const char *method, const char *path, long timeout_ms,
                      struct mc_admin_resp *r) {
   memset(r, 0, sizeof(*r));
-  struct sink s = {0};
-  char *url = malloc(strlen(addr) + strlen(path) + 16);
-  if (!url) {
-    snprintf(r->err, sizeof(r->err), "out of memory");
+  size_t n = strlen(addr) + strlen(path) + 16;
+  char *url = mc_malloc(n);
+  snprintf(url, n, "http://%s%s", addr, path);
+  struct mc_curl_opts o = {.timeout_ms = timeout_ms,
+                           .connect_timeout_ms = timeout_ms < ADMIN_CONNECT_MAX_MS ? timeout_ms : ADMIN_CONNECT_MAX_MS,
+                           .max_body = ADMIN_BODY_MAX,
+                           .no_proxy = 1};
+  struct mc_curl_resp resp;
+  /* a POST carries an empty body (signed as such when a cluster secret is set, docs/security.md) */
+  int rc = mc_curl_request_o(method, url, strcmp(method, "POST") ? NULL : "", 0, &o, &resp, r->err, sizeof(r->err));
+  mc_free(url);
+  if (rc) {
+    mc_curl_resp_free(&resp);
     return -1;
   }
-  sprintf(url, "http://%s%s", addr, path);
-  CURL *c = curl_easy_init();
-  CURLcode rc = CURLE_FAILED_INIT;
-  if (c) {
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    if (!strcmp(method, "POST")) curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-    char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a mutating request is signed with the cluster secret (docs/security.md) */
-    struct curl_slist *hdrs = NULL;
-    if (!mc_auth_http_header_for_url(method, url, "", 0, auth, sizeof(auth))) hdrs = curl_slist_append(NULL, auth);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 3000 ? timeout_ms : 3000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    rc = curl_easy_perform(c);
-    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_easy_cleanup(c);
-    curl_slist_free_all(hdrs);
-  }
-  free(url);
-  if (rc != CURLE_OK) {
-    snprintf(r->err, sizeof(r->err), "%s", curl_easy_strerror(rc));
-    free(s.buf);
-    return -1;
-  }
-  r->body = s.buf ? s.buf : calloc(1, 1);
-  r->len = s.len;
+  r->status = resp.status;
+  r->body = resp.body; /* taken over: freed by mc_admin_resp_free */
+  r->len = resp.len;
   return 0;
 }
 
 void mc_admin_resp_free(struct mc_admin_resp *r) {
-  free(r->body);
+  mc_free(r->body);
   r->body = NULL;
   r->len = 0;
-}
-
-char *mc_admin_escape(const char *s) {
-  static const char hex[] = "0123456789ABCDEF";
-  char *out = malloc(strlen(s) * 3 + 1), *p = out;
-  if (!out) return NULL;
-  for (const unsigned char *q = (const unsigned char *)s; *q; q++) {
-    if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || strchr("-_.~", *q)) {
-      *p++ = (char)*q;
-    } else {
-      *p++ = '%';
-      *p++ = hex[*q >> 4];
-      *p++ = hex[*q & 15];
-    }
-  }
-  *p = 0;
-  return out;
 }
 
 /* Walks the samples named `name`; calls back with each value. Returns how many were found. */
@@ -145,6 +96,38 @@ int mc_prom_sum(const char *text, const char *name, double *out) {
   return 0;
 }
 
+static double mono_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void mc_progress_start(struct mc_progress *p, FILE *f, int tty, double every_s) {
+  *p = (struct mc_progress){.f = f, .tty = tty, .every_s = every_s};
+  p->next = tty ? 0 : mono_now() + every_s;
+}
+
+void mc_progress_show(struct mc_progress *p, const char *fmt, ...) {
+  double now = mono_now();
+  if (now < p->next) return;
+  p->next = now + (p->tty ? 1.0 / MC_PROGRESS_TTY_HZ : p->every_s);
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (p->tty) fprintf(p->f, "\r%s\033[K", line); /* (erase what a longer line left) */
+  else fprintf(p->f, "%s\n", line);
+  fflush(p->f);
+  p->shown = 1;
+}
+
+void mc_progress_end(struct mc_progress *p) {
+  if (p->tty && p->shown) fprintf(p->f, "\r\033[K");
+  fflush(p->f);
+  p->shown = 0;
+}
+
 char **mc_ops_underscore_flags(int argc, char **argv) {
   char **copy = calloc((size_t)argc + 1, sizeof(char *));
   if (!copy) return NULL;
@@ -167,9 +150,11 @@ void mc_ops_free_argv(int argc, char **argv) {
   free(argv);
 }
 
-void mc_ops_admin_from_master(const char *master, char *out, size_t len) {
-  const char *colon = strrchr(master, ':'), *bracket = strrchr(master, ']');
-  size_t hlen = colon && (!bracket || colon > bracket) ? (size_t)(colon - master) : strlen(master);
-  if (!hlen) snprintf(out, len, "127.0.0.1:9003");
-  else snprintf(out, len, "%.*s:9003", (int)hlen, master);
+int mc_ops_admin_from_master(const char *master, char *out, size_t len) {
+  char host[256];
+  uint16_t port;
+  if (!*master) return snprintf(out, len, "127.0.0.1:9003"), 0;
+  if (mc_split_host_port(master, host, sizeof(host), &port, 50051)) return -1;
+  mc_join_host_port(host, 9003, out, len);
+  return 0;
 }

@@ -4,6 +4,7 @@
 #ifndef MC_OPS_ADMIN_H
 #define MC_OPS_ADMIN_H
 #include <stddef.h>
+#include <stdio.h>
 
 /* One admin answer. body is NUL-terminated (malloc'ed, may be empty); free with mc_admin_resp_free. */
 struct mc_admin_resp {
@@ -13,15 +14,13 @@ struct mc_admin_resp {
   char err[256]; /* why no answer arrived (transport failure) */
 };
 
-/* Sends METHOD http://addr/path (path starts with '/', query already escaped) with a connect timeout
- * of min(timeout_ms, 3000) and a total timeout of timeout_ms. Returns 0 when an HTTP answer arrived
+/* Sends METHOD http://addr/path (path starts with '/', query already escaped with mc_curl_escape) through
+ * the shared libcurl wrapper with a connect timeout of min(timeout_ms, 3000), a total timeout of
+ * timeout_ms, an answer of at most 8 GiB, and no proxy. Returns 0 when an HTTP answer arrived
  * (any status), -1 when none did (r->err says why). The caller frees r with mc_admin_resp_free. */
 int mc_admin_request(const char *addr, const char *method, const char *path, long timeout_ms,
                      struct mc_admin_resp *r);
 void mc_admin_resp_free(struct mc_admin_resp *r);
-
-/* s escaped for a URL query value (malloc'ed; caller frees). */
-char *mc_admin_escape(const char *s);
 
 /* The value of the first sample named exactly `name` in a Prometheus text exposition: a line
  * "name value" or "name{labels} value" (comments skipped). 0 and *out, or -1 when absent. */
@@ -29,13 +28,29 @@ int mc_prom_value(const char *text, const char *name, double *out);
 /* The sum of every sample named exactly `name` (all label sets). 0 and *out, or -1 when absent. */
 int mc_prom_sum(const char *text, const char *name, double *out);
 
+/* A progress line for a long operation (docs/operations.md, "Progress"): on a terminal one line rewritten
+ * in place ('\r') at most MC_PROGRESS_TTY_HZ times a second; elsewhere (a pipe, a log) a plain line every
+ * every_s seconds, the first after every_s, so a short operation prints nothing there. */
+#define MC_PROGRESS_TTY_HZ 10
+struct mc_progress {
+  FILE *f;
+  int tty, shown;
+  double every_s, next; /* next: monotonic seconds of the next line */
+};
+void mc_progress_start(struct mc_progress *p, FILE *f, int tty, double every_s);
+/* A line, when one is due (printf format). */
+void mc_progress_show(struct mc_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Clears a terminal's line, so what follows starts on a clean one. */
+void mc_progress_end(struct mc_progress *p);
+
 /* A copy of argv (argv[0] and positionals untouched) where each flag name's '-' after the leading
  * dashes becomes '_', so "--block-bytes=4K" and "--block_bytes=4K" mean the same. The strings are
  * malloc'ed; free with mc_ops_free_argv(argc, copy). */
 char **mc_ops_underscore_flags(int argc, char **argv);
 void mc_ops_free_argv(int argc, char **argv);
 
-/* "host:port" of the admin port for a master RPC address "host[:port]": host + ":9003". */
-void mc_ops_admin_from_master(const char *master, char *out, size_t len);
+/* "host:port" of the admin port for a master RPC address "host[:port]" (common/hostport.h): host + ":9003"
+ * ("127.0.0.1:9003" for ""). 0, or -1 when master is not an address. */
+int mc_ops_admin_from_master(const char *master, char *out, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
  * port could not be reached (or did not answer in time), 4 no such key / segment / job. */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -16,11 +17,14 @@
 #include <unistd.h>
 
 #include "cli/admin.h"
+#include "common/alloc.h"
+#include "meta/metadata_curl.h"
 #include "net/auth.h"
 #include "common/knobs.h"
 #include "common/util.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
+#define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
 
 struct cli {
   const char *admin;
@@ -36,6 +40,7 @@ struct command {
 };
 
 static const struct command *commands(void);
+static const struct command *find_command(const char *name);
 
 static void usage_all(FILE *f) {
   fprintf(f,
@@ -48,8 +53,11 @@ static void usage_all(FILE *f) {
              "exit codes: 0 ok, 1 operation failed, 2 bad arguments, 3 master unreachable, 4 not found\n");
 }
 
+/* On stdout (--help) the whole description; on stderr (after a usage error) the usage line. */
 static int usage_cmd(const struct command *c, FILE *f) {
-  fprintf(f, "usage: mooncake [--master-admin=host:port] [--json] %s %s\n\n%s\n", c->name, c->args, c->help);
+  fprintf(f, "usage: mooncake [--master-admin=host:port] [--json] %s%s%s\n", c->name, *c->args ? " " : "", c->args);
+  if (f == stdout) fprintf(f, "\n%s\n", c->help);
+  else fprintf(f, "(see 'mooncake %s --help')\n", c->name);
   return f == stdout ? EX_OK : EX_USAGE;
 }
 
@@ -58,9 +66,9 @@ static int bad_args(const char *cmd, const char *fmt, ...) {
   va_start(ap, fmt);
   fprintf(stderr, "mooncake %s: ", cmd);
   vfprintf(stderr, fmt, ap);
-  fprintf(stderr, " (see 'mooncake %s --help')\n", cmd);
+  fprintf(stderr, "\n");
   va_end(ap);
-  return EX_USAGE;
+  return usage_cmd(find_command(cmd), stderr);
 }
 
 /* ------------------------------------------------------------------ HTTP with error mapping */
@@ -225,7 +233,9 @@ static const char *fmt_metric(json_t *m, const char *name, char *buf, size_t len
 
 /* ------------------------------------------------------------------ commands */
 
-/* Parses "--name=value" / "--name value" options of a command; positionals collected in pos. */
+/* Options go through getopt_long_only (docs/operations.md, "The `mooncake` tool"): "--name=value" and
+ * "--name value" alike, "-name" as "--name", unambiguous prefixes, options and positionals in any order
+ * after the command, "--" ending the options. */
 struct opt {
   const char *name;
   int has_value;
@@ -233,42 +243,49 @@ struct opt {
   int *flag;          /* set for booleans */
 };
 
-static int parse_opts(const char *cmd, int argc, char **argv, struct opt *opts, const char **pos, int maxpos,
+#define MAX_OPTS 8
+enum { OPT_JSON = 0x100, OPT_TIMEOUT, OPT_ADMIN, OPT_BASE = 0x200 }; /* getopt values beyond any char */
+
+/* The next option of argv, or -1 when none is left; -2 when argv[optind - 1] is not one of lo (printed
+ * as "<who>: <why>"). The caller resets optind to 0 before its first call. */
+static int next_opt(int argc, char **argv, const char *shortopts, const struct option *lo, const char *who) {
+  opterr = 0; /* the messages below say which argument and why */
+  int v = getopt_long_only(argc, argv, shortopts, lo, NULL);
+  if (v != '?' && v != ':') return v;
+  const char *a = argv[optind - 1], *name = a + strspn(a, "-");
+  if (v == ':') fprintf(stderr, "%s: option '%s' needs a value\n", who, a);
+  else if (optopt && optopt < OPT_JSON && a[1] != '-' && !a[2]) fprintf(stderr, "%s: unknown option '-%c'\n", who, optopt);
+  else if (optopt && strchr(name, '=')) fprintf(stderr, "%s: option '%.*s' takes no value\n", who, (int)strcspn(a, "="), a);
+  else fprintf(stderr, "%s: unknown option '%s'\n", who, a);
+  return -2;
+}
+
+/* Parses a command's options (argv[0] is the command); --help and --json are every command's. Positionals
+ * are collected in pos. 0, or EX_USAGE after printing why and the command's usage. */
+static int parse_opts(struct cli *c, int argc, char **argv, struct opt *opts, const char **pos, int maxpos,
                       int *npos, int *help) {
+  struct option lo[MAX_OPTS + 3];
+  int n = 0;
+  for (; opts[n].name && n < MAX_OPTS; n++)
+    lo[n] = (struct option){opts[n].name, opts[n].has_value ? required_argument : no_argument, NULL, OPT_BASE + n};
+  lo[n] = (struct option){"help", no_argument, NULL, 'h'};
+  lo[n + 1] = (struct option){"json", no_argument, NULL, OPT_JSON};
+  lo[n + 2] = (struct option){NULL, 0, NULL, 0};
+  char who[64];
+  snprintf(who, sizeof(who), "mooncake %s", argv[0]);
   *npos = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      *help = 1;
-      return 0;
-    }
-    if (!strcmp(a, "--")) {
-      for (i++; i < argc; i++) {
-        if (*npos == maxpos) return bad_args(cmd, "unexpected argument '%s'", argv[i]);
-        pos[(*npos)++] = argv[i];
-      }
-      break;
-    }
-    if (a[0] != '-' || !a[1]) {
-      if (*npos == maxpos) return bad_args(cmd, "unexpected argument '%s'", a);
-      pos[(*npos)++] = a;
-      continue;
-    }
-    const char *name = a + strspn(a, "-"), *eq = strchr(name, '=');
-    size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
-    struct opt *o = opts;
-    while (o->name && (strlen(o->name) != nlen || strncmp(o->name, name, nlen))) o++;
-    if (!o->name) return bad_args(cmd, "unknown option '%s'", a);
-    if (!o->has_value) {
-      if (eq) return bad_args(cmd, "option --%s takes no value", o->name);
-      *o->flag = 1;
-    } else if (eq) {
-      *o->value = eq + 1;
-    } else if (i + 1 < argc) {
-      *o->value = argv[++i];
-    } else {
-      return bad_args(cmd, "option --%s needs a value", o->name);
-    }
+  optind = 0;
+  for (int v; (v = next_opt(argc, argv, ":h", lo, who)) != -1;) {
+    if (v == -2) return usage_cmd(find_command(argv[0]), stderr);
+    if (v == 'h') *help = 1;
+    else if (v == OPT_JSON) c->json = 1;
+    else if (opts[v - OPT_BASE].has_value) *opts[v - OPT_BASE].value = optarg;
+    else *opts[v - OPT_BASE].flag = 1;
+  }
+  if (*help) return 0;
+  for (int i = optind; i < argc; i++) {
+    if (*npos == maxpos) return bad_args(argv[0], "unexpected argument '%s'", argv[i]);
+    pos[(*npos)++] = argv[i];
   }
   return 0;
 }
@@ -282,14 +299,12 @@ static double parse_num(const char *s, double max) {
   return v;
 }
 
-#define PARSE(cmdname, opts, pos, maxpos, npos)                                         \
-  do {                                                                                   \
-    int help_ = 0, rc_ = parse_opts(cmdname, argc, argv, opts, pos, maxpos, &npos, &help_); \
-    if (rc_) return rc_;                                                                 \
-    if (help_) return usage_cmd(find_command(cmdname), stdout);                          \
+#define PARSE(cmdname, opts, pos, maxpos, npos)                                          \
+  do {                                                                                    \
+    int help_ = 0, rc_ = parse_opts(c, argc, argv, opts, pos, maxpos, &npos, &help_);     \
+    if (rc_) return rc_;                                                                  \
+    if (help_) return usage_cmd(find_command(cmdname), stdout);                           \
   } while (0)
-
-static const struct command *find_command(const char *name);
 
 static int cmd_status(struct cli *c, int argc, char **argv) {
   struct opt opts[] = {{NULL}};
@@ -394,11 +409,11 @@ static int cmd_keys(struct cli *c, int argc, char **argv) {
   PARSE("keys", opts, pos, 0, npos);
   double limit = limit_s ? parse_num(limit_s, 1e12) : 0;
   if (limit < 0 || limit != floor(limit)) return bad_args("keys", "--limit needs a non-negative integer, got '%s'", limit_s);
-  char *esc = mc_admin_escape(prefix), *path = malloc(strlen(esc) + 32);
+  char *esc = mc_curl_escape(prefix), *path = malloc(strlen(esc) + 32);
   sprintf(path, *prefix ? "/get_all_keys?prefix=%s" : "/get_all_keys", esc);
   struct mc_admin_resp r;
   int ex = call(c, "GET", path, "GET /get_all_keys", &r);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *keys = json_array();
@@ -433,12 +448,12 @@ static int cmd_key(struct cli *c, int argc, char **argv) {
   int npos;
   PARSE("key", opts, pos, 1, npos);
   if (npos != 1 || !*pos[0]) return bad_args("key", "needs exactly one key");
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 32), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 32), what[300];
   sprintf(path, "/query_key?key=%s", esc);
   snprintf(what, sizeof(what), "key '%.256s'", pos[0]);
   json_t *o = NULL;
   int ex = call_json(c, "GET", path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *data = json_object_get(o, "data"), *rep, *reps = json_array();
@@ -485,12 +500,12 @@ static int cmd_remove(struct cli *c, int argc, char **argv) {
   int npos;
   PARSE("remove", opts, pos, 1, npos);
   if (npos != 1 || !*pos[0]) return bad_args("remove", "needs exactly one key");
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 48), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 48), what[300];
   sprintf(path, "/api/v1/remove?key=%s%s", esc, force ? "&force=1" : "");
   snprintf(what, sizeof(what), "remove '%.256s'", pos[0]);
   json_t *o = NULL;
   int ex = post_checked(c, path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   if (c->json) {
@@ -552,12 +567,12 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   double limit = parse_num(wait_s, 86400);
   if (npos != 1 || !*pos[0]) return bad_args("drain", "needs exactly one segment name");
   if (limit < 0) return bad_args("drain", "--wait-timeout needs seconds, got '%s'", wait_s);
-  char *esc = mc_admin_escape(pos[0]), *path = malloc(strlen(esc) + 64), what[300];
+  char *esc = mc_curl_escape(pos[0]), *path = malloc(strlen(esc) + 64), what[300];
   sprintf(path, "/api/v1/drain_jobs?segment=%s", esc);
   snprintf(what, sizeof(what), "drain '%.256s'", pos[0]);
   json_t *o = NULL, *q = NULL;
   int ex = call_json(c, "POST", path, what, &o);
-  free(esc);
+  mc_free(esc);
   free(path);
   if (ex) return ex;
   json_t *jid = json_object_get(o, "job_id");
@@ -573,10 +588,14 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   double used = NAN;
   double deadline = mono_s() + limit;
   char qpath[256];
-  char *jesc = mc_admin_escape(job);
+  char *jesc = mc_curl_escape(job);
   snprintf(qpath, sizeof(qpath), "/api/v1/drain_jobs/query?job_id=%s", jesc);
-  free(jesc);
-  /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline. */
+  mc_free(jesc);
+  /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline,
+   * showing how far it is (on stderr: stdout stays the one answer). */
+  struct mc_progress pr;
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), PROGRESS_EVERY_S);
+  double started = mono_s();
   do {
     json_decref(q);
     q = NULL;
@@ -584,8 +603,12 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
     status = str(q, "status", "?");
     used = num(q, "used_bytes");
     if (!wait || !strcmp(status, "DRAINED") || mono_s() >= deadline) break;
+    char b[32];
+    mc_progress_show(&pr, "drain %.100s: %s, %s still stored, %.0f s of %.0f", pos[0], status,
+                     isnan(used) ? "?" : human(used, b, sizeof(b)), mono_s() - started, limit);
     sleep_ms(200);
   } while (1);
+  mc_progress_end(&pr);
   if (!ex && wait && strcmp(status, "DRAINED")) {
     fprintf(stderr, "mooncake: %s: still %s after %.0f s (job %s)\n", what, status, limit, job);
     ex = EX_FAIL;
@@ -666,7 +689,6 @@ static int cmd_metrics(struct cli *c, int argc, char **argv) {
  * mooncake secret tenant ID [FILE]: tenant ID's secret, derived from the cluster secret this process
  * holds (MC_CLUSTER_SECRET_FILE), written the same way. */
 static int cmd_secret(struct cli *c, int argc, char **argv) {
-  (void)c;
   struct opt opts[] = {{NULL}};
   const char *pos[3];
   int npos;
@@ -734,7 +756,6 @@ static int cmd_snapshot(struct cli *c, int argc, char **argv) {
 /* mooncake env [--markdown]: every environment variable of the project, its default and effect
  * (src/common/knobs.h); --markdown prints the README's table, a '*' after a value marks one set here. */
 static int cmd_env(struct cli *c, int argc, char **argv) {
-  (void)c;
   int md = 0;
   struct opt opts[] = {{"markdown", 0, NULL, &md}, {NULL}};
   const char *pos[1];
@@ -757,11 +778,14 @@ static int cmd_env(struct cli *c, int argc, char **argv) {
 }
 
 static int cmd_help(struct cli *c, int argc, char **argv) {
-  (void)c;
-  if (argc > 0) {
-    const struct command *cmd = find_command(argv[0]);
+  struct opt opts[] = {{NULL}};
+  const char *pos[1];
+  int npos;
+  PARSE("help", opts, pos, 1, npos);
+  if (npos > 0) {
+    const struct command *cmd = find_command(pos[0]);
     if (cmd) return usage_cmd(cmd, stdout);
-    fprintf(stderr, "mooncake: unknown command '%s'\n", argv[0]);
+    fprintf(stderr, "mooncake: unknown command '%s'\n", pos[0]);
     return EX_USAGE;
   }
   usage_all(stdout);
@@ -813,32 +837,40 @@ static const struct command *find_command(const char *name) {
   return NULL;
 }
 
+/* The global options, before the command (getopt stops at the first positional: the command). 0 with
+ * *cmd_at the command's index, else the exit code (printed). */
+static int parse_global(struct cli *c, int argc, char **argv, int *cmd_at) {
+  static const struct option lo[] = {
+      {"json", no_argument, NULL, OPT_JSON},         {"master-admin", required_argument, NULL, OPT_ADMIN},
+      {"master_admin", required_argument, NULL, OPT_ADMIN}, {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+      {"timeout_ms", required_argument, NULL, OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  optind = 0;
+  for (int v; (v = next_opt(argc, argv, "+:h", lo, "mooncake")) != -1;) {
+    double t;
+    switch (v) {
+      case OPT_JSON: c->json = 1; break;
+      case OPT_ADMIN: c->admin = optarg; break;
+      case OPT_TIMEOUT:
+        if ((t = parse_num(optarg, 3600 * 1000)) < 1) {
+          fprintf(stderr, "mooncake: --timeout-ms needs a positive number of milliseconds, got '%s'\n", optarg);
+          return EX_USAGE;
+        }
+        c->timeout_ms = (long)t;
+        break;
+      case 'h': usage_all(stdout); return -1;
+      default: usage_all(stderr); return EX_USAGE;
+    }
+  }
+  *cmd_at = optind;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   struct cli c = {.admin = getenv("MOONCAKE_ADMIN"), .json = 0, .timeout_ms = 5000};
   if (!c.admin || !*c.admin) c.admin = "127.0.0.1:9003";
-  int i = 1;
-  /* Global options come before the command. */
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--json")) c.json = 1;
-    else if (!strncmp(a, "--master-admin=", 15) || !strncmp(a, "--master_admin=", 15)) c.admin = a + 15;
-    else if ((!strcmp(a, "--master-admin") || !strcmp(a, "--master_admin")) && i + 1 < argc) c.admin = argv[++i];
-    else if (!strncmp(a, "--timeout-ms=", 13)) {
-      double t = parse_num(a + 13, 3600 * 1000);
-      if (t < 1) {
-        fprintf(stderr, "mooncake: --timeout-ms needs a positive number of milliseconds\n");
-        return EX_USAGE;
-      }
-      c.timeout_ms = (long)t;
-    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      usage_all(stdout);
-      return EX_OK;
-    } else {
-      fprintf(stderr, "mooncake: unknown option '%s'\n", a);
-      usage_all(stderr);
-      return EX_USAGE;
-    }
-  }
+  int i = 0, rc = parse_global(&c, argc, argv, &i);
+  if (rc) return rc < 0 ? EX_OK : rc;
   if (i == argc) {
     usage_all(stderr);
     return EX_USAGE;
@@ -853,15 +885,7 @@ int main(int argc, char **argv) {
     usage_all(stderr);
     return EX_USAGE;
   }
-  /* --json is also accepted after the command. */
-  char **rest = malloc(sizeof(char *) * (size_t)(argc - i));
-  int n = 0;
-  for (int k = i + 1; k < argc; k++) {
-    if (!strcmp(argv[k], "--json")) c.json = 1;
-    else rest[n++] = argv[k];
-  }
-  int rc = cmd->run(&c, n, rest);
-  free(rest);
+  rc = cmd->run(&c, argc - i, argv + i); /* argv[0] is the command */
   fflush(stdout);
   return rc;
 }
