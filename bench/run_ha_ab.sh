@@ -86,6 +86,7 @@ echo
 echo "| round | setting | case | GB/s | keys/s | p50 / p99 per call (us) | CPU us per key | CPUs busy |"
 echo "|---|---|---|---|---|---|---|---|"
 : >"$WORK/results"
+: >"$WORK/each"
 for r in $(seq "$ROUNDS"); do
   for which in OFF IDX ON; do
     idx=1
@@ -96,9 +97,13 @@ for r in $(seq "$ROUNDS"); do
     esac
     MC_STORE_HOLDER_INDEX=$idx MC_FORCE_TCP=$ft "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
       --duration="$DUR" --cap_bytes=256MiB --settle_ms="${SETTLE_MS:-50}" --ws_bytes=128MiB --warm_bytes="${WARM:-500MiB}" --cpu_pids="$pids" --cases="$CASES" \
-      2>>"$WORK/client_$which.err" | grep '^RESULT' |
+      2>>"$WORK/client_$which.err" | grep -E '^(RESULT|CPUEACH)' |
       while read -r line; do
         c="$(field "$line" op):$(field "$line" size):$(field "$line" batch)"
+        if [ "${line%% *}" = CPUEACH ]; then
+          echo "$which $c $(field "$line" each)" >>"$WORK/each"
+          continue
+        fi
         echo "| $r | $which | $c | $(field "$line" gbps) | $(field "$line" keys_s) | $(field "$line" p50_us) / $(field "$line" p99_us) | $(field "$line" cpu_us_per_key) | $(field "$line" cpus_busy) |"
         echo "$which $c $(field "$line" keys_s) $(field "$line" cpu_us_per_key)" >>"$WORK/results"
       done
@@ -118,4 +123,24 @@ for c in $(awk '!seen[$2]++ { print $2 }' "$WORK/results"); do
   coff=$(median OFF "$c" 4); cidx=$(median IDX "$c" 4); con=$(median ON "$c" 4)
   echo "| $c | ${off:-n/a} | ${idx:-n/a} | ${on:-n/a} | $(ratio "${idx:-0}" "${off:-0}") | $(ratio "${on:-0}" "${off:-0}") |" \
     "${coff:-n/a} | ${cidx:-n/a} | ${con:-n/a} | $(ratio "${coff:-0}" "${cidx:-0}") | $(ratio "${coff:-0}" "${con:-0}") |"
+done
+echo
+echo "CPU microseconds per key by process, medians over the rounds: client / master / holder (/ etcd for ON). A"
+echo "holder's cost runs, in a cluster, on the holder's host, off the writer's path; here all share two CPUs."
+echo
+echo "| case | OFF | IDX | ON |"
+echo "|---|---|---|---|"
+each_median() {
+  local col out="" m
+  local nf
+  nf=$(awk -v w="$1" -v c="$2" '$1 == w && $2 == c { print $3 }' "$WORK/each" | awk -F/ '{ if (NF > n) n = NF } END { print n + 0 }')
+  for col in $(seq "$nf"); do
+    m=$(awk -v w="$1" -v c="$2" '$1 == w && $2 == c { print $3 }' "$WORK/each" | cut -d/ -f"$col" | sort -g |
+      awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    out="$out${out:+ / }$m"
+  done
+  echo "$out"
+}
+for c in $(awk '!seen[$2]++ { print $2 }' "$WORK/each"); do
+  echo "| $c | $(each_median OFF "$c") | $(each_median IDX "$c") | $(each_median ON "$c") |"
 done

@@ -384,28 +384,37 @@ static void get_loop(struct tctx *t) {
   free(keys);
 }
 
-/* CPU seconds (user + system) of this process and of the --cpu_pids processes so far. A case's
- * cpu_us_per_key is their growth over the case divided by its keys: what a key costs the machine, whatever
- * else runs on it (a wall-clock rate on a shared machine says less). */
-static double cpu_s(void) {
+/* CPU seconds (user + system) of this process (each[0]) and of each --cpu_pids process (each[1..], in the
+ * order given) so far; returns their sum. A case's cpu_us_per_key is the sum's growth over the case divided
+ * by its keys: what a key costs the machine, whatever else runs on it (a wall-clock rate on a shared machine
+ * says less); cpu_each splits it by process, so a cost off the caller's path (a holder's, which in a
+ * cluster runs on another host) can be told from one on it. */
+#define CPU_PROCS_MAX 8
+static double cpu_s(double each[CPU_PROCS_MAX], int *n_each) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   double t = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+  int n = 0;
+  each[n++] = t;
   long hz = sysconf(_SC_CLK_TCK);
-  for (const char *p = O.cpu_pids; p && *p;) {
+  for (const char *p = O.cpu_pids; p && *p && n < CPU_PROCS_MAX;) {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%ld/stat", strtol(p, NULL, 10));
     FILE *f = fopen(path, "r");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
     if (f) fclose(f);
-    buf[n] = 0;
+    buf[len] = 0;
     const char *q = strrchr(buf, ')'); /* fields after the command name: state is field 3, utime 14, stime 15 */
     unsigned long long ut = 0, st = 0;
+    double c = 0;
     if (q && sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
-      t += (double)(ut + st) / (double)hz;
+      c = (double)(ut + st) / (double)hz;
+    each[n++] = c;
+    t += c;
     p = strchr(p, ',');
     if (p) p++;
   }
+  *n_each = n;
   return t;
 }
 
@@ -449,10 +458,12 @@ static int run_case(const struct ccase *c, int case_no) {
   if (!bad) {
     pthread_barrier_init(&BAR, NULL, (unsigned)nt);
     pthread_t *th = calloc((size_t)nt, sizeof(pthread_t));
-    double cpu0 = cpu_s(), wall0 = now_s();
+    double each0[CPU_PROCS_MAX], each1[CPU_PROCS_MAX];
+    int ne0, ne1;
+    double cpu0 = cpu_s(each0, &ne0), wall0 = now_s();
     for (int i = 0; i < nt; i++) pthread_create(&th[i], NULL, client_thread, &ts[i]);
     for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
-    double cpu = cpu_s() - cpu0, wall = now_s() - wall0;
+    double cpu = cpu_s(each1, &ne1) - cpu0, wall = now_s() - wall0;
     free(th);
     pthread_barrier_destroy(&BAR);
     double gbps = 0, keys_s = 0, calls_s = 0, secs = 0, p50, p99;
@@ -474,6 +485,11 @@ static int run_case(const struct ccase *c, int case_no) {
            c->opname, (unsigned long long)c->size, c->batch, nt, (unsigned long long)calls, (unsigned long long)keys,
            (unsigned long long)bytes, secs, gbps, keys_s, calls_s, p50, p99, (unsigned long long)errors,
            keys ? cpu * 1e6 / (double)keys : 0.0, wall > 0 ? cpu / wall : 0.0);
+    if (ne1 > 1 && ne1 == ne0) { /* cpu_each: this client's, then each --cpu_pids process's, us per key */
+      printf("CPUEACH op=%s size=%llu batch=%d each=", c->opname, (unsigned long long)c->size, c->batch);
+      for (int i = 0; i < ne1; i++) printf("%s%.2f", i ? "/" : "", keys ? (each1[i] - each0[i]) * 1e6 / (double)keys : 0.0);
+      printf("\n");
+    }
     fflush(stdout);
     if (errors) bad = 1;
   }
