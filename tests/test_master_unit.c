@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "lib/master_client.h"
 #include "lib/test.h"
+#include "master/hidx.h"
 #include "master/master.h"
 #include "master/master_int.h"
 #include "master/mconfig.h"
@@ -577,17 +578,34 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
   mc_master_cfg_free(&c);
 }
 
+/* An in-process master with one segment of 1 GiB mounted (*seg). */
+static struct mc_master *master_with_segment(struct mc_master_cfg *c, const char *name, struct mseg **seg) {
+  struct mc_master *m = in_process_master(c);
+  if (!m) return NULL;
+  struct mc_segment_rec s = mt_seg(1, name, 0x100000000ull, 1ull << 30);
+  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
+  *seg = m->nsegs == 1 ? m->segs[0] : NULL;
+  return m;
+}
+
+/* A block of len bytes from seg's allocator, as a put takes it. */
+static struct mc_tlsf_block *take_block(struct mseg *seg, uint64_t len) {
+  uint64_t off;
+  pthread_mutex_lock(&seg->alloc_mu);
+  struct mc_tlsf_block *b = mc_tlsf_alloc(seg->tlsf, len, &off);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
+  return b;
+}
+
 /* The discard heap (discard.c): entries are freed exactly when due, in any push order; a tick with
  * nothing due costs O(1) however many entries wait (it used to walk them all, every 10 ms); entries of
  * a segment being unmounted are dropped without touching its allocator. */
 static void test_discard_heap(void) {
   struct mc_master_cfg c;
-  struct mc_master *m = in_process_master(&c);
-  REQUIRE(m);
-  struct mc_segment_rec s = mt_seg(1, "disc:1", 0x100000000ull, 1ull << 30);
-  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
-  REQUIRE(m->nsegs == 1);
-  struct mseg *seg = m->segs[0];
+  struct mseg *seg;
+  struct mc_master *m = master_with_segment(&c, "disc:1", &seg);
+  REQUIRE(m && seg);
   enum { N = 4000, BLK = 4096 };
   /* due times an hour ahead: the master's own eviction thread releases what is due by the clock every
    * 10 ms, and must find nothing due while this loop plays the clock forward (with times near 0 it
@@ -595,11 +613,7 @@ static void test_discard_heap(void) {
   const uint64_t base = mc_now_ns() + 3600ull * 1000000000ull;
   uint64_t *due = malloc(N * sizeof(*due));
   for (int i = 0; i < N; i++) {
-    uint64_t off;
-    pthread_mutex_lock(&seg->alloc_mu);
-    struct mc_tlsf_block *b = mc_tlsf_alloc(seg->tlsf, BLK, &off);
-    atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
-    pthread_mutex_unlock(&seg->alloc_mu);
+    struct mc_tlsf_block *b = take_block(seg, BLK);
     REQUIRE(b);
     due[i] = base + 1000 + rng() % 100000;
     mc_discard_push(m, seg, b, due[i]);
@@ -640,6 +654,52 @@ static void test_discard_heap(void) {
   CHECK_EQ(atomic_load(&seg->used), used);
   atomic_store(&seg->state, MC_SEG_OK);
   free(due);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
+/* The acknowledgement queues (discard.c): space waiting for a holder's DROPs is freed exactly up to what the
+ * holder acknowledged, by the acknowledging poll's release, not by the clock; a closed holder's goes at the
+ * next tick; entries of a segment being unmounted are dropped without touching its allocator. */
+static void test_discard_ack_queues(void) {
+  struct mc_master_cfg c;
+  struct mseg *seg;
+  struct mc_master *m = master_with_segment(&c, "ackq:1", &seg);
+  REQUIRE(m && seg);
+  struct mc_hidx *h = mc_hidx_open(m->hfeed, mt_id(1)), *h2 = mc_hidx_open(m->hfeed, mt_id(2));
+  enum { N = 1000, BLK = 4096 };
+  uint64_t seqs[N];
+  for (int i = 0; i < N; i++) {
+    struct mc_tlsf_block *b = take_block(seg, BLK);
+    REQUIRE(b);
+    struct mc_hidx *which = i % 2 ? h2 : h;
+    seqs[i] = mc_hidx_drop(which, "k", 1, seg->id);
+    mc_discard_push_acked(m, seg, b, 0, which, seqs[i]);
+  }
+  CHECK_EQ(mc_discard_count(m), N);
+  mc_discard_release_due(m, mc_now_ns()); /* nothing acknowledged: nothing freed */
+  CHECK_EQ(mc_discard_count(m), N);
+  mc_hidx_ack(h, seqs[N / 2]); /* h's entries up to the middle */
+  mc_discard_release_acked(m, h);
+  CHECK_EQ(mc_discard_count(m), N - (N / 2 + 2) / 2);
+  CHECK_EQ(atomic_load(&seg->used), (uint64_t)(N - (N / 2 + 2) / 2) * BLK);
+  mc_hidx_ack(h, seqs[N - 2]);
+  mc_discard_release_acked(m, h);
+  CHECK_EQ(mc_discard_count(m), N / 2); /* h2's only */
+  mc_hidx_close(h2); /* gone: its space goes at the next tick */
+  mc_discard_release_due(m, mc_now_ns());
+  CHECK_EQ(mc_discard_count(m), 0);
+  CHECK_EQ(atomic_load(&seg->used), 0);
+  CHECK(mc_tlsf_check(seg->tlsf) == 0);
+  /* a segment being unmounted: its waiting entries go, its allocator is not touched */
+  struct mc_tlsf_block *b = take_block(seg, BLK);
+  mc_discard_push_acked(m, seg, b, 0, h, mc_hidx_drop(h, "k", 1, seg->id));
+  CHECK_EQ(mc_discard_count(m), 1);
+  atomic_store(&seg->state, MC_SEG_UNMOUNTING);
+  mc_discard_drop_unreadable(m);
+  CHECK_EQ(mc_discard_count(m), 0);
+  atomic_store(&seg->state, MC_SEG_OK);
+  mc_hidx_close(h);
   mc_master_destroy(m);
   mc_master_cfg_free(&c);
 }
@@ -1214,7 +1274,7 @@ static void test_rpc_server_idle_timeout(void) {
 }
 
 TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released),
-          TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_tlsf_churn_refill),
+          TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_discard_ack_queues), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_config_yaml_forms),

@@ -33,6 +33,7 @@ struct mc_hidx {
   uint64_t last_drop;    /* the newest DROP queued (mu): space waits for its acknowledgement, so a DROP is
                             sent at once, never held for the batch window */
   _Atomic uint64_t acked; /* every record at or below is acknowledged (or given up on overflow) */
+  int discard_slot;       /* discard.c's, under its mutex */
   /* a waiting poll, under mu */
   mc_hidx_answer_fn answer;
   void *arg;
@@ -341,10 +342,13 @@ struct mc_hidx *mc_hidx_open(struct mc_hidx_feed *f, struct mc_uuid client) {
   struct mc_hidx *h = mc_calloc(1, sizeof(*h));
   h->f = f;
   h->client = client;
+  h->discard_slot = -1;
   atomic_init(&h->refs, 1);
   pthread_mutex_init(&h->mu, NULL);
   return h;
 }
+
+int *mc_hidx_discard_slot(struct mc_hidx *h) { return &h->discard_slot; }
 
 uint64_t mc_hidx_acked(const struct mc_hidx *h) { return atomic_load(&((struct mc_hidx *)h)->acked); }
 

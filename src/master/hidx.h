@@ -68,6 +68,9 @@ void mc_hidx_ref(struct mc_hidx *h);
 uint64_t mc_hidx_acked(const struct mc_hidx *h);
 void mc_hidx_unref(struct mc_hidx *h);
 
+/* A slot the discard queue keeps for h (discard.c, under its mutex; -1 until it uses it). */
+int *mc_hidx_discard_slot(struct mc_hidx *h);
+
 /* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). */
 uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
                      uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms);

@@ -166,6 +166,14 @@ struct discard {
   uint64_t seq;
 };
 
+/* One holder's space waiting for its DROPs' acknowledgements, oldest first (discard.c): e[head, n). Holds a
+ * reference on h while it exists. */
+struct ackq {
+  struct mc_hidx *h;
+  struct discard *e;
+  size_t head, n, cap;
+};
+
 struct mc_master {
   struct mc_master_cfg cfg;
   _Atomic uint64_t view_version; /* this incarnation (non-HA) or the leader key's etcd revision (HA) */
@@ -195,6 +203,8 @@ struct mc_master {
   pthread_mutex_t discard_mu;
   struct discard *discards; /* min-heap by release_ns (discard.c); discard_mu */
   size_t ndiscards, capdiscards;
+  struct ackq *ackqs; /* per holder: space waiting only for a DROP's acknowledgement (discard.c); discard_mu */
+  uint32_t nackqs, capackqs;
 
   _Atomic int need_eviction;
   struct evict_cand *evict_buf; /* eviction candidates, kept between runs (evict.c; one run at a time) */
@@ -397,8 +407,10 @@ void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block
 /* The same, and not before h acknowledged record seq (takes a reference on h; h NULL = no condition). */
 void mc_discard_push_acked(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns,
                            struct mc_hidx *h, uint64_t seq);
-/* Frees every entry whose release time is <= now. */
+/* Frees every entry whose release time is <= now, and what holders have acknowledged. */
 void mc_discard_release_due(struct mc_master *m, uint64_t now);
+/* Frees the space waiting for h's acknowledgements that came (called right after a poll acknowledged). */
+void mc_discard_release_acked(struct mc_master *m, struct mc_hidx *h);
 /* Drops (without freeing: their allocator goes with them) the entries of segments being unmounted. */
 void mc_discard_drop_unreadable(struct mc_master *m);
 size_t mc_discard_count(struct mc_master *m);

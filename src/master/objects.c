@@ -152,14 +152,12 @@ void mc_obj_drop_dead(struct object *o) {
 }
 
 /* The witness of record seq about o's replica r, for the reply being built (docs/ha.md, "Witnesses"). */
-static void witness(const struct object *o, const struct replica *r, uint64_t seq, uint8_t kind) {
+static void witness(const struct object *o, const struct replica *r, uint64_t len, uint64_t seq, uint8_t kind) {
   if (!seq || !mc_wsink) return;
   if (mc_wsink->n >= MC_WSINK_MAX) {
     mc_wsink->unwitnessed++;
     return;
   }
-  uint64_t off, len;
-  mc_tlsf_block_range(r->blk, &off, &len);
   mc_hidx_encode(&mc_wsink->w, seq, kind, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
                  o->soft_pin_ttl_ms);
   mc_wsink->n++;
@@ -168,7 +166,11 @@ static void witness(const struct object *o, const struct replica *r, uint64_t se
 void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
   struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
   uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
-  witness(o, r, seq, MC_HIDX_DROP); /* a removal the holder may miss comes back from its witness */
+  if (seq && mc_wsink) { /* a removal the holder may miss comes back from its witness */
+    uint64_t off, len;
+    mc_tlsf_block_range(r->blk, &off, &len);
+    witness(o, r, len, seq, MC_HIDX_DROP);
+  }
   if (seq || not_before_ns) mc_discard_push_acked(m, r->seg, r->blk, not_before_ns, seq ? h : NULL, seq);
   else mc_rep_release(r->seg, r->blk);
 }
@@ -182,7 +184,7 @@ uint64_t mc_obj_index_put(const struct object *o) {
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms);
-    witness(o, r, seq, MC_HIDX_PUT);
+    witness(o, r, len, seq, MC_HIDX_PUT);
     if (seq > top) top = seq;
   }
   return top;

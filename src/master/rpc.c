@@ -595,6 +595,7 @@ static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   struct mc_mrpc_deferred *d = wait_ms ? mc_mrpc_defer() : NULL;
   if (d) mc_hidx_follow(h, acked, wait_ms, answer_deferred, d);
   else mc_hidx_follow(h, acked, 0, answer_inline, w);
+  mc_discard_release_acked(m, h); /* the space its acknowledged DROPs held is free now, not at the next tick */
   mc_hidx_unref(h);
   return 0;
 }
