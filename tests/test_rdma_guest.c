@@ -1,0 +1,344 @@
+/* test_rdma_guest (docs/testing.md, "The RDMA guest"; docs/rdma.md): the RDMA transport's data path on a real
+ * verbs device, Soft-RoCE rxe0 inside the qemu guest (tests/rdma_guest.cmake starts it there). Three processes:
+ * this one (the initiator) and two targets forked before any engine exists, each an engine on rxe0 with one
+ * registered buffer between unregistered guard bytes. MC_SAME_HOST_PATH=0: the same-host path is off, so the
+ * path is rdma. Checks: byte-exact WRITE and READ at 1 B .. 64 MiB, batches of 1 and 256, several threads at
+ * once, a notification, requests outside the peer's or the local buffer refused with the guard bytes intact,
+ * and a target SIGKILLed mid-transfer failing within a bound while the other target keeps working.
+ * Run on a host without rxe0 it exits 77 (skipped). */
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/test.h"
+#include "mooncake/transfer_engine.h"
+
+#define KiB 1024ull
+#define MiB (1024ull * 1024)
+#define GUARD (64 * KiB)
+#define TLEN (64 * MiB + MiB) /* a target's registered buffer */
+#define SRC_LEN (64 * MiB + MiB)
+#define GUARD_BYTE 0xEE
+#define NOTE_MSG "hello-rdma"
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint8_t pattern(uint64_t i, int seed) { return (uint8_t)((i * 131 + (i >> 12) * 7 + (uint64_t)seed) & 0xff); }
+
+static transfer_engine_t new_engine(void) {
+  transfer_engine_t e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 0);
+  void *args[2] = {"rxe0", NULL};
+  transport_t t = e ? installTransport(e, "rdma", args) : NULL;
+  if (!t || strcmp(mc_te_transport_name(t), "rdma")) {
+    fprintf(stderr, "cannot install rdma on rxe0 (%s)\n", t ? mc_te_transport_name(t) : "no transport");
+    return NULL;
+  }
+  return e;
+}
+
+/* ------------------------------------------------------------ a target process */
+
+struct target {
+  pid_t pid;
+  int cmd, rep; /* our ends of its pipes */
+  char name[128];
+  uint64_t addr;
+  segment_id_t seg;
+};
+
+/* The target: an engine with [buf + GUARD, + TLEN) registered and filled with pattern(seed), guard bytes
+ * around it. Says "<name> <addr>"; then answers "check" with whether the guards are intact and how many
+ * notifications came; leaves when its command pipe closes. */
+static void target_main(int cmd, int rep, int seed) {
+  uint8_t *buf = aligned_alloc(4096, TLEN + 2 * GUARD);
+  memset(buf, GUARD_BYTE, TLEN + 2 * GUARD);
+  for (uint64_t i = 0; i < TLEN; i++) buf[GUARD + i] = pattern(i, seed);
+  transfer_engine_t e = new_engine();
+  if (!e || registerLocalMemory(e, buf + GUARD, TLEN, "cpu:0", 1)) _exit(3);
+  dprintf(rep, "%s %llu\n", mc_te_local_segment_name(e), (unsigned long long)(uintptr_t)(buf + GUARD));
+  int notes = 0;
+  for (;;) {
+    struct pollfd p = {.fd = cmd, .events = POLLIN};
+    int r = poll(&p, 1, 50);
+    int n = 0;
+    notify_msg_t *m = getNotifsFromEngine(e, &n);
+    for (int i = 0; i < n; i++) notes += m[i].msg && !strcmp(m[i].msg, NOTE_MSG);
+    if (m) freeNotifsMsgBuf(m, n);
+    if (r <= 0) continue;
+    char line[64];
+    ssize_t k = read(cmd, line, sizeof(line) - 1);
+    if (k <= 0) break;
+    int guards = 1;
+    for (uint64_t i = 0; i < GUARD; i++) guards &= buf[i] == GUARD_BYTE && buf[GUARD + TLEN + i] == GUARD_BYTE;
+    dprintf(rep, "guards=%d notes=%d\n", guards, notes);
+  }
+  destroyTransferEngine(e);
+  free(buf);
+  _exit(0);
+}
+
+static int target_start(struct target *t, int seed) {
+  int c[2], r[2];
+  if (pipe(c) || pipe(r)) return -1;
+  fflush(NULL);
+  t->pid = fork();
+  if (t->pid == 0) {
+    close(c[1]);
+    close(r[0]);
+    target_main(c[0], r[1], seed);
+  }
+  close(c[0]);
+  close(r[1]);
+  t->cmd = c[1];
+  t->rep = r[0];
+  return t->pid > 0 ? 0 : -1;
+}
+
+/* A line from the target within 60 s (engines come up slowly under TCG). */
+static int target_line(struct target *t, char *out, size_t cap) {
+  size_t n = 0;
+  while (n + 1 < cap) {
+    struct pollfd p = {.fd = t->rep, .events = POLLIN};
+    if (poll(&p, 1, 60000) <= 0 || read(t->rep, out + n, 1) != 1) return -1;
+    if (out[n] == '\n') break;
+    n++;
+  }
+  out[n] = 0;
+  return 0;
+}
+
+static int target_hello(struct target *t) {
+  char line[256];
+  unsigned long long a;
+  if (target_line(t, line, sizeof(line)) || sscanf(line, "%127s %llu", t->name, &a) != 2) return -1;
+  t->addr = a;
+  return 0;
+}
+
+/* ------------------------------------------------------------ the initiator */
+
+static transfer_engine_t A;
+static uint8_t *src, *dst;
+static struct target B, C;
+
+/* One batch of n requests; its final state within timeout_ms (or WAITING). */
+static int xfer_n(struct transfer_request *r, size_t n, const notify_msg_t *note, int timeout_ms) {
+  batch_id_t b = allocateBatchID(A, n);
+  int rc = note ? submitTransferWithNotify(A, b, r, n, *note) : submitTransfer(A, b, r, n);
+  if (rc) {
+    freeBatchID(A, b);
+    return -rc;
+  }
+  int st = mc_te_wait_batch(A, b, timeout_ms);
+  if (st != STATUS_WAITING) freeBatchID(A, b);
+  return st;
+}
+
+static int xfer(int op, void *local, segment_id_t seg, uint64_t remote, uint64_t len) {
+  struct transfer_request r = {.opcode = op, .source = local, .target_id = seg, .target_offset = remote, .length = len};
+  return xfer_n(&r, 1, NULL, 120000);
+}
+
+static void fill_random(uint8_t *p, uint64_t n, unsigned seed) {
+  uint32_t x = seed * 2654435761u | 1;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    p[i] = (uint8_t)x;
+  }
+}
+
+static void test_path_and_read(void) {
+  CHECK_STR(mc_te_segment_path(A, B.seg), "rdma");
+  CHECK_STR(mc_te_segment_path(A, C.seg), "rdma");
+  memset(dst, 0, MiB);
+  CHECK_EQ(xfer(OPCODE_READ, dst, B.seg, B.addr, MiB), STATUS_COMPLETED);
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < MiB; i++) bad += dst[i] != pattern(i, 1);
+  CHECK_EQ(bad, 0);
+}
+
+static void test_sizes(void) {
+  static const uint64_t sizes[] = {1, 4 * KiB, 64 * KiB + 1, MiB, 64 * MiB};
+  for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+    uint64_t n = sizes[k], off = n < MiB ? 3 * KiB + 5 : 0; /* small ones unaligned */
+    fill_random(src, n, (unsigned)k + 1);
+    memset(dst, 0, n);
+    uint64_t t0 = now_ms();
+    CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.addr + off, n), STATUS_COMPLETED);
+    uint64_t t1 = now_ms();
+    CHECK_EQ(xfer(OPCODE_READ, dst, B.seg, B.addr + off, n), STATUS_COMPLETED);
+    uint64_t t2 = now_ms();
+    CHECK(!memcmp(src, dst, n));
+    fprintf(stderr, "  %llu bytes: write %llu ms, read %llu ms\n", (unsigned long long)n,
+            (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1));
+  }
+}
+
+static void test_batch_256(void) {
+  enum { N = 256 };
+  static struct transfer_request r[N];
+  fill_random(src, N * 4 * KiB, 99);
+  memset(dst, 0, N * 4 * KiB);
+  for (int i = 0; i < N; i++) /* every other 4 KiB of the target, scattered */
+    r[i] = (struct transfer_request){OPCODE_WRITE, src + (uint64_t)i * 4 * KiB, B.seg, B.addr + MiB + (uint64_t)i * 8 * KiB, 4 * KiB};
+  CHECK_EQ(xfer_n(r, N, NULL, 120000), STATUS_COMPLETED);
+  for (int i = 0; i < N; i++) r[i].opcode = OPCODE_READ, r[i].source = dst + (uint64_t)i * 4 * KiB;
+  CHECK_EQ(xfer_n(r, N, NULL, 120000), STATUS_COMPLETED);
+  CHECK(!memcmp(src, dst, N * 4 * KiB));
+}
+
+#define NTHREADS 4
+static void *thread_main(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t len = 256 * KiB, base = (uint64_t)id * 2 * MiB;
+  for (int it = 0; it < 6; it++) {
+    fill_random(src + base, len, (unsigned)(id * 100 + it));
+    memset(dst + base, 0, len);
+    CHECK_EQ(xfer(OPCODE_WRITE, src + base, B.seg, B.addr + 8 * MiB + base, len), STATUS_COMPLETED);
+    CHECK_EQ(xfer(OPCODE_READ, dst + base, B.seg, B.addr + 8 * MiB + base, len), STATUS_COMPLETED);
+    CHECK(!memcmp(src + base, dst + base, len));
+  }
+  return NULL;
+}
+
+static void test_threads(void) {
+  pthread_t th[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) pthread_create(&th[i], NULL, thread_main, (void *)(intptr_t)i);
+  for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+}
+
+static void test_notify(void) {
+  notify_msg_t note = {.name = "rdma-note", .msg = NOTE_MSG};
+  struct transfer_request r = {OPCODE_WRITE, src, B.seg, B.addr + 16 * MiB, 4 * KiB};
+  CHECK_EQ(xfer_n(&r, 1, &note, 60000), STATUS_COMPLETED);
+}
+
+/* Outside the peer's buffer (its end, before its start) and outside our registration: refused, nothing posted;
+ * the target's guard bytes are checked at the end (test_target_state). */
+static void test_out_of_bounds(void) {
+  CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.addr + TLEN - 100, 4 * KiB), STATUS_FAILED);
+  CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.addr - 4 * KiB, 4 * KiB), STATUS_FAILED);
+  CHECK_EQ(xfer(OPCODE_READ, src, B.seg, B.addr + TLEN, 1), STATUS_FAILED);
+  CHECK_EQ(xfer(OPCODE_READ, src + SRC_LEN - 100, B.seg, B.addr, 4 * KiB), -MC_TE_STATUS_ADDRESS_NOT_REGISTERED);
+  CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.addr, 4 * KiB), STATUS_COMPLETED); /* the endpoint is fine */
+}
+
+/* C is SIGKILLed while a large batch to it runs (its submission is still posting): the batch ends FAILED within
+ * the bound while B, from another thread meanwhile, keeps working. */
+static uint64_t killed_at;
+static void *killer_main(void *arg) {
+  (void)arg;
+  usleep(500000);
+  killed_at = now_ms();
+  kill(C.pid, SIGKILL);
+  for (int i = 0; i < 3; i++) {
+    fill_random(src + 32 * MiB, MiB, 7 + (unsigned)i);
+    memset(dst + 32 * MiB, 0, MiB);
+    CHECK_EQ(xfer(OPCODE_WRITE, src + 32 * MiB, B.seg, B.addr + 20 * MiB, MiB), STATUS_COMPLETED);
+    CHECK_EQ(xfer(OPCODE_READ, dst + 32 * MiB, B.seg, B.addr + 20 * MiB, MiB), STATUS_COMPLETED);
+    CHECK(!memcmp(src + 32 * MiB, dst + 32 * MiB, MiB));
+  }
+  fprintf(stderr, "  the live peer: 3 round trips of 1 MiB done %llu ms after the kill\n",
+          (unsigned long long)(now_ms() - killed_at));
+  return NULL;
+}
+
+static void test_peer_killed(void) {
+  CHECK_EQ(xfer(OPCODE_WRITE, src, C.seg, C.addr, 64 * KiB), STATUS_COMPLETED);
+  enum { N = 48 };
+  struct transfer_request r[N];
+  for (int i = 0; i < N; i++) r[i] = (struct transfer_request){OPCODE_WRITE, src, C.seg, C.addr + (uint64_t)(i % 16) * 4 * MiB, 4 * MiB};
+  batch_id_t b = allocateBatchID(A, N);
+  pthread_t k;
+  pthread_create(&k, NULL, killer_main, NULL);
+  uint64_t s0 = now_ms();
+  CHECK_EQ(submitTransfer(A, b, r, N), 0);
+  int st = mc_te_wait_batch(A, b, 60000);
+  uint64_t end = now_ms();
+  pthread_join(k, NULL);
+  fprintf(stderr, "  killed peer: batch %s %lld ms after the kill (submitted for %llu ms)\n", mc_te_task_state_name(st),
+          (long long)(end - killed_at), (unsigned long long)(end - s0));
+  CHECK_EQ(st, STATUS_FAILED);
+  CHECK(end - killed_at <= 20000); /* the TCP transport's bounds: 10 s without progress, 3 s to connect */
+  if (st != STATUS_WAITING) freeBatchID(A, b);
+  int ws;
+  waitpid(C.pid, &ws, 0);
+  uint64_t t0 = now_ms();
+  CHECK_EQ(xfer(OPCODE_WRITE, src, C.seg, C.addr, 4 * KiB), STATUS_FAILED); /* and later ones too, at once */
+  CHECK(now_ms() - t0 <= 5000);
+  CHECK_EQ(xfer(OPCODE_READ, dst, B.seg, B.addr, 4 * KiB), STATUS_COMPLETED);
+}
+
+static void test_target_state(void) {
+  char line[128];
+  int guards = -1, notes = -1;
+  REQUIRE(write(B.cmd, "check\n", 6) == 6);
+  REQUIRE(target_line(&B, line, sizeof(line)) == 0);
+  sscanf(line, "guards=%d notes=%d", &guards, &notes);
+  CHECK_EQ(guards, 1);
+  CHECK(notes >= 1);
+}
+
+static int have_rxe0(void) {
+  int n = 0, found = 0;
+  struct ibv_device **l = ibv_get_device_list(&n);
+  for (int i = 0; l && i < n; i++) found |= !strcmp(ibv_get_device_name(l[i]), "rxe0");
+  if (l) ibv_free_device_list(l);
+  return found;
+}
+
+int main(void) {
+  if (!have_rxe0()) {
+    fprintf(stderr, "SKIP: no rxe0 here (this test runs inside the RDMA guest: tests/rdma_guest.cmake)\n");
+    return 77;
+  }
+  setenv("MC_SAME_HOST_PATH", "0", 1); /* reach the targets over rdma although they are on this host */
+  signal(SIGPIPE, SIG_IGN);
+  if (target_start(&B, 1) || target_start(&C, 2)) return 1; /* before any engine: no threads forked */
+  src = aligned_alloc(4096, SRC_LEN);
+  dst = aligned_alloc(4096, SRC_LEN);
+  uint64_t t0 = now_ms();
+  A = new_engine();
+  int ok = A && !registerLocalMemory(A, src, SRC_LEN, "cpu:0", 1) && !registerLocalMemory(A, dst, SRC_LEN, "cpu:0", 1) &&
+           !target_hello(&B) && !target_hello(&C);
+  if (ok) {
+    B.seg = openSegment(A, B.name);
+    C.seg = openSegment(A, C.name);
+    ok = B.seg >= 0 && C.seg >= 0;
+  }
+  fprintf(stderr, "set up in %llu ms\n", (unsigned long long)(now_ms() - t0));
+  if (!ok) {
+    fprintf(stderr, "FAIL: set-up (engine, registration, targets, segments)\n");
+    kill(B.pid, SIGKILL), kill(C.pid, SIGKILL);
+    return 1;
+  }
+  static const struct mc_test_case cases[] = {
+      TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
+      TEST_CASE(test_threads),       TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
+      TEST_CASE(test_peer_killed),   TEST_CASE(test_target_state),
+  };
+  char *argv[] = {"test_rdma_guest", NULL};
+  int rc = mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), 1, argv);
+  close(B.cmd);
+  int ws = 0;
+  waitpid(B.pid, &ws, 0);
+  CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+  destroyTransferEngine(A);
+  free(src);
+  free(dst);
+  if (!rc && mc_test_failures) rc = 1;
+  fprintf(stderr, "%s (%llu ms)\n", rc ? "FAIL" : "PASS", (unsigned long long)(now_ms() - t0));
+  return rc;
+}
