@@ -243,6 +243,10 @@ int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d
   uint64_t deadline = mc_now_ns() + (uint64_t)tp->io_timeout_ms * 1000000ull;
   int rc = -1;
   while (!ep_ready(tp, ep, d, why, why_len)) { /* READY: post on a QP with room */
+    if (atomic_load(&tp->stop)) { /* fini flushed the QPs already: nothing may be posted after that */
+      snprintf(why, why_len, "transport stopping");
+      break;
+    }
     int q = -1;
     for (int i = 0; i < ep->nqp && q < 0; i++) {
       int k = (int)((ep->rr + (unsigned)i) % (unsigned)ep->nqp);
