@@ -57,7 +57,7 @@ struct target {
   pid_t pid;
   int cmd, rep; /* our ends of its pipes */
   char name[128];
-  uint64_t addr;
+  uint64_t addr, spare; /* the buffer, and a 1 MiB one it unregisters on "unreg" */
   segment_id_t seg;
 };
 
@@ -69,9 +69,14 @@ static void target_main(int cmd, int rep, int seed) {
   uint8_t *buf = aligned_alloc(4096, TLEN + 2 * GUARD);
   memset(buf, GUARD_BYTE, TLEN + 2 * GUARD);
   for (uint64_t i = 0; i < TLEN; i++) buf[GUARD + i] = pattern(i, seed);
+  uint8_t *spare = aligned_alloc(4096, MiB);
+  memset(spare, 0, MiB);
   transfer_engine_t e = new_engine();
-  if (!e || registerLocalMemory(e, buf + GUARD, TLEN, "cpu:0", 1)) _exit(3);
-  dprintf(rep, "%s %llu\n", mc_te_local_segment_name(e), (unsigned long long)(uintptr_t)(buf + GUARD));
+  if (!e || registerLocalMemory(e, buf + GUARD, TLEN, "cpu:0", 1) || registerLocalMemory(e, spare, MiB, "cpu:0", 1))
+    _exit(3);
+  dprintf(rep, "%s %llu %llu\n", mc_te_local_segment_name(e), (unsigned long long)(uintptr_t)(buf + GUARD),
+          (unsigned long long)(uintptr_t)spare);
+  int unreg = 0;
   int notes = 0;
   for (;;) {
     struct pollfd p = {.fd = cmd, .events = POLLIN};
@@ -84,7 +89,14 @@ static void target_main(int cmd, int rep, int seed) {
     char line[64];
     ssize_t k = read(cmd, line, sizeof(line) - 1);
     if (k <= 0) break;
+    if (!strncmp(line, "unreg", 5)) { /* its MR goes: no peer may write there any more */
+      unreg = !unregisterLocalMemory(e, spare);
+      memset(spare, 0x5A, MiB);
+      dprintf(rep, "unreg=%d\n", unreg);
+      continue;
+    }
     int guards = 1;
+    for (uint64_t i = 0; unreg && i < MiB; i++) guards &= spare[i] == 0x5A;
     for (uint64_t i = 0; i < GUARD; i++) guards &= buf[i] == GUARD_BYTE && buf[GUARD + TLEN + i] == GUARD_BYTE;
     struct rdma_tp *tp = (struct rdma_tp *)mc_engine_transport(e, "rdma");
     pthread_mutex_lock(&tp->ep_mu);
@@ -94,6 +106,7 @@ static void target_main(int cmd, int rep, int seed) {
   }
   destroyTransferEngine(e);
   free(buf);
+  free(spare);
   exit(0); /* not _exit: under ASan the passive side's teardown is leak-checked too */
 }
 
@@ -129,9 +142,10 @@ static int target_line(struct target *t, char *out, size_t cap) {
 
 static int target_hello(struct target *t) {
   char line[256];
-  unsigned long long a;
-  if (target_line(t, line, sizeof(line)) || sscanf(line, "%127s %llu", t->name, &a) != 2) return -1;
+  unsigned long long a, sp;
+  if (target_line(t, line, sizeof(line)) || sscanf(line, "%127s %llu %llu", t->name, &a, &sp) != 3) return -1;
   t->addr = a;
+  t->spare = sp;
   return 0;
 }
 
@@ -289,6 +303,20 @@ static void test_peer_killed(void) {
   CHECK_EQ(xfer(OPCODE_READ, dst, B.seg, B.addr, 4 * KiB), STATUS_COMPLETED);
 }
 
+/* B unregisters its spare buffer: a write with our stale descriptor (its old rkey) must fail, and the memory stay
+ * as B left it (checked by test_target_state). Last but one: the errors pause the rail to B (docs/rdma.md, "Rails"). */
+static void test_unregistered_target(void) {
+  char line[64];
+  memset(src, 0x77, MiB);
+  CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.spare, 64 * KiB), STATUS_COMPLETED);
+  REQUIRE(write(B.cmd, "unreg\n", 6) == 6);
+  REQUIRE(target_line(&B, line, sizeof(line)) == 0);
+  CHECK_STR(line, "unreg=1");
+  uint64_t t0 = now_ms();
+  CHECK_EQ(xfer(OPCODE_WRITE, src, B.seg, B.spare, 64 * KiB), STATUS_FAILED);
+  fprintf(stderr, "  a write to the unregistered buffer failed in %llu ms\n", (unsigned long long)(now_ms() - t0));
+}
+
 static void test_target_state(void) {
   char line[128];
   int guards = -1, notes = -1, peps = -1;
@@ -385,7 +413,8 @@ int main(void) {
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
       TEST_CASE(test_threads),       TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
-      TEST_CASE(test_hostile_handshake), TEST_CASE(test_peer_killed), TEST_CASE(test_target_state),
+      TEST_CASE(test_hostile_handshake), TEST_CASE(test_peer_killed), TEST_CASE(test_unregistered_target),
+      TEST_CASE(test_target_state),
   };
   char *argv[] = {"test_rdma_guest", NULL};
   int rc = mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), 1, argv);

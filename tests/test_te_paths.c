@@ -160,6 +160,9 @@ static void test_choice_order(void) {
   REQUIRE(forge(b, "far-shm-only", "host_id", "another-host", "protocol", "shm", NULL) == 0);
   REQUIRE(forge(b, "near-rdma", "protocol", "rdma", NULL) == 0);
   REQUIRE(forge(b, "near-again", NULL) == 0);
+  /* rdma fields that break their rule reject the whole descriptor (docs/rdma.md), whatever else it offers */
+  REQUIRE(forge(b, "bad-rdma", "protocol", "rdma", "devices", "rxe0", NULL) == 0);
+  CHECK(openSegment(a, "bad-rdma") < 0);
 
   struct capture c;
   capture_start(&c);
