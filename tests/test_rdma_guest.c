@@ -293,7 +293,8 @@ static void test_peer_killed(void) {
   fprintf(stderr, "  killed peer: batch %s %lld ms after the kill (submitted for %llu ms)\n", mc_te_task_state_name(st),
           (long long)(end - killed_at), (unsigned long long)(end - s0));
   CHECK_EQ(st, STATUS_FAILED);
-  CHECK(end - killed_at <= 10000); /* MC_RDMA_IO_TIMEOUT_MS (4 s here) and a refused re-handshake */
+  /* the RC retries (~0.6 s measured), else MC_RDMA_IO_TIMEOUT_MS (4 s here), then a refused re-handshake */
+  CHECK(end - killed_at <= 10000);
   if (st != STATUS_WAITING) freeBatchID(A, b);
   int ws;
   waitpid(C.pid, &ws, 0);
@@ -341,8 +342,8 @@ static int handshake(const char *body) {
 }
 
 /* Hostile handshakes: malformed ones are refused, and valid ones from made-up peers beyond B's cap make it drop
- * the oldest endpoint (ours): our next transfer finds its QPs gone, the watchdog resets the endpoint, and the
- * re-handshake carries the transfer (B's count stays within the cap: test_target_state). */
+ * the oldest endpoint (ours): our next transfer finds its QPs gone, the RC retries (or the watchdog) reset the
+ * endpoint, and the re-handshake carries the transfer (B's count stays within the cap: test_target_state). */
 static void test_hostile_handshake(void) {
   char *mine = mc_te_segment_json(A, LOCAL_SEGMENT);
   const char *g = strstr(mine, "\"gid\":\"");

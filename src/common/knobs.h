@@ -45,8 +45,9 @@
   X(RDMA_GID_INDEX, LONG, -1, -1, 255, "-1 (auto)",                                                                   \
     "RDMA: the GID index of every device (auto: a RoCE v2 GID with an IPv4-mapped address, else index 0)")          \
   X(RDMA_QP_TIMEOUT, LONG, 14, 1, 31, "14",                                                                           \
-    "RDMA: a queue pair's ACK timeout exponent (4.096 us << this); with 7 retries a dead peer fails in ~0.5 s")      \
-  X(RDMA_QP_RETRY_CNT, LONG, 7, 0, 7, "7", "RDMA: a queue pair's transport retries before the error completion")     \
+    "RDMA: a queue pair's ACK timeout exponent (4.096 us << this); with 6 retries a dead peer fails in ~0.5 s")      \
+  X(RDMA_QP_RETRY_CNT, LONG, 6, 0, 7, "6",                                                                            \
+    "RDMA: a queue pair's transport retries before the error completion (Soft-RoCE retries 7 forever)")            \
   X(RDMA_RAIL_PAUSE_SECONDS, LONG, 30, 1, 3600, "30", "RDMA: how long a failing rail is paused (docs/rdma.md, \"Rails\")") \
   X(TCP_LANES_PER_PEER, LONG, 4, 1, 16, "4 (max 16)", "persistent connections per peer")                              \
   X(TCP_MAX_CONNECTIONS_PER_PEER, LONG, 4, 1, 16, "4",                                                                \

@@ -52,7 +52,9 @@ static struct ibv_qp *qp_create(struct rdma_tp *tp, struct rdma_dev *dev) {
 }
 
 /* INIT -> RTR -> RTS towards the remote QP. The ACK timeout and retry count bound how long a dead peer takes
- * to give an error completion (MC_RDMA_QP_TIMEOUT, MC_RDMA_QP_RETRY_CNT: ~0.5 s by default). */
+ * to give an error completion (MC_RDMA_QP_TIMEOUT, MC_RDMA_QP_RETRY_CNT: ~0.5 s by default). rnr_retry is 6, not 7
+ * (7 retries receiver-not-ready forever: a destroyed peer QP that answers RNR would never fail); one-sided WRITE
+ * and READ never meet RNR from a live peer. */
 static int qp_connect(struct rdma_tp *tp, struct rdma_dev *dev, struct ibv_qp *qp, uint32_t rqpn, uint16_t lid,
                       const uint8_t gid[16], enum ibv_mtu mtu) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = rqpn, .rq_psn = 0,
@@ -69,7 +71,7 @@ static int qp_connect(struct rdma_tp *tp, struct rdma_dev *dev, struct ibv_qp *q
                                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (rc) return rc;
   struct ibv_qp_attr s = {.qp_state = IBV_QPS_RTS, .timeout = (uint8_t)tp->qp_timeout,
-                          .retry_cnt = (uint8_t)tp->qp_retry, .rnr_retry = 7, .sq_psn = 0,
+                          .retry_cnt = (uint8_t)tp->qp_retry, .rnr_retry = 6, .sq_psn = 0,
                           .max_rd_atomic = (uint8_t)dev->max_rd_atomic};
   return ibv_modify_qp(qp, &s, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                    IBV_QP_MAX_QP_RD_ATOMIC);
