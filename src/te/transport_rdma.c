@@ -18,6 +18,7 @@
 #include "common/alloc.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/tsan.h"
 #include "common/util.h"
 #include "te/transport_rdma.h"
 
@@ -138,6 +139,7 @@ static void retry_push(struct rdma_tp *tp, struct rdma_wr *w) {
 
 static void on_completion(struct rdma_tp *tp, const struct ibv_wc *wc) {
   struct rdma_wr *w = (struct rdma_wr *)(uintptr_t)wc->wr_id;
+  MC_TSAN_ACQUIRE(w); /* what the poster wrote before ibv_post_send (TSan cannot see the device) */
   rdma_ep_completed(tp, w, wc->status);
   if (wc->status == IBV_WC_SUCCESS) {
     wr_finish(w, 1);

@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/tsan.h"
 #include "common/util.h"
 #include "net/ctrl_rpc.h"
 #include "te/transport_rdma.h"
@@ -260,6 +261,7 @@ int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d
       w->ep = ep;
       w->qp = q;
       if (!ep->outstanding) ep->last_progress_ns = mc_now_ns();
+      MC_TSAN_RELEASE(w); /* w travels to the poller through the device and its CQ */
       if ((rc = ibv_post_send(ep->qp[q], wr, &bad))) {
         atomic_fetch_sub(&dev->inflight, 1);
         snprintf(why, why_len, "ibv_post_send: %s", strerror(rc));
