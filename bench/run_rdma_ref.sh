@@ -18,8 +18,8 @@ BUILD=${BUILD:-build}
 
 # ours OP SIZE: one transfer_engine_bench pair over rdma; prints "OURS OP SIZE MB/s".
 ours() {
-  local op=$1 size=$2 batch=32 log seg
-  [ "$size" = 65536 ] || batch=8
+  local op=$1 size=$2 batch=128 log seg
+  [ "$size" = 65536 ] || batch=16
   log=$(mktemp)
   MC_SAME_HOST_PATH=0 "$BUILD/tools/transfer_engine_bench" --mode=target --protocol=rdma --device_name=rxe0 \
     --metadata_server=P2PHANDSHAKE --local_server_name=127.0.0.1 --buffer_size=64MiB >"$log" 2>&1 &
