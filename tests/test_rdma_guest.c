@@ -377,6 +377,47 @@ static void test_hostile_handshake(void) {
   fprintf(stderr, "  after the flood: a round trip in %llu ms (our endpoint was reset)\n", (unsigned long long)(now_ms() - t0));
 }
 
+/* installTransport("rdma", {arg}) on a fresh engine: the installed transport's name, and in log what the engine
+ * logged meanwhile (WARNING lines: the fallback's reason). */
+static const char *install_with(const char *arg, char *log, size_t cap) {
+  char path[] = "/tmp/mc_rdma_guest_log_XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  fflush(stderr);
+  dup2(fd, 2);
+  transfer_engine_t e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 0);
+  void *args[2] = {(void *)arg, NULL};
+  transport_t t = e ? installTransport(e, "rdma", arg ? args : NULL) : NULL;
+  const char *name = t ? mc_te_transport_name(t) : "none"; /* static strings: valid after destroy */
+  char text[2048];
+  int n = e ? mc_te_metrics(e, text, sizeof(text)) : 0;
+  if (n > 0 && strstr(text, "te_transport_fallback_total{requested=\"rdma\"} 1")) name = !strcmp(name, "tcp") ? "tcp+counted" : name;
+  if (e) destroyTransferEngine(e);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  ssize_t k = pread(fd, log, cap - 1, 0);
+  log[k > 0 ? k : 0] = 0;
+  close(fd);
+  unlink(path);
+  return name;
+}
+
+/* The device list and the matrix reach the transport: an absent device falls back to tcp with the reason, logged
+ * and counted; MC_TE_FILTERS when no list is given; a matrix JSON picks its own devices. */
+static void test_device_choice(void) {
+  static char log[1 << 16];
+  CHECK_STR(install_with("rxe9", log, sizeof(log)), "tcp+counted");
+  CHECK(strstr(log, "rdma requested but unavailable: device rxe9 not found") != NULL);
+  CHECK_STR(install_with(" rxe0 ", log, sizeof(log)), "rdma");
+  setenv("MC_TE_FILTERS", "rxe9", 1);
+  CHECK_STR(install_with(NULL, log, sizeof(log)), "tcp+counted");
+  CHECK(strstr(log, "device rxe9 not found") != NULL);
+  unsetenv("MC_TE_FILTERS");
+  CHECK_STR(install_with("{\"cpu:0\": [[\"rxe0\"]], \"*\": [[\"rxe0\"]]}", log, sizeof(log)), "rdma");
+  CHECK_STR(install_with("{\"cpu:0\": [[\"rxe7\"]]}", log, sizeof(log)), "tcp+counted");
+  CHECK(strstr(log, "device rxe7 not found") != NULL);
+}
+
 static int have_rxe0(void) {
   int n = 0, found = 0;
   struct ibv_device **l = ibv_get_device_list(&n);
@@ -412,7 +453,7 @@ int main(void) {
     return 1;
   }
   static const struct mc_test_case cases[] = {
-      TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
+      TEST_CASE(test_device_choice), TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
       TEST_CASE(test_threads),       TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
       TEST_CASE(test_hostile_handshake), TEST_CASE(test_peer_killed), TEST_CASE(test_unregistered_target),
       TEST_CASE(test_target_state),
