@@ -12,5 +12,5 @@ target_link_libraries(test_rdma_guest PRIVATE mc_te)
 target_include_directories(test_rdma_guest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 add_test(NAME test_rdma_guest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/rdma_guest_run.sh bash
          ${CMAKE_CURRENT_SOURCE_DIR}/rdma_guest_suite.sh $<TARGET_FILE:test_rdma_guest> ${CMAKE_BINARY_DIR}/tools
-         ${CMAKE_BINARY_DIR}/python)
+         ${CMAKE_BINARY_DIR}/python ${MC_PYTHON_EXECUTABLE})
 set_tests_properties(test_rdma_guest PROPERTIES TIMEOUT 420 SKIP_RETURN_CODE 77)
