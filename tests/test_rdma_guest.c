@@ -418,6 +418,23 @@ static void test_device_choice(void) {
   CHECK(strstr(log, "device rxe7 not found") != NULL);
 }
 
+/* CPU time of this process (all threads), ms. */
+static long cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* With nothing to do, the pollers sleep on their completion channels: an idle engine burns no CPU. */
+static void test_idle_cpu(void) {
+  usleep(300000); /* what the previous tests left settles */
+  long c0 = cpu_ms();
+  usleep(2000000);
+  long used = cpu_ms() - c0;
+  fprintf(stderr, "  idle for 2 s: %ld ms of CPU\n", used);
+  CHECK(used <= 100);
+}
+
 static int have_rxe0(void) {
   int n = 0, found = 0;
   struct ibv_device **l = ibv_get_device_list(&n);
@@ -454,7 +471,7 @@ int main(void) {
   }
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_device_choice), TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
-      TEST_CASE(test_threads),       TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
+      TEST_CASE(test_threads),       TEST_CASE(test_idle_cpu),      TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
       TEST_CASE(test_hostile_handshake), TEST_CASE(test_peer_killed), TEST_CASE(test_unregistered_target),
       TEST_CASE(test_target_state),
   };
