@@ -127,7 +127,7 @@ static void wr_finish(struct rdma_wr *w, int ok) {
   }
 }
 
-static void retry_push(struct rdma_tp *tp, struct rdma_wr *w) {
+void rdma_retry_push(struct rdma_tp *tp, struct rdma_wr *w) {
   w->next = NULL;
   pthread_mutex_lock(&tp->rq_mu);
   if (tp->rq_tail) tp->rq_tail->next = w;
@@ -145,7 +145,7 @@ static void on_completion(struct rdma_tp *tp, const struct ibv_wc *wc) {
     wr_finish(w, 1);
   } else if (w->retry < tp->retry_max && !atomic_load(&tp->stop)) {
     w->retry++; /* the next rail of the walk, from the retry thread (posting may wait for a handshake) */
-    retry_push(tp, w);
+    rdma_retry_push(tp, w);
   } else {
     if (!atomic_exchange(&w->job->logged, 1))
       LOG_WARN("rdma: %s of %llu bytes to %s failed: %s (after %d retries)",
@@ -257,13 +257,10 @@ static int post_once(struct rdma_tp *tp, struct rdma_wr *w, char *why, size_t wh
   if (!ep) return snprintf(why, why_len, "too many endpoints (MC_RDMA_MAX_ENDPOINTS)"), -1;
   w->ldev = u.ldev;
   w->pdev = pdev;
-  struct ibv_sge sge = {.addr = w->local, .length = (uint32_t)w->len, .lkey = w->lmr->mr[u.ldev]->lkey};
-  struct ibv_send_wr wr = {.wr_id = (uintptr_t)w, .sg_list = &sge, .num_sge = 1,
-                           .opcode = s->opcode == OPCODE_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ,
-                           .send_flags = IBV_SEND_SIGNALED};
-  wr.wr.rdma.remote_addr = w->remote;
-  wr.wr.rdma.rkey = pb->rkey[pdev];
-  return rdma_ep_post(tp, ep, s->desc, w, &wr, why, why_len);
+  w->lkey = w->lmr->mr[u.ldev]->lkey;
+  w->rkey = pb->rkey[pdev];
+  w->opcode = s->opcode == OPCODE_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+  return rdma_ep_post(tp, ep, s->desc, w, why, why_len);
 }
 
 /* Posts w, walking the rails while posting fails (a refused handshake, a paused rail), within the retry
@@ -644,15 +641,7 @@ static int rdma_init(struct mc_engine *e, struct mc_transport **out, char *why, 
 static void rdma_fini(struct mc_transport *t) {
   struct rdma_tp *tp = (struct rdma_tp *)t;
   atomic_store(&tp->stop, 1);
-  pthread_mutex_lock(&tp->ep_mu);
-  for (struct rdma_ep *ep = tp->eps; ep; ep = ep->next) {
-    pthread_mutex_lock(&ep->mu);
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-    for (int i = 0; i < ep->nqp; i++) ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
-    pthread_cond_broadcast(&ep->cv);
-    pthread_mutex_unlock(&ep->mu);
-  }
-  pthread_mutex_unlock(&tp->ep_mu);
+  rdma_ep_break_all(tp);
   uint64_t deadline = mc_now_ns() + 5000000000ull;
   for (int i = 0; i < tp->ndev; i++) {
     uint64_t one = 1;

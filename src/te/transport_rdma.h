@@ -72,6 +72,9 @@ struct rdma_ep {
   int outstanding;
   unsigned rr;
   uint64_t last_progress_ns; /* last completion, or the post that found nothing outstanding */
+  /* accepted while every QP was full (READY only): posted by the poller as completions make room, in order; handed
+   * to the retry thread when the endpoint breaks */
+  struct rdma_wr *pend_head, *pend_tail;
   struct mc_rdma_rail rail;
   char err[160]; /* why the last handshake failed */
 };
@@ -84,7 +87,7 @@ struct rdma_job {
   atomic_int logged; /* its first failure is logged, not every work request's */
 };
 struct rdma_wr {
-  struct rdma_wr *next; /* retry queue link */
+  struct rdma_wr *next; /* retry queue or endpoint pending queue link (one at a time) */
   struct rdma_job *job;
   struct rdma_mr *lmr;
   uint64_t local, remote, len;
@@ -92,6 +95,8 @@ struct rdma_wr {
   struct rdma_ep *ep;
   int qp;
   int ldev, pdev; /* the device indices (ours, the peer's descriptor's) it went out on */
+  uint32_t lkey, rkey; /* for ldev and pdev */
+  enum ibv_wr_opcode opcode;
 };
 
 struct rdma_tp {
@@ -123,15 +128,20 @@ struct rdma_tp {
   pthread_t retrier;
 };
 
+/* transport_rdma.c: queues w for the retry thread (which posts it again, choosing its rail anew). */
+void rdma_retry_push(struct rdma_tp *tp, struct rdma_wr *w);
+
 /* transport_rdma_ep.c */
 /* Our active endpoint from local device ldev to peer path, created (IDLE) on first use; NULL at the cap. */
 struct rdma_ep *rdma_ep_get(struct rdma_tp *tp, int ldev, const char *peer_path);
 /* The endpoint if it exists (a rail lookup: not created). */
 struct rdma_ep *rdma_ep_find(struct rdma_tp *tp, int ldev, const char *peer_path);
-/* Makes ep READY (handshaking over d's control RPC when needed) and posts wr on one of its QPs, waiting for room
- * within the deadline. 0, or -1 with why set (the wr was not posted). */
-int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d, struct rdma_wr *w,
-                 struct ibv_send_wr *wr, char *why, size_t why_len);
+/* Makes ep READY (handshaking over d's control RPC when needed) and posts w (its lkey, rkey, opcode set) on one of
+ * its QPs; while they are all full w is queued on ep, posted by the poller as completions make room (so the
+ * submitting thread does not wait for the wire). 0 (posted or queued: w belongs to the transport), or -1 with why
+ * set (not posted). */
+int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d, struct rdma_wr *w, char *why,
+                 size_t why_len);
 /* A completion of w came back (under nothing): frees its slot. err: its status was an error, which breaks the
  * endpoint (its QPs go to the error state, flushing the rest; the next use re-handshakes). */
 void rdma_ep_completed(struct rdma_tp *tp, struct rdma_wr *w, int err);
@@ -140,4 +150,6 @@ void rdma_ep_watchdog(struct rdma_tp *tp, struct rdma_dev *dev);
 /* The Connection handshake's passive side (control RPC type 0): a malloc'ed reply. */
 char *rdma_ep_accept(struct rdma_tp *tp, const char *req, size_t len);
 void rdma_ep_free_all(struct rdma_tp *tp);
+/* Breaks every endpoint (fini): their work comes back flushed, their queued work goes to the retry thread. */
+void rdma_ep_break_all(struct rdma_tp *tp);
 #endif

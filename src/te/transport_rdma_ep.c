@@ -96,12 +96,28 @@ static int qps_create(struct rdma_tp *tp, struct rdma_ep *ep, int n) {
   return 0;
 }
 
-/* Flushes everything outstanding on ep (ep->mu held): its QPs to the error state. */
-static void ep_break(struct rdma_ep *ep) {
+/* Flushes everything outstanding on ep (ep->mu held): its QPs to the error state; what was queued on it goes to
+ * the retry thread unposted (no retry is charged: it never went out). */
+static void ep_break(struct rdma_tp *tp, struct rdma_ep *ep) {
   struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
   for (int i = 0; i < ep->nqp; i++) ibv_modify_qp(ep->qp[i], &a, IBV_QP_STATE);
   ep->state = EP_BROKEN;
+  while (ep->pend_head) {
+    struct rdma_wr *w = ep->pend_head;
+    if (!(ep->pend_head = w->next)) ep->pend_tail = NULL;
+    rdma_retry_push(tp, w); /* rq_mu is a leaf */
+  }
   pthread_cond_broadcast(&ep->cv);
+}
+
+void rdma_ep_break_all(struct rdma_tp *tp) {
+  pthread_mutex_lock(&tp->ep_mu);
+  for (struct rdma_ep *ep = tp->eps; ep; ep = ep->next) {
+    pthread_mutex_lock(&ep->mu);
+    ep_break(tp, ep);
+    pthread_mutex_unlock(&ep->mu);
+  }
+  pthread_mutex_unlock(&tp->ep_mu);
 }
 
 /* ---- endpoint lists ---- */
@@ -239,53 +255,75 @@ static int ep_ready(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc
   return 0;
 }
 
-int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d, struct rdma_wr *w,
-                 struct ibv_send_wr *wr, char *why, size_t why_len) {
+/* Posts w on a QP of the READY ep with room (ep->mu held): 0 posted, 1 every QP full, 2 the device's CQ full,
+ * -1 refused (ep broken, why set). */
+static int try_post(struct rdma_ep *ep, struct rdma_wr *w, int max_wr, char *why, size_t why_len) {
   struct rdma_dev *dev = ep->dev;
+  int q = -1;
+  for (int i = 0; i < ep->nqp && q < 0; i++) {
+    int k = (int)((ep->rr + (unsigned)i) % (unsigned)ep->nqp);
+    if (ep->qp_out[k] < max_wr) q = k;
+  }
+  if (q < 0) return 1;
+  int was = atomic_fetch_add(&dev->inflight, 1);
+  if (was >= dev->cqe) {
+    atomic_fetch_sub(&dev->inflight, 1);
+    return 2;
+  }
+  struct ibv_sge sge = {.addr = w->local, .length = (uint32_t)w->len, .lkey = w->lkey};
+  struct ibv_send_wr wr = {.wr_id = (uintptr_t)w, .sg_list = &sge, .num_sge = 1, .opcode = w->opcode,
+                           .send_flags = IBV_SEND_SIGNALED}, *bad = NULL;
+  wr.wr.rdma.remote_addr = w->remote;
+  wr.wr.rdma.rkey = w->rkey;
+  w->ep = ep;
+  w->qp = q;
+  if (!ep->outstanding) ep->last_progress_ns = mc_now_ns();
+  MC_TSAN_RELEASE(w); /* w travels to the poller through the device and its CQ */
+  int rc = ibv_post_send(ep->qp[q], &wr, &bad);
+  if (rc) {
+    atomic_fetch_sub(&dev->inflight, 1);
+    snprintf(why, why_len, "ibv_post_send: %s", strerror(rc));
+    return -1;
+  }
+  ep->qp_out[q]++;
+  ep->outstanding++;
+  ep->rr = (unsigned)q + 1;
+  if (!was) { /* the poller may sleep without a deadline while nothing is outstanding: its watchdog is due */
+    uint64_t one = 1;
+    (void)!write(dev->wake_fd, &one, sizeof(one));
+  }
+  return 0;
+}
+
+int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d, struct rdma_wr *w, char *why,
+                 size_t why_len) {
   pthread_mutex_lock(&ep->mu);
   uint64_t deadline = mc_now_ns() + (uint64_t)tp->io_timeout_ms * 1000000ull;
   int rc = -1;
-  while (!ep_ready(tp, ep, d, why, why_len)) { /* READY: post on a QP with room */
+  while (!ep_ready(tp, ep, d, why, why_len)) {
     if (atomic_load(&tp->stop)) { /* fini flushed the QPs already: nothing may be posted after that */
       snprintf(why, why_len, "transport stopping");
       break;
     }
-    int q = -1;
-    for (int i = 0; i < ep->nqp && q < 0; i++) {
-      int k = (int)((ep->rr + (unsigned)i) % (unsigned)ep->nqp);
-      if (ep->qp_out[k] < tp->max_wr) q = k;
+    int r = ep->pend_head ? 1 : try_post(ep, w, tp->max_wr, why, why_len); /* in order behind what is queued */
+    if (r == 1) { /* the QPs are full: their completions will post it (the poller) */
+      w->next = NULL;
+      if (ep->pend_tail) ep->pend_tail->next = w;
+      else ep->pend_head = w;
+      ep->pend_tail = w;
+      r = 0;
     }
-    int was = q >= 0 ? atomic_fetch_add(&dev->inflight, 1) : 0;
-    if (q >= 0 && was < dev->cqe) {
-      struct ibv_send_wr *bad = NULL;
-      w->ep = ep;
-      w->qp = q;
-      if (!ep->outstanding) ep->last_progress_ns = mc_now_ns();
-      MC_TSAN_RELEASE(w); /* w travels to the poller through the device and its CQ */
-      if ((rc = ibv_post_send(ep->qp[q], wr, &bad))) {
-        atomic_fetch_sub(&dev->inflight, 1);
-        snprintf(why, why_len, "ibv_post_send: %s", strerror(rc));
-        ep_break(ep); /* a QP that refuses work is no good any more */
-        rc = -1;
-        break;
-      }
-      ep->qp_out[q]++;
-      ep->outstanding++;
-      ep->rr = (unsigned)q + 1;
-      rc = 0;
-      if (!was) { /* the poller may sleep without a deadline while nothing is outstanding: its watchdog is due */
-        uint64_t one = 1;
-        (void)!write(dev->wake_fd, &one, sizeof(one));
-      }
+    if (r <= 0) {
+      if (r < 0) ep_break(tp, ep); /* a QP that refuses work is no good any more */
+      rc = r;
       break;
     }
-    if (q >= 0) atomic_fetch_sub(&dev->inflight, 1);
-    /* full: wait for completions (the poller signals cv) */
-    uint64_t t = MC_MIN(deadline, mc_now_ns() + 100000000ull);
+    /* the device's CQ is full (many busy endpoints): wait for room, which any completion of it may bring */
+    uint64_t t = MC_MIN(deadline, mc_now_ns() + 10000000ull);
     struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull), .tv_nsec = (long)(t % 1000000000ull)};
     pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
     if (mc_now_ns() >= deadline) {
-      snprintf(why, why_len, "no room on endpoint %s within %d ms", ep->peer_path, tp->io_timeout_ms);
+      snprintf(why, why_len, "no room on device %s within %d ms", ep->dev->name, tp->io_timeout_ms);
       break;
     }
   }
@@ -293,9 +331,34 @@ int rdma_ep_post(struct rdma_tp *tp, struct rdma_ep *ep, const struct mc_desc *d
   return rc;
 }
 
+/* Posts what is queued on ep while its QPs have room (ep->mu held, the poller). */
+static void post_pending(struct rdma_tp *tp, struct rdma_ep *ep) {
+  char why[160];
+  while (ep->state == EP_READY && ep->pend_head && !atomic_load(&tp->stop)) {
+    struct rdma_wr *w = ep->pend_head;
+    int r = try_post(ep, w, tp->max_wr, why, sizeof(why));
+    if (r == 2 && !ep->outstanding) { /* the CQ is full of other endpoints' work: none of ours will post it */
+      for (; ep->pend_head; ep->pend_head = w) {
+        w = ep->pend_head->next;
+        rdma_retry_push(tp, ep->pend_head);
+      }
+      ep->pend_tail = NULL;
+      return;
+    }
+    if (r > 0) return; /* full again */
+    if (!(ep->pend_head = w->next)) ep->pend_tail = NULL;
+    if (r < 0) {
+      LOG_WARN("rdma: endpoint %s -> %s: %s; resetting it", ep->dev->name, ep->peer_path, why);
+      rdma_retry_push(tp, w);
+      ep_break(tp, ep);
+    }
+  }
+}
+
 void rdma_ep_completed(struct rdma_tp *tp, struct rdma_wr *w, int status) {
   struct rdma_ep *ep = w->ep;
   int has_alt = tp->ndev > 1 || (w->job->s->desc->rdma && w->job->s->desc->rdma->ndev > 1);
+  atomic_fetch_sub(&ep->dev->inflight, 1); /* first: post_pending below may use the room */
   pthread_mutex_lock(&ep->mu);
   ep->qp_out[w->qp]--;
   ep->outstanding--;
@@ -307,12 +370,12 @@ void rdma_ep_completed(struct rdma_tp *tp, struct rdma_wr *w, int status) {
     if (ep->state == EP_READY) {
       LOG_WARN("rdma: endpoint %s -> %s: %s; resetting it", ep->dev->name, ep->peer_path,
                ibv_wc_status_str((enum ibv_wc_status)status));
-      ep_break(ep);
+      ep_break(tp, ep);
     }
   }
+  post_pending(tp, ep);
   pthread_cond_broadcast(&ep->cv);
   pthread_mutex_unlock(&ep->mu);
-  atomic_fetch_sub(&ep->dev->inflight, 1);
 }
 
 void rdma_ep_watchdog(struct rdma_tp *tp, struct rdma_dev *dev) {
@@ -325,7 +388,7 @@ void rdma_ep_watchdog(struct rdma_tp *tp, struct rdma_dev *dev) {
       LOG_WARN("rdma: endpoint %s -> %s: no completion for %d ms; resetting it", dev->name, ep->peer_path,
                tp->io_timeout_ms);
       mc_rdma_rail_error(&ep->rail, now, tp->ndev > 1, tp->pause_ns);
-      ep_break(ep);
+      ep_break(tp, ep);
     }
     pthread_mutex_unlock(&ep->mu);
   }
