@@ -2,10 +2,11 @@
  * the descriptor, submission and completion) and transport_rdma_ep.c (endpoints: queue pairs and the
  * Connection handshake). Not a header for anything else.
  *
- * Locks: rdma_tp.mr_mu (a rwlock over the MR table), rdma_tp.ep_mu (the endpoint lists; never held while
- * waiting on the network), each endpoint's mu (its QPs, state, counters and rail; held while posting), and
- * rdma_tp.rq_mu (the retry queue): all leaves but ep_mu -> endpoint mu. Endpoints are never freed before
- * fini (a reset only replaces their QPs), so a work request may point at its endpoint. */
+ * Locks, in this order: rdma_tp.ep_mu (the endpoint lists; never held while waiting on the network), each
+ * endpoint's mu (its QPs, state, counters, queue and rail; held while posting), rdma_tp.rq_mu (the retry queue, a
+ * leaf); rdma_tp.mr_mu (a rwlock over the MR table) is a leaf too. Our (active) endpoints are never freed before
+ * fini (a reset only replaces their QPs), so a work request may point at its endpoint; a passive one is freed
+ * when replaced, and no work request ever points at one. */
 #ifndef MC_TE_TRANSPORT_RDMA_H
 #define MC_TE_TRANSPORT_RDMA_H
 #include <infiniband/verbs.h>
