@@ -3,3 +3,14 @@
 # skipped (77) when qemu or the guest kernel is missing (scripts/install-deps.sh installs both).
 add_test(NAME test_rdma_guest_smoke COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/rdma_guest_smoke.sh)
 set_tests_properties(test_rdma_guest_smoke PROPERTIES TIMEOUT 150 SKIP_RETURN_CODE 77)
+
+# The RDMA transport's data path on rxe0 (tests/test_rdma_guest.c: three processes doing every check), then the
+# store and the Python package over rdma (tests/rdma_guest_store.py), in one guest boot. Skipped (77) when no
+# guest can be had here.
+add_executable(test_rdma_guest ${CMAKE_CURRENT_SOURCE_DIR}/test_rdma_guest.c)
+target_link_libraries(test_rdma_guest PRIVATE mc_te)
+target_include_directories(test_rdma_guest PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+add_test(NAME test_rdma_guest COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/rdma_guest_run.sh bash
+         ${CMAKE_CURRENT_SOURCE_DIR}/rdma_guest_suite.sh $<TARGET_FILE:test_rdma_guest> ${CMAKE_BINARY_DIR}/tools
+         ${CMAKE_BINARY_DIR}/python ${MC_PYTHON_EXECUTABLE})
+set_tests_properties(test_rdma_guest PROPERTIES TIMEOUT 420 SKIP_RETURN_CODE 77)

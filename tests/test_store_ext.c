@@ -248,7 +248,7 @@ static void test_client_http_server(void) {
   mooncake_store_destroy(s);
 }
 
-/* protocol "rdma" in a build without it: the engine installs tcp (with the same-host path), the client works,
+/* protocol "rdma" on a host with no RDMA device (the transport is tested in the RDMA guest): the engine installs tcp (with the same-host path), the client works,
  * and its /metrics counts the fallback (docs/transfer-engine.md, "Path choice"). */
 static void test_rdma_falls_back(void) {
   int port = mc_tp_free_port();

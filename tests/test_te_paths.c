@@ -114,8 +114,8 @@ static uint8_t *buffer(transfer_engine_t e, int byte) {
 
 /* ------------------------------------------------------------ tests */
 
-/* The table: the same-host row first, the fallback (tcp) last; rdma is a row this build names but does not
- * carry. An engine keeps its transports in the table's order whatever order they were installed in. */
+/* The table: the same-host row first, the fallback (tcp) last; rdma between them, with every operation and the
+ * Connection handshake's. An engine keeps its transports in the table's order whatever order they were installed in. */
 static void test_table_order(void) {
   int n = mc_transport_rows();
   REQUIRE(n >= 3);
@@ -126,7 +126,7 @@ static void test_table_order(void) {
   for (int i = 1; i < n; i++) CHECK(!mc_transport_row(i)->same_host);
   const struct mc_transport_ops *rdma = mc_transport_lookup("rdma");
   REQUIRE(rdma);
-  CHECK(rdma->init && !rdma->reachable && !rdma->submit);
+  CHECK(rdma->init && rdma->reachable && rdma->submit && rdma->connection && !rdma->same_host);
   CHECK(mc_transport_rank(rdma) > 0 && mc_transport_rank(rdma) < n - 1);
   CHECK(mc_transport_lookup("nvmeof") == NULL);
 
@@ -146,8 +146,8 @@ static void test_table_order(void) {
 }
 
 /* Same host first, then tcp: a peer of this host is reached through shared memory, the same descriptor on
- * another host over TCP (and the bytes land), one offering only shared memory on another host by nothing, nor
- * one whose protocol this build cannot speak. MC_FORCE_TCP=1 gives tcp; an engine that has tcp alone but is
+ * another host over TCP (and the bytes land), one offering only shared memory on another host by nothing; one
+ * offering rdma on this host through shared memory (the same-host path comes first). MC_FORCE_TCP=1 gives tcp; an engine that has tcp alone but is
  * then given shm probes shm first. */
 static void test_choice_order(void) {
   start_meta();
@@ -160,6 +160,9 @@ static void test_choice_order(void) {
   REQUIRE(forge(b, "far-shm-only", "host_id", "another-host", "protocol", "shm", NULL) == 0);
   REQUIRE(forge(b, "near-rdma", "protocol", "rdma", NULL) == 0);
   REQUIRE(forge(b, "near-again", NULL) == 0);
+  /* rdma fields that break their rule reject the whole descriptor (docs/rdma.md), whatever else it offers */
+  REQUIRE(forge(b, "bad-rdma", "protocol", "rdma", "devices", "rxe0", NULL) == 0);
+  CHECK(openSegment(a, "bad-rdma") < 0);
 
   struct capture c;
   capture_start(&c);
@@ -170,13 +173,13 @@ static void test_choice_order(void) {
   CHECK_STR(mc_te_segment_path(a, near), "shm");
   CHECK_STR(mc_te_segment_path(a, far), "tcp");
   CHECK(mc_te_segment_path(a, shm_only) == NULL);
-  CHECK(mc_te_segment_path(a, rdma) == NULL);
+  CHECK_STR(mc_te_segment_path(a, rdma), "shm");
   char want[300];
   snprintf(want, sizeof(want), "segment %s: using protocol shm", bname);
   CHECK(strstr(log, want) != NULL);
   CHECK(strstr(log, "segment far: using protocol tcp") != NULL);
   CHECK(strstr(log, "segment far-shm-only: no installed transport can reach it (protocol shm)") != NULL);
-  CHECK(strstr(log, "segment near-rdma: no installed transport can reach it (protocol rdma)") != NULL);
+  CHECK(strstr(log, "segment near-rdma: using protocol shm") != NULL);
   free(log);
   char links[1024];
   CHECK_EQ(showLinks(a, links, sizeof(links), 0), 0);
@@ -190,7 +193,7 @@ static void test_choice_order(void) {
   CHECK_EQ(mt_xfer(a, OPCODE_WRITE, src, far, at + 64 * KiB, 64 * KiB), STATUS_COMPLETED);
   CHECK(dst[0] == 0x11 && dst[64 * KiB - 1] == 0x11 && dst[64 * KiB] == 0x22 && dst[128 * KiB - 1] == 0x22);
   CHECK_EQ(mt_xfer(a, OPCODE_WRITE, src, shm_only, at, 4096), -MC_TE_STATUS_NOT_SUPPORTED_TRANSPORT);
-  CHECK_EQ(mt_xfer(a, OPCODE_WRITE, src, rdma, at, 4096), -MC_TE_STATUS_NOT_SUPPORTED_TRANSPORT);
+  CHECK_EQ(mt_xfer(a, OPCODE_WRITE, src, rdma, at, 4096), STATUS_COMPLETED);
 
   /* MC_FORCE_TCP=1: tcp even on this host; given shm afterwards, the table's order decides again */
   transfer_engine_t f = engine("forced", "MC_FORCE_TCP=1", NULL);
@@ -261,7 +264,8 @@ static double fallback_metric(transfer_engine_t e) {
   return p ? strtod(strchr(p, '}') + 2, NULL) : -1;
 }
 
-/* installTransport("rdma"): rdma is not built in, so tcp is installed (with the same-host path), the log line
+/* installTransport("rdma") on a host with no RDMA device (this one: the transport is tested in the RDMA guest,
+ * test_rdma_guest): tcp is installed (with the same-host path), the log line
  * says so with the reason, the metric counts it, and the engine works. MC_FORCE_TCP=1 falls back too, saying
  * why. */
 static void test_rdma_fallback(void) {
@@ -275,7 +279,7 @@ static void test_rdma_fallback(void) {
   char *log = capture_end(&c);
   REQUIRE(e && t);
   CHECK_STR(mc_te_transport_name(t), "tcp");
-  CHECK(strstr(log, "installTransport: using protocol tcp: rdma requested but unavailable: not built in") != NULL);
+  CHECK(strstr(log, "installTransport: using protocol tcp: rdma requested but unavailable: no RDMA device") != NULL);
   free(log);
   CHECK_EQ(fallback_metric(e), 1);
   char text[2048];

@@ -1,8 +1,10 @@
 /* transfer_engine_bench: upstream's throughput tool (docs/transfer-engine.md) over our C API. A target
  * allocates and registers one buffer and idles until SIGINT/SIGTERM; an initiator runs --threads
  * loops of batched READs or WRITEs against it for --duration seconds and prints one result line.
- * There is no RDMA in this build: --protocol defaults to "tcp" (network path + same-host shortcut,
- * docs/transfer-engine.md, "Design decisions"); MC_FORCE_TCP=1 forces real TCP between same-host processes. */
+ * --protocol defaults to "tcp" (network path + same-host shortcut, docs/transfer-engine.md, "Design decisions");
+ * MC_FORCE_TCP=1 forces real TCP between same-host processes. --protocol=rdma uses --device_name (or the
+ * --nic_priority_matrix file) and refuses to run when rdma cannot be installed (no silent tcp figures);
+ * MC_SAME_HOST_PATH=0 makes two processes of one host meet over rdma (docs/rdma.md). */
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -42,12 +44,12 @@ static const struct mc_cfg_opt opt_table[] = {
      "initiator (issues transfers) or target (serves its buffer until SIGINT)"},
     {"operation", MC_CFG_STRING, "read", 1, 0, offsetof(struct opts, operation), "read or write"},
     {"protocol", MC_CFG_STRING, "tcp", 1, 0, offsetof(struct opts, protocol),
-     "tcp (network path with the same-host shortcut; MC_FORCE_TCP=1 forces real TCP) or shm (same host "
-     "only). Upstream's default is rdma, which this build does not have"},
+     "tcp (network path with the same-host shortcut; MC_FORCE_TCP=1 forces real TCP), rdma (verbs: "
+     "docs/rdma.md; upstream's default) or shm (same host only)"},
     {"device_name", MC_CFG_STRING, "mlx5_2", 1, 0, offsetof(struct opts, device_name),
-     "RDMA device list (ignored: no RDMA in this build)"},
+     "RDMA device list, comma-separated (rdma only)"},
     {"nic_priority_matrix", MC_CFG_STRING, "", 1, 0, offsetof(struct opts, nic_priority_matrix),
-     "NIC priority matrix file (ignored: no RDMA in this build)"},
+     "NIC priority matrix file (rdma only; its devices win over --device_name)"},
     {"auto_discovery", MC_CFG_BOOL, "false", 1, 0, offsetof(struct opts, auto_discovery),
      "let the engine pick and install its transport (then --protocol is not used)"},
     {"metadata_server", MC_CFG_STRING, "192.168.3.77:2379", 1, 0, offsetof(struct opts, metadata_server),
@@ -180,8 +182,23 @@ static transfer_engine_t make_engine(const struct opts *o) {
     return NULL;
   }
   if (o->auto_discovery) return e;
-  if (!installTransport(e, o->protocol, NULL)) {
-    fprintf(stderr, "cannot install transport '%s'\n", o->protocol);
+  char *matrix = NULL;
+  void *args[2] = {o->device_name, NULL};
+  if (!strcmp(o->protocol, "rdma") && *o->nic_priority_matrix) {
+    json_error_t err;
+    json_t *m = json_load_file(o->nic_priority_matrix, 0, &err);
+    if (!m) {
+      fprintf(stderr, "--nic_priority_matrix %s: %s\n", o->nic_priority_matrix, err.text);
+      destroyTransferEngine(e);
+      return NULL;
+    }
+    args[0] = matrix = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+  }
+  transport_t t = installTransport(e, o->protocol, strcmp(o->protocol, "rdma") ? NULL : args);
+  free(matrix);
+  if (!t || strcmp(mc_te_transport_name(t), o->protocol)) {
+    fprintf(stderr, "cannot install transport '%s'%s\n", o->protocol, t ? " (the engine fell back to tcp: see the log)" : "");
     destroyTransferEngine(e);
     return NULL;
   }
@@ -204,18 +221,13 @@ static int check_opts(struct opts *o) {
     return -1;
   }
   if (!o->auto_discovery) {
-    if (!strcmp(o->protocol, "rdma")) {
-      fprintf(stderr, "--protocol=rdma: RDMA is not available in this build (no verbs support); "
-                      "use --protocol=tcp\n");
-      return -1;
-    }
-    if (strcmp(o->protocol, "tcp") && strcmp(o->protocol, "shm")) {
-      fprintf(stderr, "unsupported --protocol '%s' (tcp or shm)\n", o->protocol);
+    if (strcmp(o->protocol, "tcp") && strcmp(o->protocol, "shm") && strcmp(o->protocol, "rdma")) {
+      fprintf(stderr, "unsupported --protocol '%s' (tcp, rdma or shm)\n", o->protocol);
       return -1;
     }
   }
   pick_unit(o->report_unit);
-  if (*o->nic_priority_matrix || strcmp(o->device_name, "mlx5_2"))
+  if (strcmp(o->protocol, "rdma") && (*o->nic_priority_matrix || strcmp(o->device_name, "mlx5_2")))
     LOG_INFO("--device_name/--nic_priority_matrix only matter for RDMA; ignored");
   if (!*o->local_server_name) {
     char host[256] = "localhost";

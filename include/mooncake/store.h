@@ -71,9 +71,11 @@ MC_API void mooncake_store_destroy(mooncake_store_t store);
  *   global_segment_size bytes contributed to the pool (0 = pure client: mounts nothing, never pings).
  *                       More than the host can back (MemAvailable + free swap, cgroup limit) -> -600.
  *   local_buffer_size   staging buffer for the copying calls (put, mc_store_get, ...); 0 disables them.
- *   protocol            "tcp" (network path with the same-host shared-memory shortcut); "rdma" falls
- *                       back to TCP (logged). NULL -> "tcp".
- *   device_name         NIC list, ignored for TCP. NULL -> "".
+ *   protocol            "tcp" (network path with the same-host shared-memory shortcut); "rdma" (verbs,
+ *                       docs/rdma.md) falls back to TCP (logged, counted) on a host without a usable device.
+ *                       NULL -> "tcp".
+ *   device_name         RDMA device list ("rxe0", "mlx5_0,mlx5_1"), ignored for TCP. NULL or "" -> every
+ *                       device (or MC_TE_FILTERS).
  *   master_server_addr  "host[:port]" (port 50051 by default). NULL -> "127.0.0.1:50051".
  * Zone (docs/master.md, "Placement") comes from the environment variable MC_ZONE.
  * Returns 0, or: -600 bad arguments / local allocation failure; -900 master unreachable; -901 master

@@ -227,9 +227,10 @@ MC_API int discoverTopology(transfer_engine_t engine);
 MC_API int getLocalIpAndPort(transfer_engine_t engine, char *buf_out, size_t buf_len);
 /* Installs a transport: a network one, "tcp" or "rdma" (and with it "shm", the same-host path, unless
  * MC_FORCE_TCP=1 or MC_SAME_HOST_PATH=0: docs/transfer-engine.md, "Path choice"), or "shm" alone. A network
- * transport other than tcp that cannot be installed ("rdma" in this build: not built in), or any under
- * MC_FORCE_TCP=1, is replaced by "tcp", logged with the reason and counted (mc_te_metrics);
- * mc_te_transport_name says which was installed. args is ignored (pass NULL).
+ * transport other than tcp that cannot be installed ("rdma" on a host with no usable RDMA device: "no RDMA
+ * device", "device rxe9 not found"), or any under MC_FORCE_TCP=1, is replaced by "tcp", logged with the reason
+ * and counted (mc_te_metrics); mc_te_transport_name says which was installed. args: NULL, or for "rdma" args[0]
+ * a device list ("rxe0", "mlx5_0,mlx5_1") or a NIC priority matrix JSON (docs/rdma.md); ignored otherwise.
  * Returns the transport (the installed one when it is already there), or NULL: NULL engine or proto,
  * another protocol ("nvmeof", ...: logged), or the transport cannot start (no free data port in
  * MC_MIN_RPC_PORT..MC_MAX_RPC_PORT). Republishes the segment descriptor (blocking; a failure is logged, not

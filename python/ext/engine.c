@@ -23,13 +23,21 @@ static void Eng_dealloc(EngObj *self) {
   Py_END_ALLOW_THREADS Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* _initialize(local_hostname, metadata_conn) -> 0 / -1 (the Python layer builds the connection string) */
+/* _initialize(local_hostname, metadata_conn, protocol="tcp", device_name="") -> 0 / -1 (the Python layer builds
+ * the connection string). "rdma" installs the RDMA transport on device_name's devices (docs/rdma.md; tcp when
+ * it cannot be had, logged and counted); any other protocol gets tcp, as before. */
 static PyObject *Eng_initialize(EngObj *self, PyObject *args) {
-  const char *host, *meta;
-  if (!PyArg_ParseTuple(args, "ss", &host, &meta)) return NULL;
+  const char *host, *meta, *proto = "tcp", *dev = "";
+  if (!PyArg_ParseTuple(args, "ss|ss", &host, &meta, &proto, &dev)) return NULL;
   if (self->e) return PyLong_FromLong(-1); /* initialized once per object */
   transfer_engine_t e;
-  Py_BEGIN_ALLOW_THREADS e = createTransferEngine(meta, host, NULL, 0, 1);
+  int rdma = !strcmp(proto, "rdma");
+  void *targs[2] = {(void *)dev, NULL};
+  Py_BEGIN_ALLOW_THREADS e = createTransferEngine(meta, host, NULL, 0, !rdma);
+  if (e && rdma && !installTransport(e, "rdma", *dev ? targs : NULL)) {
+    destroyTransferEngine(e);
+    e = NULL;
+  }
   Py_END_ALLOW_THREADS self->e = e;
   return PyLong_FromLong(e ? 0 : -1);
 }

@@ -63,7 +63,7 @@ class TransferEngine(_mooncake.Engine):
         if not local_hostname or not metadata_server:
             return -1
         self._host = local_hostname
-        return self._initialize(local_hostname, metadata_server)
+        return self._initialize(local_hostname, metadata_server, protocol, device_name)
 
     def initialize_ext(self, local_hostname, metadata_server, protocol, device_name, metadata_type):
         if not isinstance(metadata_type, str):

@@ -216,7 +216,8 @@ static int probe_metadata(const char *conn, const char *name) {
   return MC_ETCD_OPERATION_ERROR;
 }
 
-static int start_engine(struct mc_store *s, const char *meta, const char *protocol, void *engine) {
+static int start_engine(struct mc_store *s, const char *meta, const char *protocol, const char *devices,
+                        void *engine) {
   s->engine.external = engine != NULL;
   s->engine.te = engine ? engine : createTransferEngine(meta, s->self.name, NULL, 0, 0);
   if (!s->engine.te) {
@@ -225,8 +226,10 @@ static int start_engine(struct mc_store *s, const char *meta, const char *protoc
     return rc ? rc : MC_INTERNAL_ERROR;
   }
   /* an unavailable "rdma" gives tcp (logged with the reason and counted by the engine: docs/transfer-engine.md,
-   * "Path choice"); the protocol recorded is the one installed */
-  transport_t t = installTransport(s->engine.te, protocol, NULL);
+   * "Path choice"); the protocol recorded is the one installed. device_name ("rxe0", "mlx5_0,mlx5_1") picks the
+   * RDMA devices (docs/rdma.md); empty: every one, or MC_TE_FILTERS */
+  void *args[2] = {(void *)devices, NULL};
+  transport_t t = installTransport(s->engine.te, protocol, devices && *devices ? args : NULL);
   if (!t) {
     LOG_ERROR("setup: cannot install transport '%s'", protocol);
     return MC_INVALID_PARAMS;
@@ -359,7 +362,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = connect_master(s, master, deadline);
   if (!rc) mcli_set_key_ns(s->master.cli, tenant);
   if (!rc) rc = probe_metadata(meta, s->self.name);
-  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->engine);
+  if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->device_name, cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->seg.base) rc = mount_segment(s, deadline);
   /* holder index (docs/ha.md): on with MC_STORE_HOLDER_INDEX=1, and always when following a leader (HA) */

@@ -27,6 +27,28 @@
   X(SAME_HOST_PATH, BOOL, 1, 0, 1, "1",                                                                               \
     "reach peers on this host through shared memory (0 = through the network transport asked for, e.g. to test it "   \
     "on one host; docs/transfer-engine.md, \"Path choice\")")                                                          \
+  X(TE_FILTERS, TEXT, 0, 0, 0, "every device",                                                                     \
+    "RDMA: the devices to use, comma-separated (`mlx5_0,mlx5_1`); a `device_name` given to the engine wins "          \
+    "(docs/rdma.md)")                                                                                                 \
+  X(SLICE_SIZE, LONG, 65536, 4096, 1l << 30, "65536", "RDMA: bytes of one work request (docs/rdma.md, \"Slicing\")") \
+  X(FRAGMENT_RATIO, LONG, 4, 1, 1024, "4",                                                                            \
+    "RDMA: a rest of at most slice + slice / this goes as one final work request")                                    \
+  X(RDMA_QP_PER_EP, LONG, 2, 1, 16, "2", "RDMA: queue pairs per endpoint (local device, peer device)")               \
+  X(RDMA_MAX_WR, LONG, 64, 1, 1024, "64", "RDMA: work requests outstanding per queue pair")                          \
+  X(RDMA_MAX_ENDPOINTS, LONG, 256, 1, 4096, "256",                                                                    \
+    "RDMA: endpoints this engine opens, and, separately, endpoints peers may make it hold (the oldest goes at the "   \
+    "cap; docs/rdma.md, \"Caps\")")                                                                                    \
+  X(RDMA_CONNECT_TIMEOUT_MS, LONG, 3000, 100, 600000, "3000", "RDMA: deadline of an endpoint's handshake, ms")      \
+  X(RDMA_IO_TIMEOUT_MS, LONG, 10000, 100, 3600000, "10000",                                                           \
+    "RDMA: an endpoint with work outstanding and no completion for this long is reset, ms")                         \
+  X(RDMA_RETRY_COUNT, LONG, 4, 0, 64, "4", "RDMA: times a failed work request is retried (on the next rail)")        \
+  X(RDMA_GID_INDEX, LONG, -1, -1, 255, "-1 (auto)",                                                                   \
+    "RDMA: the GID index of every device (auto: a RoCE v2 GID with an IPv4-mapped address, else index 0)")          \
+  X(RDMA_QP_TIMEOUT, LONG, 14, 1, 31, "14",                                                                           \
+    "RDMA: a queue pair's ACK timeout exponent (4.096 us << this); with 6 retries a dead peer fails in ~0.5 s")      \
+  X(RDMA_QP_RETRY_CNT, LONG, 6, 0, 7, "6",                                                                            \
+    "RDMA: a queue pair's transport retries before the error completion (Soft-RoCE retries 7 forever)")            \
+  X(RDMA_RAIL_PAUSE_SECONDS, LONG, 30, 1, 3600, "30", "RDMA: how long a failing rail is paused (docs/rdma.md, \"Rails\")") \
   X(TCP_LANES_PER_PEER, LONG, 4, 1, 16, "4 (max 16)", "persistent connections per peer")                              \
   X(TCP_MAX_CONNECTIONS_PER_PEER, LONG, 4, 1, 16, "4",                                                                \
     "the same under upstream's name, read when `MC_TCP_LANES_PER_PEER` is unset")                                     \

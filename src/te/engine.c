@@ -281,8 +281,8 @@ struct mc_transport *mc_engine_transport(struct mc_engine *e, const char *name) 
 
 /* Installs the transport of a table row once, keeping tps in the table's order; NULL with the reason in why
  * when it cannot be installed. */
-static struct mc_transport *install_one(struct mc_engine *e, const struct mc_transport_ops *ops, char *why,
-                                        size_t why_len) {
+static struct mc_transport *install_one(struct mc_engine *e, const struct mc_transport_ops *ops, void **args,
+                                        char *why, size_t why_len) {
   struct mc_transport *t = NULL;
   int rank = mc_transport_rank(ops);
   pthread_mutex_lock(&e->tp_mu);
@@ -292,13 +292,14 @@ static struct mc_transport *install_one(struct mc_engine *e, const struct mc_tra
     t = e->tps[i];
   } else if (e->ntps == MC_MAX_TRANSPORTS) {
     snprintf(why, why_len, "%d transports installed already", MC_MAX_TRANSPORTS);
-  } else if (ops->init(e, &t, why, why_len) == 0) {
+  } else if ((e->install_args = args, ops->init(e, &t, why, why_len)) == 0) {
     memmove(&e->tps[i + 1], &e->tps[i], (size_t)(e->ntps - i) * sizeof(e->tps[0]));
     e->tps[i] = t;
     e->ntps++;
   } else {
     t = NULL;
   }
+  e->install_args = NULL;
   pthread_mutex_unlock(&e->tp_mu);
   return t;
 }
@@ -308,7 +309,7 @@ static struct mc_transport *install_one(struct mc_engine *e, const struct mc_tra
 static int install_same_host(struct mc_engine *e) {
   char why[256];
   for (int i = 0; i < mc_transport_rows(); i++)
-    if (mc_transport_row(i)->same_host && !install_one(e, mc_transport_row(i), why, sizeof(why))) return -1;
+    if (mc_transport_row(i)->same_host && !install_one(e, mc_transport_row(i), NULL, why, sizeof(why))) return -1;
   return 0;
 }
 
@@ -317,7 +318,7 @@ static int install_same_host(struct mc_engine *e) {
 static struct mc_transport *fall_back(struct mc_engine *e, const struct mc_transport_ops *asked, const char *why) {
   const struct mc_transport_ops *fb = mc_transport_fallback();
   char fb_why[256];
-  struct mc_transport *t = install_one(e, fb, fb_why, sizeof(fb_why));
+  struct mc_transport *t = install_one(e, fb, NULL, fb_why, sizeof(fb_why));
   if (!t) {
     LOG_ERROR("installTransport: %s is unavailable (%s) and so is %s (%s)", asked->name, why, fb->name, fb_why);
     return NULL;
@@ -342,7 +343,7 @@ transport_t installTransport(transfer_engine_t engine, const char *proto, void *
   struct mc_transport *t = NULL;
   if (!fallible || !e->force_tcp) {
     char init_why[200] = "";
-    t = install_one(e, ops, init_why, sizeof(init_why));
+    t = install_one(e, ops, args, init_why, sizeof(init_why));
     snprintf(why, sizeof(why), "unavailable: %s", init_why);
   }
   if (!t && fallible) t = fall_back(e, ops, why);
@@ -382,10 +383,6 @@ char *mc_engine_describe(struct mc_engine *e) {
   json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:i}", "name", e->name, "protocol",
                         local_protocol(e), "timestamp", ts, "host_id", mc_host_id(), "pid", (int)getpid(),
                         "ip_or_host_name", e->ip, "rpc_port", (int)e->rpc_port, "tcp_data_port", 0);
-  pthread_mutex_lock(&e->tp_mu);
-  for (int i = 0; i < e->ntps; i++)
-    if (e->tps[i]->ops->describe) e->tps[i]->ops->describe(e->tps[i], d);
-  pthread_mutex_unlock(&e->tp_mu);
   json_t *arr = json_array();
   pthread_mutex_lock(&e->reg_mu);
   for (size_t i = 0; i < e->nbufs; i++) {
@@ -398,6 +395,10 @@ char *mc_engine_describe(struct mc_engine *e) {
   }
   pthread_mutex_unlock(&e->reg_mu);
   json_object_set_new(d, "buffers", arr);
+  pthread_mutex_lock(&e->tp_mu); /* after the buffers: a transport may add to them (rdma: keys) */
+  for (int i = 0; i < e->ntps; i++)
+    if (e->tps[i]->ops->describe) e->tps[i]->ops->describe(e->tps[i], d);
+  pthread_mutex_unlock(&e->tp_mu);
   char *s = json_dumps(d, JSON_COMPACT);
   json_decref(d);
   return s;

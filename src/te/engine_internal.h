@@ -19,6 +19,7 @@
 
 struct mc_engine;
 struct mc_transport;
+struct mc_rdma_desc;
 
 /* ---- local registered memory ---- */
 struct mc_buf {
@@ -54,6 +55,7 @@ struct mc_desc {
   atomic_uint_least64_t **shm_warm; /* per mapped buffer: warm chunk bits, then queued bits */
   void *shm_registry; /* mapping of the owner's registry, or NULL */
   size_t shm_registry_len;
+  struct mc_rdma_desc *rdma; /* the rdma fields (devices, keyed buffers, matrix: docs/rdma.md), NULL if none */
 };
 
 struct mc_seg {
@@ -111,7 +113,7 @@ struct mc_transport_ops {
   /* A row with only a name and an init is a transport this build names but does not carry: its init fails
    * saying so. Every other row has the operations below (describe, split and the mem_ hooks optional). */
   void (*fini)(struct mc_transport *t);
-  /* Adds this transport's fields to the local segment descriptor. */
+  /* Adds this transport's fields to the local segment descriptor (its "buffers" already there). */
   void (*describe)(struct mc_transport *t, json_t *desc);
   /* 1 when this transport can reach the segment described by d. */
   int (*reachable)(struct mc_transport *t, const struct mc_desc *d);
@@ -124,6 +126,8 @@ struct mc_transport_ops {
   void (*mem_changed)(struct mc_transport *t, struct mc_buf *const *bufs, size_t n);
   /* Optional: after a buffer was removed, wait until no peer can still be touching it. */
   void (*mem_quiesce)(struct mc_transport *t);
+  /* Optional: answers a Connection request (control RPC type 0, docs/rdma.md); a malloc'ed JSON reply. */
+  char *(*connection)(struct mc_transport *t, const char *req, size_t len);
 };
 
 struct mc_transport {
@@ -167,6 +171,7 @@ struct mc_engine {
   pthread_mutex_t tp_mu;
   struct mc_transport *tps[MC_MAX_TRANSPORTS];
   int ntps;
+  void **install_args; /* installTransport's args while a transport's init runs (tp_mu held), else NULL */
   /* per table row: installTransport asked for it and got the fallback instead (te_transport_fallback_total) */
   atomic_uint_least64_t fallbacks[MC_TRANSPORT_ROWS_MAX];
 

@@ -161,7 +161,13 @@ void mc_eng_rpc_handler(void *ctx, int type, const char *req, size_t len, char *
     case MC_RPC_PROBE:
       *reply = mc_strdup("{\"status\":\"success\"}");
       return;
-    default: /* Connection: RDMA handshakes are not served by this build */
-      *reply = mc_strdup("{\"reply_msg\":\"no RDMA transport installed\"}");
+    default: { /* Connection: the RDMA handshake, served by the transport that answers it */
+      struct mc_transport *t = NULL;
+      pthread_mutex_lock(&e->tp_mu);
+      for (int i = 0; i < e->ntps && !t; i++)
+        if (e->tps[i]->ops->connection) t = e->tps[i];
+      pthread_mutex_unlock(&e->tp_mu); /* installed transports stay until the engine goes */
+      *reply = t ? t->ops->connection(t, req, len) : mc_strdup("{\"reply_msg\":\"no RDMA transport installed\"}");
+    }
   }
 }

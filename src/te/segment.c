@@ -7,6 +7,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "te/engine_internal.h"
+#include "te/rdma_logic.h"
 
 static int cmp_rbuf(const void *a, const void *b) {
   const struct mc_rbuf *x = a, *y = b;
@@ -77,6 +78,14 @@ struct mc_desc *mc_desc_decode(const char *text) {
   if (!get_u64(root, "pid", &v) && v < (1u << 31)) d->pid = (int)v;
   d->shm_registry_fd = !get_u64(root, "shm_registry_fd", &v) && v < (1u << 31) ? (int)v : -1;
   int bad = !d->name || !d->protocol || decode_buffers(d, json_object_get(root, "buffers"));
+  if (!bad && json_object_get(root, "devices")) { /* an RDMA peer: every rdma field checked (docs/rdma.md) */
+    char err[256];
+    d->rdma = mc_calloc(1, sizeof(*d->rdma));
+    if (mc_rdma_desc_decode(root, d->rdma, err, sizeof(err))) {
+      LOG_WARN("segment descriptor for '%s': %s", d->name, err);
+      bad = 1;
+    }
+  }
   if (!bad) d->canon = canonical(root);
   json_decref(root);
   if (bad) {
@@ -114,6 +123,8 @@ void mc_desc_unref(struct mc_desc *d) {
   }
   mc_free(d->shm_maps);
   mc_free(d->shm_warm);
+  if (d->rdma) mc_rdma_desc_free(d->rdma);
+  mc_free(d->rdma);
   if (d->shm_registry) munmap(d->shm_registry, d->shm_registry_len);
   mc_free(d->bufs);
   mc_free(d->name);

@@ -8,19 +8,11 @@
 
 extern const struct mc_transport_ops mc_tcp_transport_ops;
 extern const struct mc_transport_ops mc_shm_transport_ops;
-
-/* RDMA is not built in: asking for it installs the fallback, saying why (engine.c, installTransport). Its
- * file replaces this row. */
-static int rdma_absent(struct mc_engine *e, struct mc_transport **out, char *why, size_t why_len) {
-  (void)e, (void)out;
-  snprintf(why, why_len, "not built in");
-  return ERR_NOT_IMPLEMENTED;
-}
-static const struct mc_transport_ops rdma_absent_ops = {.name = "rdma", .init = rdma_absent};
+extern const struct mc_transport_ops mc_rdma_transport_ops; /* transport_rdma.c: its init fails without a device */
 
 static const struct mc_transport_ops *const table[] = {
     &mc_shm_transport_ops,
-    &rdma_absent_ops,
+    &mc_rdma_transport_ops,
     &mc_tcp_transport_ops,
 };
 #define NROWS ((int)(sizeof(table) / sizeof(table[0])))

@@ -105,3 +105,16 @@ def test_upstream_engine_pattern(pair):
     assert st == 1
     assert init.transfer_sync_write(peer, ibuf, 12345, 8) == -1  # outside the peer's registered memory
     assert init.free_managed_buffer(ibuf, 1 << 20) == 0
+
+
+def test_rdma_protocol_falls_back():
+    """initialize(..., "rdma", device) on a host with no RDMA device: the engine installs tcp (logged and counted,
+    docs/transfer-engine.md, "Path choice") and works; the RDMA guest runs the same call on rxe0 over rdma
+    (tests/rdma_guest_store.py)."""
+    a, b = TransferEngine(), TransferEngine()
+    assert a.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "mlx5_0") == 0
+    assert b.initialize("127.0.0.1", "P2PHANDSHAKE", "rdma", "") == 0
+    tbuf, ibuf = b.allocate_managed_buffer(1 << 20), a.allocate_managed_buffer(1 << 20)
+    assert a.write_bytes_to_buffer(ibuf, b"rdma-or-tcp", 11) == 0
+    assert a.transfer_sync_write(session(b), ibuf, tbuf, 11) == 0
+    assert b.read_bytes_from_buffer(tbuf, 11) == b"rdma-or-tcp"
