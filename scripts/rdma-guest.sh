@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The RDMA guest (docs/testing.md, "The RDMA guest"): runs one command as root in a qemu (TCG) guest that has
-# a Soft-RoCE device rxe0, ACTIVE, on a veth pair, and the host's root read-only over 9p.
+# two Soft-RoCE devices, rxe0 and rxe1, ACTIVE, on the two ends of a veth pair, and the host's root read-only
+# over 9p.
 #
 #   scripts/rdma-guest.sh run [--timeout S] [--env NAME[=VALUE]]... [-v] -- CMD ARGS...
 #   scripts/rdma-guest.sh check          exits 0 when a guest can be started here, 77 (with the reason) if not
@@ -138,12 +139,17 @@ hostname rdma-guest
 ulimit -l unlimited
 ip link set lo up || fail "lo"
 ip link add veth0 mtu 9000 type veth peer name veth1 mtu 9000 && ip link set veth0 up && ip link set veth1 up || fail "veth pair"
+# rxe0 on one end of the pair, rxe1 on the other: two devices whose traffic crosses the veth pair (rails
+# between NICs); each also reaches itself
 rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0"
-for i in $(seq 100); do
-  grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && break
-  sleep 0.1
+rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1"
+for d in rxe0 rxe1; do
+  for i in $(seq 100); do
+    grep -q ACTIVE /sys/class/infiniband/$d/ports/1/state 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q ACTIVE /sys/class/infiniband/$d/ports/1/state || fail "$d port not ACTIVE: $(cat /sys/class/infiniband/$d/ports/1/state 2>&1)"
 done
-grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state || fail "rxe0 port not ACTIVE: $(cat /sys/class/infiniband/rxe0/ports/1/state 2>&1)"
 . "$J/env.sh"
 . "$J/cmd.sh"
 : >"$J/ready"

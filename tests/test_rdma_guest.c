@@ -4,8 +4,9 @@
  * registered buffer between unregistered guard bytes. MC_SAME_HOST_PATH=0: the same-host path is off, so the
  * path is rdma. Checks: byte-exact WRITE and READ at 1 B .. 64 MiB, batches of 1 and 256, several threads at
  * once, a notification, requests outside the peer's or the local buffer refused with the guard bytes intact,
- * and a target SIGKILLed mid-transfer failing within a bound while the other target keeps working.
- * Run on a host without rxe0 it exits 77 (skipped). */
+ * and a target SIGKILLed mid-transfer failing within a bound while the other target keeps working. A fourth
+ * process, a target on rxe0 and rxe1 (the guest's second device, on the other end of its veth pair), takes a
+ * transfer striped over both NICs. Run on a host without rxe0 it exits 77 (skipped). */
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <pthread.h>
@@ -40,12 +41,14 @@ static uint64_t now_ms(void) {
 
 static uint8_t pattern(uint64_t i, int seed) { return (uint8_t)((i * 131 + (i >> 12) * 7 + (uint64_t)seed) & 0xff); }
 
+static const char *g_devices = "rxe0"; /* what new_engine installs rdma on */
+
 static transfer_engine_t new_engine(void) {
   transfer_engine_t e = createTransferEngine("P2PHANDSHAKE", "127.0.0.1", NULL, 0, 0);
-  void *args[2] = {"rxe0", NULL};
+  void *args[2] = {(void *)g_devices, NULL};
   transport_t t = e ? installTransport(e, "rdma", args) : NULL;
   if (!t || strcmp(mc_te_transport_name(t), "rdma")) {
-    fprintf(stderr, "cannot install rdma on rxe0 (%s)\n", t ? mc_te_transport_name(t) : "no transport");
+    fprintf(stderr, "cannot install rdma on %s (%s)\n", g_devices, t ? mc_te_transport_name(t) : "no transport");
     return NULL;
   }
   return e;
@@ -153,7 +156,7 @@ static int target_hello(struct target *t) {
 
 static transfer_engine_t A;
 static uint8_t *src, *dst;
-static struct target B, C;
+static struct target B, C, D; /* D: on rxe0 and rxe1 (0 pid when the guest has no rxe1) */
 
 /* One batch of n requests; its final state within timeout_ms (or WAITING). */
 static int xfer_n(struct transfer_request *r, size_t n, const notify_msg_t *note, int timeout_ms) {
@@ -435,22 +438,71 @@ static void test_idle_cpu(void) {
   CHECK(used <= 100);
 }
 
-static int have_rxe0(void) {
+static int have_device(const char *name) {
   int n = 0, found = 0;
   struct ibv_device **l = ibv_get_device_list(&n);
-  for (int i = 0; l && i < n; i++) found |= !strcmp(ibv_get_device_name(l[i]), "rxe0");
+  for (int i = 0; l && i < n; i++) found |= !strcmp(ibv_get_device_name(l[i]), name);
   if (l) ibv_free_device_list(l);
   return found;
 }
 
+/* Packets a device has sent (its port's hw counter), -1 when unreadable. */
+static long long sent_pkts(const char *dev) {
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/hw_counters/sent_pkts", dev);
+  FILE *f = fopen(path, "r");
+  long long v = -1;
+  if (f && fscanf(f, "%lld", &v) != 1) v = -1;
+  if (f) fclose(f);
+  return v;
+}
+
+/* Two NICs on each side (rxe0, rxe1 on the two ends of a veth pair): slices are striped over the rails, so
+ * both devices carry a share of one transfer, and the bytes arrive whole. */
+static void test_two_nics(void) {
+  if (!D.pid) {
+    fprintf(stderr, "  skipped: this guest has no rxe1\n");
+    return;
+  }
+  g_devices = "rxe0,rxe1";
+  transfer_engine_t A2 = new_engine();
+  g_devices = "rxe0";
+  REQUIRE(A2);
+  const uint64_t n = 32 * MiB;
+  REQUIRE(!registerLocalMemory(A2, src, n, "cpu:0", 1) && !registerLocalMemory(A2, dst, n, "cpu:0", 1));
+  REQUIRE(!target_hello(&D));
+  segment_id_t seg = openSegment(A2, D.name);
+  REQUIRE(seg >= 0);
+  CHECK_STR(mc_te_segment_path(A2, seg), "rdma");
+  long long s0 = sent_pkts("rxe0"), s1 = sent_pkts("rxe1");
+  fill_random(src, n, 77);
+  memset(dst, 0, n);
+  transfer_engine_t keep = A;
+  A = A2; /* xfer() submits on A */
+  CHECK_EQ(xfer(OPCODE_WRITE, src, seg, D.addr, n), STATUS_COMPLETED);
+  CHECK_EQ(xfer(OPCODE_READ, dst, seg, D.addr, n), STATUS_COMPLETED);
+  A = keep;
+  CHECK(!memcmp(src, dst, n));
+  long long d0 = sent_pkts("rxe0") - s0, d1 = sent_pkts("rxe1") - s1;
+  fprintf(stderr, "  32 MiB each way over two NICs: rxe0 sent %lld packets, rxe1 %lld\n", d0, d1);
+  CHECK(s0 >= 0 && s1 >= 0);
+  CHECK(d0 >= 1000 && d1 >= 1000); /* a share each (a 32 MiB write and read: ~16 000 packets of 4 KiB in all) */
+  destroyTransferEngine(A2);
+}
+
 int main(void) {
-  if (!have_rxe0()) {
+  if (!have_device("rxe0")) {
     fprintf(stderr, "SKIP: no rxe0 here (this test runs inside the RDMA guest: tests/rdma_guest.cmake)\n");
     return 77;
   }
   setenv("MC_SAME_HOST_PATH", "0", 1); /* reach the targets over rdma although they are on this host */
   signal(SIGPIPE, SIG_IGN);
   if (target_start(&B, 1) || target_start(&C, 2)) return 1; /* before any engine: no threads forked */
+  if (have_device("rxe1")) {
+    g_devices = "rxe0,rxe1";
+    if (target_start(&D, 4)) return 1;
+    g_devices = "rxe0";
+  }
   setenv("MC_RDMA_IO_TIMEOUT_MS", "4000", 1); /* ours (not the targets'): resets come sooner */
   src = aligned_alloc(4096, SRC_LEN);
   dst = aligned_alloc(4096, SRC_LEN);
@@ -467,16 +519,21 @@ int main(void) {
   if (!ok) {
     fprintf(stderr, "FAIL: set-up (engine, registration, targets, segments)\n");
     kill(B.pid, SIGKILL), kill(C.pid, SIGKILL);
+    if (D.pid) kill(D.pid, SIGKILL);
     return 1;
   }
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_device_choice), TEST_CASE(test_path_and_read), TEST_CASE(test_sizes),         TEST_CASE(test_batch_256),
       TEST_CASE(test_threads),       TEST_CASE(test_idle_cpu),      TEST_CASE(test_notify),        TEST_CASE(test_out_of_bounds),
       TEST_CASE(test_hostile_handshake), TEST_CASE(test_peer_killed), TEST_CASE(test_unregistered_target),
-      TEST_CASE(test_target_state),
+      TEST_CASE(test_target_state), TEST_CASE(test_two_nics),
   };
   char *argv[] = {"test_rdma_guest", NULL};
   int rc = mc_test_run(cases, (int)(sizeof(cases) / sizeof(cases[0])), 1, argv);
+  if (D.pid) {
+    close(D.cmd);
+    waitpid(D.pid, NULL, 0);
+  }
   close(B.cmd);
   int ws = 0;
   waitpid(B.pid, &ws, 0);
