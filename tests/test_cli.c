@@ -10,6 +10,7 @@
 #include <stdarg.h>
 
 #include "cli/admin.h"
+#include "common/version.h"
 #include "lib/proc.h"
 #include "lib/test.h"
 #include "mooncake/store.h"
@@ -580,12 +581,26 @@ static void test_progress_line(void) {
   free(text);
 }
 
+/* Every program a user runs answers --version with its name and the product's version, exit 0. */
+static void test_versions(void) {
+  static const char *const progs[] = {"mooncake", "mooncake_master", "mooncake_http_metadata_server",
+                                      "mooncake_store_node", "transfer_engine_bench"};
+  for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+    struct out o;
+    char want[128];
+    run_tool(&o, 5000, progs[i], "--version", NULL);
+    snprintf(want, sizeof(want), "%s version %s\n", progs[i], MC_STORE_VERSION);
+    CHECK_EQ(o.rc, 0);
+    CHECK_STR(o.so, want);
+  }
+}
+
 int main(int argc, char **argv) {
   snprintf(bin_dir, sizeof(bin_dir), "%s", getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : ".");
   static const struct mc_test_case cases[] = {
       TEST_CASE(test_setup),   TEST_CASE(test_metrics), TEST_CASE(test_status),   TEST_CASE(test_segments),
       TEST_CASE(test_keys_and_key), TEST_CASE(test_remove), TEST_CASE(test_drain), TEST_CASE(test_errors),
-      TEST_CASE(test_teardown), TEST_CASE(test_trace_replay), TEST_CASE(test_progress_line),
+      TEST_CASE(test_teardown), TEST_CASE(test_trace_replay), TEST_CASE(test_progress_line), TEST_CASE(test_versions),
   };
   /* The cluster cases depend on each other: a name selects test_setup + that case + teardown. */
   if (argc > 1) {

@@ -10,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "common/version.h"
 
 #define FIELD(obj, opt, T) ((T *)((char *)(obj) + (opt)->offset))
 
@@ -181,6 +182,11 @@ int mc_cfg_parse_argv(const struct mc_cfg_opt *tab, void *obj, int argc, char **
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "-help")) {
       mc_cfg_print_help(tab, prog, usage);
+      return 1;
+    }
+    if (!strcmp(a, "--version") || !strcmp(a, "-version")) {
+      const char *base = strrchr(prog, '/');
+      printf("%s version %s\n", base ? base + 1 : prog, MC_STORE_VERSION);
       return 1;
     }
     if (parse_verbosity(a)) continue;

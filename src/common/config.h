@@ -39,7 +39,8 @@ int mc_cfg_apply_json(const struct mc_cfg_opt *tab, void *obj, json_t *root, cha
  * Also understood: --help (prints help, returns 1), --config_path=FILE (JSON), --v=N / -v / -vN
  * (log verbosity). Positional arguments are collected in *rest (NULL-terminated, caller frees the
  * array) when rest is non-NULL, otherwise they are errors.
- * Returns 0 ok, 1 help printed (caller exits 0), -1 error printed on stderr (caller exits 1). */
+ * --help prints the flags, --version the program's name and MC_STORE_VERSION (common/version.h).
+ * Returns 0 ok, 1 help or version printed (caller exits 0), -1 error printed on stderr (caller exits 1). */
 int mc_cfg_parse_argv(const struct mc_cfg_opt *tab, void *obj, int argc, char **argv, const char *usage,
                       char ***rest);
 void mc_cfg_print_help(const struct mc_cfg_opt *tab, const char *prog, const char *usage);

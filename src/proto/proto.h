@@ -66,6 +66,7 @@
 #define MC_MASTER_PROTO_H
 #include <stdint.h>
 
+#include "common/version.h" /* MC_STORE_VERSION */
 #include "mooncake/store.h"
 #include "net/codec.h"
 
@@ -129,7 +130,6 @@ enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
  * cannot land in space the new master handed out. */
 #define MC_FASTPUT_CONTACT_NS (500ull * 1000000ull) /* short: the quiet period it sets bounds a failover's first put */
 
-#define MC_STORE_VERSION "mooncake-c 0.1.0"
 
 struct mc_uuid {
   uint64_t hi, lo;

@@ -22,6 +22,7 @@
 #include "net/auth.h"
 #include "common/knobs.h"
 #include "common/util.h"
+#include "common/version.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
 #define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
@@ -244,7 +245,7 @@ struct opt {
 };
 
 #define MAX_OPTS 8
-enum { OPT_JSON = 0x100, OPT_TIMEOUT, OPT_ADMIN, OPT_BASE = 0x200 }; /* getopt values beyond any char */
+enum { OPT_JSON = 0x100, OPT_TIMEOUT, OPT_ADMIN, OPT_VERSION, OPT_BASE = 0x200 }; /* getopt values beyond any char */
 
 /* The next option of argv, or -1 when none is left; -2 when argv[optind - 1] is not one of lo (printed
  * as "<who>: <why>"). The caller resets optind to 0 before its first call. */
@@ -844,7 +845,7 @@ static int parse_global(struct cli *c, int argc, char **argv, int *cmd_at) {
       {"json", no_argument, NULL, OPT_JSON},         {"master-admin", required_argument, NULL, OPT_ADMIN},
       {"master_admin", required_argument, NULL, OPT_ADMIN}, {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
       {"timeout_ms", required_argument, NULL, OPT_TIMEOUT}, {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+      {"version", no_argument, NULL, OPT_VERSION},          {NULL, 0, NULL, 0}};
   optind = 0;
   for (int v; (v = next_opt(argc, argv, "+:h", lo, "mooncake")) != -1;) {
     double t;
@@ -859,6 +860,7 @@ static int parse_global(struct cli *c, int argc, char **argv, int *cmd_at) {
         c->timeout_ms = (long)t;
         break;
       case 'h': usage_all(stdout); return -1;
+      case OPT_VERSION: printf("mooncake version %s\n", MC_STORE_VERSION); return -1;
       default: usage_all(stderr); return EX_USAGE;
     }
   }
