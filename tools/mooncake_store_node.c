@@ -38,7 +38,10 @@ int main(int argc, char **argv) {
   struct node_cfg c;
   mc_cfg_defaults(opts, &c);
   int prc = mc_cfg_parse_argv(opts, &c, argc, argv, "[--flag=value ...]", NULL);
-  if (prc) return prc > 0 ? 0 : 1;
+  if (prc) { /* --help, --version, or a bad flag */
+    mc_cfg_free(opts, &c);
+    return prc > 0 ? 0 : 1;
+  }
   if (!c.global_segment_size) {
     fprintf(stderr, "mooncake_store_node: --global_segment_size must be > 0 (a node with no memory stores nothing)\n");
     return 1;
