@@ -231,6 +231,28 @@ static inline int mc_tp_exit_code(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* mc_tp_exit_code with a bound: a child still running after ms is killed (SIGKILL, reported), so a
+ * hung child fails the check instead of the whole test timing out. */
+static inline int mc_tp_exit_code_within(pid_t pid, long ms) {
+  if (pid <= 0) return -1;
+  long deadline = mc_tp_now_ms() + ms;
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (r < 0) return -1;
+    if (mc_tp_now_ms() >= deadline) {
+      fprintf(stderr, "pid %d still running after %ld ms: killed\n", (int)pid, ms);
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    usleep(10000);
+  }
+  if (WIFSIGNALED(st)) fprintf(stderr, "pid %d killed by signal %d\n", (int)pid, WTERMSIG(st));
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* SIGTERM, then SIGKILL after grace_ms; reaps. Returns the wait status, or -1. */
 static inline int mc_tp_stop(pid_t pid, long grace_ms) {
   if (pid <= 0) return -1;
