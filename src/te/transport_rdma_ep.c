@@ -163,7 +163,7 @@ struct rdma_ep *rdma_ep_get(struct rdma_tp *tp, int ldev, const char *peer_path)
     tp->neps++;
   }
   pthread_mutex_unlock(&tp->ep_mu);
-  if (!ep) LOG_WARN("rdma: %d endpoints open (MC_RDMA_MAX_ENDPOINTS): none for %s", tp->max_eps, peer_path);
+  if (!ep) LOG_WARN_LIMITED("rdma: %d endpoints open (MC_RDMA_MAX_ENDPOINTS): none for %s", tp->max_eps, peer_path);
   return ep;
 }
 
@@ -397,10 +397,11 @@ void rdma_ep_watchdog(struct rdma_tp *tp, struct rdma_dev *dev) {
 
 /* ---- the passive side ---- */
 
+/* A refusal, logged rate-limited: a peer can send handshakes at will. */
 static char *reject(const char *fmt, const char *arg) {
   char msg[MC_RDMA_REPLY_MSG_MAX];
   snprintf(msg, sizeof(msg), fmt, arg);
-  LOG_WARN("rdma: Connection request refused: %s", msg);
+  LOG_WARN_LIMITED("rdma: Connection request refused: %s", msg);
   json_t *o = json_pack("{s:s}", "reply_msg", msg);
   char *s = json_dumps(o, JSON_COMPACT);
   json_decref(o);
