@@ -154,27 +154,41 @@ static void liar_stop(struct liar *l) {
 
 /* The initiator, in a child: opens the liar's segment and writes at `off`, then (truncate) has the liar
  * shrink its memfd and writes again. Exit 0: every transfer was refused or failed cleanly; 1: a write
- * went through where it must not; killed by a signal: the liar crashed us. */
-static int initiator(struct liar *l, const char *seg_name, uint64_t off, int truncate) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("MC_SEGMENT_PREFAULT", "0", 1); /* copy through the mapping at once, no kernel-copy warm-up */
-    transfer_engine_t e = createTransferEngine(g_conn, "initiator", NULL, 0, 1);
-    if (!e) _exit(4);
-    uint8_t *src = malloc(64 * KiB);
-    memset(src, 0x22, 64 * KiB);
-    if (registerLocalMemory(e, src, 64 * KiB, "cpu:0", 1)) _exit(4);
-    const uint64_t base = 0x7e0000000000ull;
-    segment_id_t seg = openSegment(e, seg_name);
-    int through = seg > 0 && xfer(e, OPCODE_WRITE, src, seg, base + off, 4096) == 0;
-    if (truncate) {
-      if (liar_cmd(l, 'T')) _exit(5);
-      through |= seg > 0 && xfer(e, OPCODE_WRITE, src, seg, base + off, 4096) == 0;
-    }
-    destroyTransferEngine(e);
-    _exit(through ? 1 : 0);
+ * went through where it must not; killed by a signal: the liar crashed us. The child is this binary
+ * run again with MC_TEST_INITIATOR set (initiator_child runs before main), not a bare fork: this process
+ * has a metadata server's threads, and a fork copies the heap's locks in whatever state they hold them. */
+__attribute__((constructor)) static void initiator_child(void) {
+  const char *spec = getenv("MC_TEST_INITIATOR");
+  if (!spec) return;
+  char conn[256], seg_name[128];
+  unsigned long long off;
+  int truncate, to, from;
+  if (sscanf(spec, "%255s %127s %llu %d %d %d", conn, seg_name, &off, &truncate, &to, &from) != 6) _exit(6);
+  struct liar l = {.to = to, .from = from};
+  transfer_engine_t e = createTransferEngine(conn, "initiator", NULL, 0, 1);
+  if (!e) _exit(4);
+  uint8_t *src = malloc(64 * KiB);
+  memset(src, 0x22, 64 * KiB);
+  if (registerLocalMemory(e, src, 64 * KiB, "cpu:0", 1)) _exit(4);
+  const uint64_t base = 0x7e0000000000ull;
+  segment_id_t seg = openSegment(e, seg_name);
+  int through = seg > 0 && xfer(e, OPCODE_WRITE, src, seg, base + off, 4096) == 0;
+  if (truncate) {
+    if (liar_cmd(&l, 'T')) _exit(5);
+    through |= seg > 0 && xfer(e, OPCODE_WRITE, src, seg, base + off, 4096) == 0;
   }
-  return mc_tp_exit_code(pid);
+  destroyTransferEngine(e);
+  free(src);
+  _exit(through ? 1 : 0);
+}
+
+static int initiator(struct liar *l, const char *seg_name, uint64_t off, int truncate) {
+  char spec[512];
+  snprintf(spec, sizeof(spec), "MC_TEST_INITIATOR=%s %s %llu %d %d %d", g_conn, seg_name, (unsigned long long)off,
+           truncate, l->to, l->from);
+  /* copy through the mapping at once, no kernel-copy warm-up */
+  char *env[] = {spec, "MC_SEGMENT_PREFAULT=0", NULL};
+  return mc_tp_exit_code_within(mc_tp_spawn((char *[]){"/proc/self/exe", NULL}, env, NULL), 120000);
 }
 
 /* A liar of `kind` announcing len bytes; the initiator writes at off (then again after a truncation). */
@@ -291,14 +305,10 @@ __attribute__((constructor)) static void bound_child(void) {
 
 static void test_bind_address(void) {
   start_meta();
-  pid_t pid = fork();
-  if (pid == 0) {
-    setenv("MC_TCP_BIND_ADDRESS", "127.0.0.2", 1);
-    setenv("MC_TEST_BOUND_CHILD", g_conn, 1);
-    execl("/proc/self/exe", "test_hostile_shm", (char *)NULL);
-    _exit(3);
-  }
-  CHECK_EQ(mc_tp_exit_code(pid), 0);
+  char conn[300];
+  snprintf(conn, sizeof(conn), "MC_TEST_BOUND_CHILD=%s", g_conn);
+  char *env[] = {"MC_TCP_BIND_ADDRESS=127.0.0.2", conn, NULL};
+  CHECK_EQ(mc_tp_exit_code_within(mc_tp_spawn((char *[]){"/proc/self/exe", NULL}, env, NULL), 120000), 0);
 }
 
 TEST_MAIN({"forged_own_pid", test_forged_own_pid}, {"memfd_shorter_than_claimed", test_memfd_shorter_than_claimed},

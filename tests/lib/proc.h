@@ -151,7 +151,7 @@ static inline void mc_tp_child_(const char *path, char *const argv[], char **env
                                 int errfd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a crashed test */
   int in = open("/dev/null", O_RDONLY);
-  int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int out = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : -1; /* NULL: the test's own stderr */
   if (in >= 0) dup2(in, 0);
   if (out >= 0) dup2(out, 1), dup2(out, 2);
   sigset_t none;
