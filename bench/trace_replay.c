@@ -23,7 +23,6 @@
 #include "cli/admin.h"
 #include "mooncake/store.h"
 
-#define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
 
 struct replay_cfg {
   char *master, *metadata, *admin, *key_prefix, *local_hostname;
@@ -364,7 +363,7 @@ static int replay_request(struct replay *rp, const struct request *q) {
 static double now_s(void) { return (double)mc_now_ns() / 1e9; }
 
 /* How far the replay is, on stderr (the report is stdout's): a live line on a terminal, else one every
- * PROGRESS_EVERY_S seconds. */
+ * MC_PROGRESS_EVERY_S seconds. */
 static void show_progress(struct mc_progress *pr, const struct replay *rp, size_t done, double start) {
   uint64_t looked = rp->hits + rp->misses;
   double el = now_s() - start;
@@ -377,7 +376,7 @@ static int run_replay(struct replay *rp) {
   const struct trace *t = rp->t;
   double start = now_s(), t0 = t->req[0].ts_ms;
   struct mc_progress pr;
-  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), PROGRESS_EVERY_S);
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), MC_PROGRESS_EVERY_S);
   for (size_t r = 0; r < t->nreq; r++) {
     show_progress(&pr, rp, r, start);
     const struct request *q = &t->req[r];

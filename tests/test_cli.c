@@ -546,7 +546,7 @@ static void test_trace_replay(void) {
   stop_cluster(&c);
 }
 
-/* The progress line of drain --wait and trace_replay (tools/cli/admin.c): rewritten in place on a
+/* The progress line of drain --wait, trace_replay and transfer_engine_bench (common/progress.c): rewritten in place on a
  * terminal, rate-limited; a plain line per period elsewhere, none before the first period. */
 static void test_progress_line(void) {
   char *text = NULL;
@@ -581,6 +581,44 @@ static void test_progress_line(void) {
   free(text);
 }
 
+/* transfer_engine_bench shows its progress on a long run: with stderr a pipe, a plain line after
+ * MC_PROGRESS_EVERY_S seconds carrying elapsed/total seconds, batches so far and the rate. */
+static void test_bench_progress(void) {
+  char *dir = mc_tp_mkdtemp("cli_bench");
+  REQUIRE(dir);
+  char *log = mc_tp_path(dir, "target.out"), bin[600];
+  snprintf(bin, sizeof(bin), "%s/transfer_engine_bench", bin_dir);
+  char *targv[] = {bin, "--mode=target", "--metadata_server=P2PHANDSHAKE", "--buffer_size=1048576", NULL};
+  pid_t target = mc_tp_spawn(targv, NULL, log);
+  REQUIRE(target > 0);
+  char seg[128] = "", arg[160];
+  for (int i = 0; i < 300 && !seg[0] && !mc_tp_exited(target); i++) {
+    usleep(50000);
+    FILE *f = fopen(log, "r");
+    char line[256];
+    while (f && fgets(line, sizeof(line), f))
+      if (sscanf(line, "Target ready: segment %127s", seg) == 1) break;
+    if (f) fclose(f);
+  }
+  CHECK(seg[0]);
+  snprintf(arg, sizeof(arg), "--segment_id=%s", seg);
+  struct out o;
+  run_tool(&o, 60000, "transfer_engine_bench", "--mode=initiator", "--metadata_server=P2PHANDSHAKE", arg,
+           "--duration=6", "--threads=1", "--batch_size=4", "--block_size=4096", NULL);
+  CHECK_EQ(o.rc, 0);
+  CHECK(strstr(o.so, "Test completed: duration"));
+  unsigned long long batches = 0;
+  double rate = 0;
+  const char *line = strstr(o.se, "bench: 5/6 s, ");
+  CHECK(line && sscanf(line, "bench: 5/6 s, %llu batches, %lf", &batches, &rate) == 2);
+  CHECK(batches > 0 && rate > 0);
+  if (!line) fprintf(stderr, "stderr: %s\n", o.se);
+  mc_tp_stop(target, 5000);
+  mc_tp_rmrf(dir);
+  free(log);
+  free(dir);
+}
+
 /* Every program a user runs answers --version with its name and the product's version, exit 0. */
 static void test_versions(void) {
   static const char *const progs[] = {"mooncake", "mooncake_master", "mooncake_http_metadata_server",
@@ -601,6 +639,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup),   TEST_CASE(test_metrics), TEST_CASE(test_status),   TEST_CASE(test_segments),
       TEST_CASE(test_keys_and_key), TEST_CASE(test_remove), TEST_CASE(test_drain), TEST_CASE(test_errors),
       TEST_CASE(test_teardown), TEST_CASE(test_trace_replay), TEST_CASE(test_progress_line), TEST_CASE(test_versions),
+      TEST_CASE(test_bench_progress),
   };
   /* The cluster cases depend on each other: a name selects test_setup + that case + teardown. */
   if (argc > 1) {

@@ -21,6 +21,7 @@
 #include "common/alloc.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/progress.h"
 #include "common/util.h"
 #include "mooncake/transfer_engine.h"
 
@@ -124,7 +125,7 @@ struct worker {
   struct bench *b;
   int tid;
   pthread_t th;
-  uint64_t batches;
+  _Atomic uint64_t batches; /* read by the progress line while the worker runs */
   uint64_t *lat_ns; /* per-batch latencies when --latency (grows) */
   size_t nlat, caplat;
 };
@@ -431,7 +432,19 @@ static int run_workers(struct bench *b) {
     if (pthread_create(&w[started].th, NULL, worker_main, &w[started])) break;
   }
   uint64_t end_at = start + (uint64_t)o->duration * 1000000000ull;
-  while (atomic_load(&b->running) && mc_now_ns() < end_at) usleep(10000);
+  struct mc_progress pr;
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), MC_PROGRESS_EVERY_S);
+  const struct unit *u = report_unit;
+  while (atomic_load(&b->running) && mc_now_ns() < end_at) {
+    usleep(10000);
+    uint64_t done = 0;
+    for (size_t i = 0; i < started; i++) done += atomic_load(&w[i].batches);
+    double t = (double)(mc_now_ns() - start) / 1e9;
+    mc_progress_show(&pr, "bench: %.0f/%lld s, %llu batches, %.*f %s/s", t, (long long)o->duration,
+                     (unsigned long long)done, (int)o->report_precision,
+                     (double)done * (double)o->batch_size * (double)o->block_size / t / u->bytes, u->name);
+  }
+  mc_progress_end(&pr);
   atomic_store(&b->running, 0);
   uint64_t batches = 0;
   for (size_t i = 0; i < started; i++) {
@@ -441,7 +454,6 @@ static int run_workers(struct bench *b) {
   double secs = (double)(mc_now_ns() - start) / 1e9;
   int rc = atomic_load(&b->failed) || started < nw ? 1 : 0;
   if (!rc) {
-    const struct unit *u = report_unit;
     double bytes = (double)batches * (double)o->batch_size * (double)o->block_size;
     printf("Test completed: duration %.2f, batch count %llu, throughput %.*f %s/s\n", secs,
            (unsigned long long)batches, (int)o->report_precision, bytes / secs / u->bytes, u->name);

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/progress.h"
+
 /* One admin answer. body is NUL-terminated (malloc'ed, may be empty); free with mc_admin_resp_free. */
 struct mc_admin_resp {
   long status; /* HTTP status, 0 when no answer arrived */
@@ -27,21 +29,6 @@ void mc_admin_resp_free(struct mc_admin_resp *r);
 int mc_prom_value(const char *text, const char *name, double *out);
 /* The sum of every sample named exactly `name` (all label sets). 0 and *out, or -1 when absent. */
 int mc_prom_sum(const char *text, const char *name, double *out);
-
-/* A progress line for a long operation (docs/operations.md, "Progress"): on a terminal one line rewritten
- * in place ('\r') at most MC_PROGRESS_TTY_HZ times a second; elsewhere (a pipe, a log) a plain line every
- * every_s seconds, the first after every_s, so a short operation prints nothing there. */
-#define MC_PROGRESS_TTY_HZ 10
-struct mc_progress {
-  FILE *f;
-  int tty, shown;
-  double every_s, next; /* next: monotonic seconds of the next line */
-};
-void mc_progress_start(struct mc_progress *p, FILE *f, int tty, double every_s);
-/* A line, when one is due (printf format). */
-void mc_progress_show(struct mc_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Clears a terminal's line, so what follows starts on a clean one. */
-void mc_progress_end(struct mc_progress *p);
 
 /* A copy of argv (argv[0] and positionals untouched) where each flag name's '-' after the leading
  * dashes becomes '_', so "--block-bytes=4K" and "--block_bytes=4K" mean the same. The strings are

@@ -25,7 +25,6 @@
 #include "common/version.h"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_UNREACHABLE = 3, EX_NOTFOUND = 4 };
-#define PROGRESS_EVERY_S 5.0 /* a progress line's period when stderr is not a terminal */
 
 struct cli {
   const char *admin;
@@ -595,7 +594,7 @@ static int cmd_drain(struct cli *c, int argc, char **argv) {
   /* Without --wait: one query for the current state. With it: poll until DRAINED or the deadline,
    * showing how far it is (on stderr: stdout stays the one answer). */
   struct mc_progress pr;
-  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), PROGRESS_EVERY_S);
+  mc_progress_start(&pr, stderr, isatty(STDERR_FILENO), MC_PROGRESS_EVERY_S);
   double started = mono_s();
   do {
     json_decref(q);
