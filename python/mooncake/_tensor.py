@@ -287,7 +287,7 @@ def _tp_axis(rank, size, split_dim, local_extent):
 
 
 def _single_tp_axis(parallelism, ctx):
-    """(rank, size, split_dim) of a TensorParallelism holding one "tp" axis; None when parallelism is None;
+    """(rank, size, split_dim or None) of a TensorParallelism holding one "tp" axis; None when parallelism is None;
     NOT_SUPPORTED (logged) for any other shape."""
     if parallelism is None:
         return None
@@ -300,12 +300,11 @@ def _single_tp_axis(parallelism, ctx):
         _log.error("%s: only a single \"tp\" axis is supported (got %r)", ctx, parallelism)
         return NOT_SUPPORTED
     a = axes[0]
-    split_dim = 0 if a.split_dim is None else a.split_dim
-    if not (isinstance(a.rank, int) and isinstance(a.size, int) and isinstance(split_dim, int)) or \
-            a.size <= 0 or not 0 <= a.rank < a.size:
+    if not (isinstance(a.rank, int) and isinstance(a.size, int)) or a.size <= 0 or not 0 <= a.rank < a.size or \
+            not (a.split_dim is None or isinstance(a.split_dim, int)):
         _log.error("%s: bad tp axis %r", ctx, a)
         return INVALID_PARAMS
-    return a.rank, a.size, split_dim
+    return a.rank, a.size, a.split_dim
 
 
 # ------------------------------------------------------------------ the methods
@@ -564,8 +563,8 @@ class TensorMethods:
                 blobs.append(_encode(torch, h))
                 continue
             rank, size, split_dim = ax
-            if not 0 <= split_dim < h.dim():
-                _log.error("%s: split_dim %d out of range for shape %s", ctx, split_dim, list(h.shape))
+            if split_dim is None or not 0 <= split_dim < h.dim():  # a shard write names its split dim
+                _log.error("%s: split_dim %s missing or out of range for shape %s", ctx, split_dim, list(h.shape))
                 skeys.append(k)
                 blobs.append(None)
                 continue
@@ -633,35 +632,44 @@ class TensorMethods:
             if ax is None or isinstance(ax, int):
                 _log.error("get_tensor_with_parallelism: mode \"shard\" needs a single \"tp\" axis")
                 return None
-            return self.get_tensor(tp_key(key, ax[0]))
+            t, meta = self._get_meta(tp_key(key, ax[0]))
+            want = (_AXIS_KINDS["tp"], ax[0], ax[1])
+            if meta is None or len(meta.axes) != 1 or meta.axes[0][:1] + meta.axes[0][2:4] != want or \
+                    ax[2] not in (None, meta.axes[0][4]):
+                if meta is not None:  # stored with another layout: remapping shards is not supported
+                    _log.error("get_tensor_with_parallelism: %s is not stored as tp shard %d of %d", key, ax[0], ax[1])
+                return None
+            return t
         return self._read_full(key)
+
+    def _get_meta(self, key):
+        """(tensor, Meta) of the object under key, or (None, None)."""
+        torch, h = _torch(), self.get_buffer(key)
+        meta = None if h is None else decode_header(bytes(memoryview(h)[:HEADER_SIZE]), h.size())
+        t = None if meta is None else _tensor_over(torch, h, meta)
+        return (None, None) if t is None else (t, meta)
 
     def _read_full(self, key):
         """The whole tensor: the object under key when it is a full one, else its tp shards concatenated."""
         torch = _torch()
-        h = self.get_buffer(key)
-        if h is not None:
-            meta = decode_header(bytes(memoryview(h)[:HEADER_SIZE]), h.size())
-            if meta is not None and meta.layout == LAYOUT_FULL:
-                return _tensor_over(torch, h, meta)
-        h0 = self.get_buffer(tp_key(key, 0))
-        m0 = None if h0 is None else decode_header(bytes(memoryview(h0)[:HEADER_SIZE]), h0.size())
+        t, meta = self._get_meta(key)
+        if meta is not None and meta.layout == LAYOUT_FULL:
+            return t
+        t0, m0 = self._get_meta(tp_key(key, 0))
         tp = [a for a in (m0.axes if m0 else []) if a[0] == _AXIS_KINDS["tp"]]
-        if m0 is None or len(m0.axes) != 1 or not tp or tp[0][4] < 0:
+        if m0 is None or len(m0.axes) != 1 or not tp or tp[0][2] != 0 or tp[0][4] < 0:
             _log.error("get_tensor_with_parallelism: %s has no full object and no tp shard set", key)
             return None
         count, split_dim = tp[0][3], tp[0][4]
-        parts = [_tensor_over(torch, h0, m0)]
+        parts = [t0]
         for rank in range(1, count):
-            h = self.get_buffer(tp_key(key, rank))
-            m = None if h is None else decode_header(bytes(memoryview(h)[:HEADER_SIZE]), h.size())
+            t, m = self._get_meta(tp_key(key, rank))
             if m is None or m.dtype != m0.dtype or m.global_shape != m0.global_shape or len(m.axes) != 1 or \
-                    m.axes[0][2:5] != (rank, count, split_dim):
+                    m.local_shape != m0.local_shape or m.axes[0][:1] + m.axes[0][2:5] != tp[0][:1] + (rank, count,
+                                                                                                      split_dim):
                 _log.error("get_tensor_with_parallelism: shard %d of %s is missing or inconsistent", rank, key)
                 return None
-            parts.append(_tensor_over(torch, h, m))
-        if any(p is None for p in parts):
-            return None
+            parts.append(t)
         full = torch.cat(parts, split_dim)
         if list(full.shape) != m0.global_shape:
             _log.error("get_tensor_with_parallelism: the shards of %s do not add up to shape %s", key,

@@ -351,6 +351,9 @@ def test_parallelism_limits(s):
     assert s.put_tensor_with_parallelism("lim", t, both) == -1012
     assert s.put_tensor_with_parallelism("lim", t, writer_partition=object()) == -1012
     assert s.put_tensor_with_parallelism("lim", t, tp_par(2, 2)) == -600  # rank outside size
+    assert s.put_tensor_with_parallelism("lim", t, tp_par(0, 2, None)) == -600  # a shard write needs split_dim
+    assert s.put_tensor_with_parallelism("lim", t, tp_par(0, 2, 2)) == -600  # outside the shape
+    assert s.is_exist("lim_tp_0") == 0 and s.is_exist("lim") == 0
     assert s.get_tensor_with_parallelism("lim", ReadTarget("shard")) is None  # shard without axes
     assert s.batch_put_tensor_with_parallelism(["a", "b"], [t], None) == [-600, -600]
 
@@ -398,6 +401,17 @@ def test_hostile_objects_are_refused(s):
     assert s.put_tensor_with_tp("lying", t, tp_size=2) == 0
     assert s.upsert("lying_tp_1", header(0, (4, 2), (2, 2), 1, [(1, 1, 2, 1, 0, 1)]) + raw(t[2:])) == 0
     assert s.get_tensor_with_parallelism("lying", ReadTarget("full")) is None
+    # ... nor one whose member has another local shape, nor one whose "rank 0" says it is rank 1
+    assert s.upsert("lying_tp_1", header(0, (4, 2), (2, 1), 1, [(1, 1, 2, 0, 0, 2)]) + raw(t[2:, :1])) == 0
+    assert s.get_tensor_with_parallelism("lying", ReadTarget("full")) is None
+    assert s.upsert("lying_tp_1", header(0, (4, 2), (2, 2), 1, [(1, 1, 2, 0, 0, 2)]) + raw(t[2:])) == 0
+    assert same(s.get_tensor_with_parallelism("lying", ReadTarget("full")), t)
+    assert s.upsert("lying_tp_0", header(0, (4, 2), (2, 2), 1, [(1, 1, 2, 0, 0, 2)]) + raw(t[:2])) == 0
+    assert s.get_tensor_with_parallelism("lying", ReadTarget("full")) is None
+    # a shard read checks the stored shard is the one asked for (another tp size is not remapped)
+    assert s.get_tensor_with_parallelism("lying", ReadTarget("shard", tp_par(1, 4))) is None
+    assert same(s.get_tensor_with_parallelism("lying", ReadTarget("shard", tp_par(1, 2))), t[2:])
+    assert s.get_tensor_with_parallelism("lying", ReadTarget("shard", tp_par(1, 2, 1))) is None
 
 
 def test_upstream_objects_read(s):
