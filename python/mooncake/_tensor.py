@@ -201,8 +201,8 @@ def _bad(why):
 
 def _host_tensor(torch, t, ctx):
     """A contiguous CPU tensor of a stored dtype, or None (logged)."""
-    if not isinstance(t, torch.Tensor):
-        _log.error("%s: expected a torch.Tensor, got %s", ctx, type(t).__name__)
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+        _log.error("%s: expected a dense torch.Tensor, got %s", ctx, type(t).__name__)
         return None
     if t.device.type != "cpu":
         if t.device.type == "cuda" and torch.cuda.is_available():
@@ -245,22 +245,16 @@ def _tensor_over(torch, buf, meta):
     return flat.view(dt).reshape(meta.local_shape)
 
 
-def _from_handle(torch, h):
-    if h is None:
-        return None
-    mv = memoryview(h)
-    meta = decode_header(bytes(mv[:HEADER_SIZE]), len(mv))
-    return None if meta is None else _tensor_over(torch, h, meta)
+def _decode_buffer(torch, buf, n):
+    """(tensor, Meta) of the object in the first n bytes of buf, or (None, None)."""
+    meta = decode_header(bytes(buf[:HEADER_SIZE]) if n >= HEADER_SIZE else b"", n)
+    t = None if meta is None else _tensor_over(torch, buf, meta)
+    return (None, None) if t is None else (t, meta)
 
 
 def _from_memory(torch, ptr, n):
     """The tensor in the first n bytes at ptr (a view of that memory), or None."""
-    if n < 0:
-        return None
-    meta = decode_header(ctypes.string_at(ptr, HEADER_SIZE) if n >= HEADER_SIZE else b"", n)
-    if meta is None:
-        return None
-    return _tensor_over(torch, (ctypes.c_char * n).from_address(ptr), meta)
+    return None if n < 0 else _decode_buffer(torch, (ctypes.c_char * n).from_address(ptr), n)[0]
 
 
 # ------------------------------------------------------------------ sharding
@@ -482,7 +476,7 @@ class TensorMethods:
             raise TypeError("batch_get_tensor: keys must be a list")
         if torch is None or not self._ready or not keys:
             return [None] * len(keys)
-        return [_from_handle(torch, h) for h in self.batch_get_buffer(list(keys))]
+        return [t for t, _ in self._get_meta_many(keys)]
 
     def get_tensor_with_tp(self, key, tp_rank=0, tp_size=1, split_dim=0):
         return self.get_tensor(key if tp_size <= 1 else tp_key(key, tp_rank))
@@ -644,10 +638,32 @@ class TensorMethods:
 
     def _get_meta(self, key):
         """(tensor, Meta) of the object under key, or (None, None)."""
-        torch, h = _torch(), self.get_buffer(key)
-        meta = None if h is None else decode_header(bytes(memoryview(h)[:HEADER_SIZE]), h.size())
-        t = None if meta is None else _tensor_over(torch, h, meta)
-        return (None, None) if t is None else (t, meta)
+        return self._get_meta_many([key])[0]
+
+    def _get_meta_many(self, keys):
+        """[(tensor, Meta) or (None, None)] of the objects under keys. Each is read whole into a private
+        buffer with get_into (no staging-buffer size limit, unlike get_buffer), which the tensor then owns;
+        an object that changed size between get_size and the read is tried once more."""
+        torch, keys = _torch(), list(keys)
+        out = [(None, None)] * len(keys)
+        for attempt in range(2):
+            todo = [i for i in range(len(keys)) if out[i][1] is None]
+            sizes = {i: self.get_size(keys[i]) for i in todo}
+            todo = [i for i in todo if sizes[i] >= HEADER_SIZE]
+            if not todo:
+                break
+            bufs = {i: bytearray(sizes[i]) for i in todo}
+            addrs = [ctypes.addressof((ctypes.c_char * sizes[i]).from_buffer(bufs[i])) for i in todo]
+            got = self.batch_get_into([keys[i] for i in todo], addrs, [sizes[i] for i in todo])
+            retry = False
+            for i, n in zip(todo, got):
+                if n >= 0:
+                    out[i] = _decode_buffer(torch, bufs[i], n)
+                else:
+                    retry = True
+            if not retry:
+                break
+        return out
 
     def _read_full(self, key):
         """The whole tensor: the object under key when it is a full one, else its tp shards concatenated."""

@@ -110,6 +110,14 @@ def test_non_contiguous_and_views(s):
         assert same(s.get_tensor(k), t.contiguous()) and s.get(k)[HDR:] == raw(t)
 
 
+def test_larger_than_the_staging_buffer(make_store):
+    s = make_store(lbs=1 << 20)
+    t = sample(torch.float32, (1 << 20,), 3)  # 4 MiB through a 1 MiB staging buffer
+    assert s.put_tensor("big", t) == 0 and same(s.get_tensor("big"), t)
+    assert s.put_tensor_with_tp("big", t, tp_size=2) == 0
+    assert same(s.get_tensor_with_parallelism("big_tp_1", None), t[1 << 19:])
+
+
 def test_get_is_an_independent_tensor(s):
     t = torch.ones(4, dtype=torch.int64)
     assert s.put_tensor("indep", t) == 0
@@ -134,6 +142,7 @@ def test_put_refuses_what_it_cannot_store(s):
     assert s.put_tensor("bad", None) == -600 and s.put_tensor("bad", b"bytes") == -600
     assert s.put_tensor("bad", torch.zeros(3, dtype=torch.complex64)) == -600
     assert s.put_tensor("bad", torch.empty(3, device="meta")) == -600  # not host memory, no GPU path
+    assert s.put_tensor("bad", torch.eye(3).to_sparse()) == -600
     assert s.is_exist("bad") == 0 and s.get_tensor("bad") is None
     assert s.put_tensor("", torch.zeros(2)) == -600
 
