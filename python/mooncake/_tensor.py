@@ -13,6 +13,7 @@ magic, ndim > 8, unknown dtype, a shape that does not match the payload) read as
 exception or an out-of-bounds access.
 """
 
+import copy
 import ctypes
 import importlib.util
 import json
@@ -304,8 +305,13 @@ def _single_tp_axis(parallelism, ctx):
 # ------------------------------------------------------------------ the methods
 
 
-def _batch_fail(keys, value):
-    return [value] * (len(keys) if isinstance(keys, (list, tuple)) else 0)
+def _groups_fit(config, keys):
+    """config.group_ids, when set, has one entry per key (as the store's own batch calls require)."""
+    gids = getattr(config, "group_ids", None)
+    if gids is not None and len(gids) != len(keys):
+        _log.error("tensor batch: group_ids has %d entries for %d keys", len(gids), len(keys))
+        return False
+    return True
 
 
 class TensorMethods:
@@ -313,12 +319,19 @@ class TensorMethods:
 
     # -------------------------------------------------------------- writes
 
-    def _write_encoded(self, keys, blobs, config, upsert):
-        """Writes each (key, bytearray) pair; a None blob is INVALID_PARAMS for its key. -> [status]"""
+    def _write_encoded(self, keys, blobs, config, upsert, owner=None):
+        """Writes each (key, bytearray) pair; a None blob is INVALID_PARAMS for its key. -> [status]
+        owner[i]: the caller's key that keys[i] belongs to (a shard of it), whose entry of config.group_ids
+        it takes (the caller checked that list's length against its own keys)."""
         out = [INVALID_PARAMS] * len(keys)
         idx = [i for i, b in enumerate(blobs) if b is not None]
         if not idx:
             return out
+        gids = getattr(config, "group_ids", None)
+        if gids is not None:
+            owner = range(len(keys)) if owner is None else owner
+            config = copy.copy(config)
+            config.group_ids = [gids[owner[i]] for i in idx]
         addrs = [ctypes.addressof((ctypes.c_char * len(blobs[i])).from_buffer(blobs[i])) for i in idx]
         fn = self.batch_upsert_from if upsert else self.batch_put_from
         res = fn([keys[i] for i in idx], addrs, [len(blobs[i]) for i in idx], config)
@@ -330,7 +343,7 @@ class TensorMethods:
         torch = _torch()
         if not isinstance(keys, (list, tuple)) or not isinstance(tensors, (list, tuple)):
             raise TypeError("%s: keys and tensors_list must be lists" % ctx)
-        if torch is None or not self._ready or len(keys) != len(tensors):
+        if torch is None or not self._ready or len(keys) != len(tensors) or not _groups_fit(config, keys):
             return [INVALID_PARAMS] * len(keys)
         blobs = []
         for t in tensors:
@@ -343,7 +356,7 @@ class TensorMethods:
         torch = _torch()
         if not isinstance(keys, (list, tuple)) or not isinstance(tensors, (list, tuple)):
             raise TypeError("%s: keys and tensors_list must be lists" % ctx)
-        if torch is None or not self._ready or len(keys) != len(tensors):
+        if torch is None or not self._ready or len(keys) != len(tensors) or not _groups_fit(config, keys):
             return [INVALID_PARAMS] * len(keys)
         skeys, blobs, owner, out = [], [], [], [0] * len(keys)
         for i, (k, t) in enumerate(zip(keys, tensors)):
@@ -358,7 +371,7 @@ class TensorMethods:
                 skeys.append(tp_key(k, rank))
                 blobs.append(_encode(torch, s, h.shape, [axis]))
                 owner.append(i)
-        for i, r in zip(owner, self._write_encoded(skeys, blobs, config, upsert) if skeys else []):
+        for i, r in zip(owner, self._write_encoded(skeys, blobs, config, upsert, owner) if skeys else []):
             if out[i] == 0:
                 out[i] = r
         return out
@@ -538,7 +551,8 @@ class TensorMethods:
         if not isinstance(keys, (list, tuple)) or not isinstance(tensors, (list, tuple)):
             raise TypeError("%s: keys and tensors_list must be lists" % ctx)
         pars = [None] * len(keys) if parallelisms is None else list(parallelisms)
-        if torch is None or not self._ready or not len(keys) == len(tensors) == len(pars):
+        if torch is None or not self._ready or not len(keys) == len(tensors) == len(pars) or \
+                not _groups_fit(config, keys):
             return [INVALID_PARAMS] * len(keys)
         if writer_partitions is not None:
             _log.error("%s: writer_partition(s) are not supported", ctx)

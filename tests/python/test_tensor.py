@@ -166,6 +166,12 @@ def test_pub_and_upsert(s):
     assert s.batch_upsert_tensor(["pub_b1", "pub_new"], [t3, t1]) == [0, 0]
     assert same(s.get_tensor("pub_b1"), t3) and same(s.get_tensor("pub_new"), t1)
     assert s.batch_upsert_pub_tensor(["pub_b2"], [t1], cfg) == [0] and same(s.get_tensor("pub_b2"), t1)
+    grouped = ReplicateConfig()
+    grouped.group_ids = ["g1", ""]  # one per key, also when a key is written as several shards
+    assert s.batch_pub_tensor(["pub_g1", "pub_g2"], [t1, "no"], grouped) == [0, -600]
+    assert s.batch_pub_tensor_with_tp(["pub_g3", "pub_g4"], [t1, t2], grouped, tp_size=2) == [0, 0]
+    assert same(s.get_tensor_with_parallelism("pub_g4", ReadTarget("full")), t2)
+    assert s.batch_pub_tensor(["pub_g5"], [t1], grouped) == [-600] and s.is_exist("pub_g5") == 0
     on = ReplicateConfig()
     on.soft_pin_action, on.soft_pin_ttl_ms = SoftPinAction.ENABLE, 60000
     assert s.upsert_pub_tensor("pub_b2", t2, on) == 0 and same(s.get_tensor("pub_b2"), t2)
