@@ -211,8 +211,8 @@ def _host_tensor(torch, t, ctx):
         else:
             _log.error("%s: a %s tensor cannot be read on this host (CPU tensors only; no GPU)", ctx, t.device.type)
             return None
-    if _dtype_code(torch, t.dtype) is None:
-        _log.error("%s: unsupported dtype %s", ctx, t.dtype)
+    if _dtype_code(torch, t.dtype) is None or t.dim() > MAX_DIMS:
+        _log.error("%s: unsupported dtype %s or more than %d dimensions (%d)", ctx, t.dtype, MAX_DIMS, t.dim())
         return None
     return t.detach().contiguous()
 

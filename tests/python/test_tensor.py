@@ -143,6 +143,8 @@ def test_put_refuses_what_it_cannot_store(s):
     assert s.put_tensor("bad", torch.zeros(3, dtype=torch.complex64)) == -600
     assert s.put_tensor("bad", torch.empty(3, device="meta")) == -600  # not host memory, no GPU path
     assert s.put_tensor("bad", torch.eye(3).to_sparse()) == -600
+    assert s.put_tensor("bad", torch.zeros([1] * 9)) == -600  # the header holds at most 8 dimensions
+    assert s.put_tensor_with_tp("bad", torch.zeros([2] * 9), tp_size=2) == -600
     assert s.is_exist("bad") == 0 and s.get_tensor("bad") is None
     assert s.put_tensor("", torch.zeros(2)) == -600
 
