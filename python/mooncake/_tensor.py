@@ -24,7 +24,7 @@ import struct
 _log = logging.getLogger("mooncake")
 
 INVALID_PARAMS = -600
-OBJECT_NOT_FOUND = -704
+FILE_NOT_FOUND = -1100  # upstream's code for "no tensor under that key" in save_tensor_to_safetensor
 NOT_SUPPORTED = -1012
 
 MAGIC = 0x4d4f4f4e
@@ -751,7 +751,7 @@ class TensorMethods:
         t = self.get_tensor(key)
         if t is None:
             _log.error("save_tensor_to_safetensor: no tensor under %r", key)
-            return OBJECT_NOT_FOUND
+            return FILE_NOT_FOUND
         try:
             save_safetensors({key: t}, key if file_name is None else file_name)
         except (OSError, ValueError, TypeError) as e:

@@ -498,7 +498,8 @@ def test_safetensors(s, tmp_path):
         f.write(struct.pack("<Q", len(hdr)) + hdr + struct.pack("<2f", 1.5, -2.0) + struct.pack("<q", -7))
     b = s.load_tensor_from_safetensor("b", p2)
     assert b.dtype == torch.int64 and b.shape == () and int(b) == -7 and same(s.get_tensor("b"), b)
-    assert s.save_tensor_to_safetensor("missing_key", str(tmp_path / "x")) == -704
+    assert s.save_tensor_to_safetensor("missing_key", str(tmp_path / "x")) == -1100  # upstream's code
+    assert s.save_tensor_to_safetensor("st", str(tmp_path / "no_such_dir" / "f")) == -600
     for bad in (b"", b"\xff" * 8, struct.pack("<Q", 4) + b"{}  ", struct.pack("<Q", 2) + b"[]",
                 struct.pack("<Q", len(hdr)) + hdr):  # the last: payload missing
         with open(p2, "wb") as f:
