@@ -258,6 +258,36 @@ def _from_memory(torch, ptr, n):
     return None if n < 0 else _decode_buffer(torch, (ctypes.c_char * n).from_address(ptr), n)[0]
 
 
+# ------------------------------------------------------------------ upstream's module-level helpers
+
+
+def _serialize_tensor(tensor):
+    """(header bytes, data address, data size, owner) of a tensor, owner being the contiguous tensor whose
+    memory the address points into (keep it alive while the address is used). ValueError when the tensor
+    cannot be stored."""
+    torch = _torch()
+    h = None if torch is None else _host_tensor(torch, tensor, "_serialize_tensor")
+    if h is None:
+        raise ValueError("unsupported tensor for Mooncake tensor serialization")
+    n = h.numel() * h.element_size()
+    head = encode_header(_dtype_code(torch, h.dtype), list(h.shape), list(h.shape), LAYOUT_FULL, (), n)
+    return bytes(head), h.data_ptr() if n else 0, n, h
+
+
+def _tensor_metadata_size():
+    return HEADER_SIZE
+
+
+def _deserialize_tensor(payload):
+    """The tensor of a whole tensor object given as bytes (a copy of its own); ValueError when invalid."""
+    torch = _torch()
+    data = bytearray(payload)
+    t = None if torch is None else _decode_buffer(torch, data, len(data))[0]
+    if t is None:
+        raise ValueError("invalid serialized Mooncake tensor payload")
+    return t
+
+
 # ------------------------------------------------------------------ sharding
 
 

@@ -13,6 +13,7 @@ import weakref
 
 from . import _mooncake, _tensor
 from ._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: F401 (upstream's request shapes)
+from ._tensor import _deserialize_tensor, _serialize_tensor, _tensor_metadata_size  # noqa: F401 (upstream's)
 from ._util import PybindEnum, parse_bool, parse_size
 
 _log = logging.getLogger("mooncake")

@@ -304,6 +304,23 @@ def tp_par(rank, size, split_dim=0):
     return p
 
 
+def test_module_helpers(s):
+    from mooncake import store as ms
+    t = sample(torch.bfloat16, (2, 3, 4), 6)[:, 1]  # non-contiguous
+    head, ptr, size, owner = ms._serialize_tensor(t)
+    assert ms._tensor_metadata_size() == HDR and head == header(12, (2, 4)) and size == 16
+    assert ctypes.string_at(ptr, size) == raw(t) and owner.data_ptr() == ptr
+    back = ms._deserialize_tensor(head + raw(t))
+    assert same(back, t.contiguous())
+    assert s.put("ser", head + raw(t)) == 0 and same(s.get_tensor("ser"), t.contiguous())  # a valid object
+    for bad in (b"", head, head + raw(t)[:-1], b"\x00" * HDR + raw(t)):
+        with pytest.raises(ValueError):
+            ms._deserialize_tensor(bad)
+    for bad in (None, torch.zeros(2, dtype=torch.complex64), torch.zeros([1] * 9)):
+        with pytest.raises(ValueError):
+            ms._serialize_tensor(bad)
+
+
 def test_request_shapes():
     a = ParallelAxis()
     assert (a.kind, a.rank, a.size, a.split_dim, a.expert_id, a.stage_id) == ("", 0, 1, None, None, None)
@@ -532,6 +549,11 @@ out["batch_get"] = [getattr(s, n)(["a", "b", "c"]) for n in _tensor.BATCH_GET_NA
 a = ms.ParallelAxis(); a.kind = "tp"; p = ms.TensorParallelism(); p.axes = [a]; r = ms.ReadTarget(); r.mode = "full"
 out["shapes"] = [a.kind, len(p.axes), r.mode]
 out["torch_loaded"] = sys.modules.get("torch") is not None
+out["meta_size"] = ms._tensor_metadata_size()
+try:
+    ms._deserialize_tensor(b"x" * 400)
+except ValueError:
+    out["deserialize"] = "ValueError"
 import json; print(json.dumps(out))
 """
 
@@ -545,6 +567,7 @@ def test_without_torch():
     assert all(v == [-1012, -1012] for v in out["batch_put"])
     assert set(out["get"]) == {None} and all(v == [None, None, None] for v in out["batch_get"])
     assert out["shapes"] == ["tp", 1, "full"]
+    assert out["meta_size"] == 304 and out["deserialize"] == "ValueError"
 
 
 def test_import_does_not_load_torch():
