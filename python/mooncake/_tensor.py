@@ -311,25 +311,51 @@ def _tp_axis(rank, size, split_dim, local_extent):
     return (_AXIS_KINDS["tp"], rank, size, split_dim, 0, local_extent)
 
 
-def _single_tp_axis(parallelism, ctx):
-    """(rank, size, split_dim or None) of a TensorParallelism holding one "tp" axis; None when parallelism is None;
-    NOT_SUPPORTED (logged) for any other shape."""
+class _Plan:
+    """A parsed TensorParallelism: a single "tp" axis (tp = (rank, size, split_dim or None)), or axes that only
+    tag the object (dp / ep / pp without split dims, tp None), stored as it is under "<key>__<axis>..."."""
+
+    __slots__ = ("tp", "axes", "suffix")
+
+    def key(self, base):
+        return tp_key(base, self.tp[0]) if self.tp else base + self.suffix
+
+
+def _parse_parallelism(parallelism, ctx):
+    """None (no parallelism), a _Plan, or a code (logged): INVALID_PARAMS for a malformed request,
+    NOT_SUPPORTED for layouts this package does not implement (tp with other axes, splitting dp/ep/pp)."""
     if parallelism is None:
         return None
-    axes = getattr(parallelism, "axes", None)
-    if isinstance(parallelism, ParallelAxis):
-        axes = [parallelism]
+    axes = [parallelism] if isinstance(parallelism, ParallelAxis) else getattr(parallelism, "axes", None)
     if not axes:
         return None
-    if len(axes) != 1 or str(axes[0].kind).lower() != "tp":
-        _log.error("%s: only a single \"tp\" axis is supported (got %r)", ctx, parallelism)
-        return NOT_SUPPORTED
-    a = axes[0]
-    if not (isinstance(a.rank, int) and isinstance(a.size, int)) or a.size <= 0 or not 0 <= a.rank < a.size or \
-            not (a.split_dim is None or isinstance(a.split_dim, int)):
-        _log.error("%s: bad tp axis %r", ctx, a)
+    norm = []
+    for a in axes:
+        kind = str(getattr(a, "kind", "")).lower()
+        rank, size, sd = getattr(a, "rank", None), getattr(a, "size", None), getattr(a, "split_dim", None)
+        eid, sid = getattr(a, "expert_id", None), getattr(a, "stage_id", None)
+        if kind not in _AXIS_KINDS or not all(isinstance(v, int) for v in (rank, size)) or size <= 0 or \
+                not 0 <= rank < size or not all(v is None or isinstance(v, int) for v in (sd, eid, sid)):
+            _log.error("%s: bad parallel axis %r", ctx, a)
+            return INVALID_PARAMS
+        r0 = (eid if kind == "ep" else sid if kind == "pp" else None)
+        norm.append((_AXIS_KINDS[kind], rank, size, sd, eid, sid, r0))
+    if len(norm) > MAX_AXES or len({n[0] for n in norm}) != len(norm):
+        _log.error("%s: at most %d axes, each kind once (got %r)", ctx, MAX_AXES, parallelism)
         return INVALID_PARAMS
-    return a.rank, a.size, a.split_dim
+    plan = _Plan()
+    plan.tp, plan.axes, plan.suffix = None, [], ""
+    if len(norm) == 1 and norm[0][0] == _AXIS_KINDS["tp"]:
+        plan.tp = norm[0][1:4]
+        return plan
+    if any(n[0] == _AXIS_KINDS["tp"] or n[3] is not None for n in norm):
+        _log.error("%s: tp combined with other axes, or a dp/ep/pp axis with a split_dim, is not supported", ctx)
+        return NOT_SUPPORTED
+    for kind, rank, size, _sd, eid, sid, r0 in sorted(norm):  # upstream's canonical order: dp, ep, pp
+        plan.axes.append((kind, rank, size, -1, 0 if r0 is None else r0, 0))
+        plan.suffix += "__%s_%dof%d%s%s" % (_AXIS_NAMES[kind], rank, size, "" if eid is None else "_eid%d" % eid,
+                                            "" if sid is None else "_sid%d" % sid)
+    return plan
 
 
 # ------------------------------------------------------------------ the methods
@@ -589,30 +615,31 @@ class TensorMethods:
             return [NOT_SUPPORTED] * len(keys)
         skeys, blobs, out = [], [], [0] * len(keys)
         for i, (k, t, p) in enumerate(zip(keys, tensors, pars)):
-            ax = _single_tp_axis(p, ctx)
+            plan = _parse_parallelism(p, ctx)
             h = _host_tensor(torch, t, ctx)
-            if isinstance(ax, int) or h is None:
-                out[i] = ax if isinstance(ax, int) else INVALID_PARAMS
-                skeys.append(k)
+            skeys.append(k if plan is None or isinstance(plan, int) else plan.key(k))
+            if isinstance(plan, int) or h is None:
+                out[i] = plan if isinstance(plan, int) else INVALID_PARAMS
                 blobs.append(None)
-                continue
-            if ax is None:
-                skeys.append(k)
+            elif plan is None:
                 blobs.append(_encode(torch, h))
-                continue
-            rank, size, split_dim = ax
-            if split_dim is None or not 0 <= split_dim < h.dim():  # a shard write names its split dim
-                _log.error("%s: split_dim %s missing or out of range for shape %s", ctx, split_dim, list(h.shape))
-                skeys.append(k)
-                blobs.append(None)
-                continue
-            gshape = list(h.shape)
-            gshape[split_dim] *= size
-            blob = _encode(torch, h, gshape, [_tp_axis(rank, size, split_dim, h.shape[split_dim])])
-            skeys.append(tp_key(k, rank))
-            blobs.append(blob)
+            elif plan.tp is None:
+                blobs.append(_encode(torch, h, None, plan.axes))
+            else:
+                blobs.append(self._tp_shard_blob(torch, h, plan.tp, ctx))
         res = self._write_encoded(skeys, blobs, config, upsert)
         return [o if o != 0 else r for o, r in zip(out, res)]
+
+    @staticmethod
+    def _tp_shard_blob(torch, h, tp, ctx):
+        """The object of shard h of a tp set (global shape: h's times size along split_dim), or None."""
+        rank, size, split_dim = tp
+        if split_dim is None or not 0 <= split_dim < h.dim():  # a shard write names its split dim
+            _log.error("%s: split_dim %s missing or out of range for shape %s", ctx, split_dim, list(h.shape))
+            return None
+        gshape = list(h.shape)
+        gshape[split_dim] *= size
+        return _encode(torch, h, gshape, [_tp_axis(rank, size, split_dim, h.shape[split_dim])])
 
     def put_tensor_with_parallelism(self, key, tensor, parallelism=None, config=None, writer_partition=None):
         return self._par_batch([key], [tensor], [parallelism], config, writer_partition, False,
@@ -665,19 +692,25 @@ class TensorMethods:
         mode = "as_stored" if target is None else target.mode
         if mode == "as_stored":
             return self.get_tensor(key)
-        ax = _single_tp_axis(target.parallelism, "get_tensor_with_parallelism")
+        plan = _parse_parallelism(target.parallelism, "get_tensor_with_parallelism")
         if mode == "shard":
-            if ax is None or isinstance(ax, int):
-                _log.error("get_tensor_with_parallelism: mode \"shard\" needs a single \"tp\" axis")
+            if plan is None or isinstance(plan, int):
+                _log.error("get_tensor_with_parallelism: mode \"shard\" needs a parallelism")
                 return None
-            t, meta = self._get_meta(tp_key(key, ax[0]))
-            want = (_AXIS_KINDS["tp"], ax[0], ax[1])
-            if meta is None or len(meta.axes) != 1 or meta.axes[0][:1] + meta.axes[0][2:4] != want or \
-                    ax[2] not in (None, meta.axes[0][4]):
-                if meta is not None:  # stored with another layout: remapping shards is not supported
-                    _log.error("get_tensor_with_parallelism: %s is not stored as tp shard %d of %d", key, ax[0], ax[1])
-                return None
-            return t
+            t, meta = self._get_meta(plan.key(key))
+            if plan.tp:
+                rank, size, split_dim = plan.tp
+                ok = meta is not None and len(meta.axes) == 1 and \
+                    meta.axes[0][:1] + meta.axes[0][2:4] == (_AXIS_KINDS["tp"], rank, size) and \
+                    split_dim in (None, meta.axes[0][4])
+            else:
+                ok = meta is not None and [a[:1] + a[2:6] for a in meta.axes] == [a[:5] for a in plan.axes]
+            if meta is not None and not ok:  # stored with another layout: remapping shards is not supported
+                _log.error("get_tensor_with_parallelism: %s is not stored as the shard asked for", key)
+            return t if ok else None
+        if plan is not None and not isinstance(plan, int) and plan.tp is None:
+            _log.error("get_tensor_with_parallelism: a full read of a dp/ep/pp shard set is not supported")
+            return None
         return self._read_full(key)
 
     def _get_meta(self, key):

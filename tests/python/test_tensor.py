@@ -376,6 +376,36 @@ def test_with_parallelism(s):
     assert same(got[0], t[4:]) and same(got[1], t)
 
 
+def axis(kind, rank, size, split_dim=None, expert_id=None, stage_id=None):
+    return ParallelAxis(kind, rank, size, split_dim, expert_id, stage_id)
+
+
+def test_with_parallelism_tag_axes(s):
+    """dp / ep / pp axes without a split dim tag a shard stored as it is, under upstream's key naming."""
+    t = sample(torch.float16, (3, 4), 11)
+    par = TensorParallelism([axis("PP", 0, 2, stage_id=3), axis("ep", 1, 4, expert_id=7), axis("dp", 0, 2)])
+    assert s.put_tensor_with_parallelism("tag", t, par) == 0
+    k = "tag__dp_0of2__ep_1of4_eid7__pp_0of2_sid3"
+    assert s.is_exist(k) == 1 and s.is_exist("tag") == 0
+    assert s.get(k)[:HDR] == header(11, (3, 4), (3, 4), 1, [(0, 0, 2, -1, 0, 0), (2, 1, 4, -1, 7, 0),
+                                                           (3, 0, 2, -1, 3, 0)])
+    same_axes = TensorParallelism([axis("dp", 0, 2), axis("pp", 0, 2, stage_id=3), axis("ep", 1, 4, expert_id=7)])
+    assert same(s.get_tensor_with_parallelism("tag", ReadTarget("shard", same_axes)), t)
+    assert same(s.get_tensor_with_parallelism(k, ReadTarget("as_stored")), t)
+    other = TensorParallelism([axis("dp", 1, 2), axis("pp", 0, 2, stage_id=3), axis("ep", 1, 4, expert_id=7)])
+    assert s.get_tensor_with_parallelism("tag", ReadTarget("shard", other)) is None
+    assert s.get_tensor_with_parallelism("tag", ReadTarget("full", same_axes)) is None  # no remapping
+    # a lying object under the right key is refused
+    assert s.upsert(k, header(11, (3, 4), (3, 4), 1, [(0, 1, 2, -1, 0, 0)]) + raw(t)) == 0
+    assert s.get_tensor_with_parallelism("tag", ReadTarget("shard", same_axes)) is None
+    assert s.batch_upsert_tensor_with_parallelism(["tag"], [t * 2], [same_axes]) == [0]
+    assert same(s.get_tensor_with_parallelism("tag", ReadTarget("shard", par)), t * 2)
+    assert s.put_tensor_with_parallelism("tag2", t, TensorParallelism([axis("ep", 0, 2, split_dim=0)])) == -1012
+    assert s.put_tensor_with_parallelism("tag2", t, TensorParallelism([axis("dp", 0, 2), axis("dp", 1, 2)])) == -600
+    assert s.put_tensor_with_parallelism("tag2", t, TensorParallelism([axis("xp", 0, 2)])) == -600
+    assert s.put_tensor_with_parallelism("tag2", t, TensorParallelism([axis("dp", 0, 2)] * 5)) == -600
+
+
 def test_parallelism_limits(s):
     t = torch.zeros(4, 4)
     dp = ParallelAxis()
