@@ -291,6 +291,15 @@ def _deserialize_tensor(payload):
 # ------------------------------------------------------------------ sharding
 
 
+def torch_cat(parts, dim):
+    """torch.cat, None (logged) when the parts do not fit together."""
+    try:
+        return _torch().cat(parts, dim)
+    except (RuntimeError, IndexError) as e:
+        _log.error("tensor shards do not fit together: %s", e)
+        return None
+
+
 def tp_key(key, rank):
     return "%s_tp_%d" % (key, rank)
 
@@ -312,24 +321,46 @@ def _tp_axis(rank, size, split_dim, local_extent):
 
 
 class _Plan:
-    """A parsed TensorParallelism: a single "tp" axis (tp = (rank, size, split_dim or None)), or axes that only
-    tag the object (dp / ep / pp without split dims, tp None), stored as it is under "<key>__<axis>..."."""
+    """A parsed TensorParallelism. tp: (rank, size, split_dim or None) of its tp axis, or None. parts: its axes
+    in upstream's canonical order (dp, tp, ep, pp) as (kind, rank, size, split_dim, expert_id, stage_id).
+    A single tp axis is a legacy tp shard ("<key>_tp_<rank>"); otherwise the object lives under
+    "<key>__<kind>_<rank>of<size>[_sd<split_dim>][_eid<expert_id>][_sid<stage_id>]..." (one part per axis)."""
 
-    __slots__ = ("tp", "axes", "suffix")
+    __slots__ = ("tp", "parts")
 
-    def key(self, base):
-        return tp_key(base, self.tp[0]) if self.tp else base + self.suffix
+    def legacy(self):
+        return self.tp is not None and len(self.parts) == 1
+
+    def key(self, base, tp_rank=None):
+        rank = tp_rank if tp_rank is not None else self.tp[0] if self.tp else None
+        if self.legacy():
+            return tp_key(base, rank)
+        out = base
+        for kind, r, size, sd, eid, sid in self.parts:
+            out += "__%s_%dof%d" % (_AXIS_NAMES[kind], rank if kind == _AXIS_KINDS["tp"] else r, size)
+            out += "".join("_%s%d" % (tag, v) for tag, v in (("sd", sd), ("eid", eid), ("sid", sid)) if v is not None)
+        return out
+
+    def header_axes(self, local_shape, tp_rank=None):
+        """The header's axis entries for a shard of local_shape (tp rank overridden by tp_rank)."""
+        out = []
+        for kind, r, size, sd, eid, sid in self.parts:
+            if kind == _AXIS_KINDS["tp"] and tp_rank is not None:
+                r = tp_rank
+            r0 = eid if kind == _AXIS_KINDS["ep"] else sid if kind == _AXIS_KINDS["pp"] else None
+            out.append((kind, r, size, -1 if sd is None else sd, r0 or 0, 0 if sd is None else local_shape[sd]))
+        return out
 
 
 def _parse_parallelism(parallelism, ctx):
     """None (no parallelism), a _Plan, or a code (logged): INVALID_PARAMS for a malformed request,
-    NOT_SUPPORTED for layouts this package does not implement (tp with other axes, splitting dp/ep/pp)."""
+    NOT_SUPPORTED for layouts this package does not implement (a dp/ep/pp axis that splits)."""
     if parallelism is None:
         return None
     axes = [parallelism] if isinstance(parallelism, ParallelAxis) else getattr(parallelism, "axes", None)
     if not axes:
         return None
-    norm = []
+    parts = []
     for a in axes:
         kind = str(getattr(a, "kind", "")).lower()
         rank, size, sd = getattr(a, "rank", None), getattr(a, "size", None), getattr(a, "split_dim", None)
@@ -338,23 +369,20 @@ def _parse_parallelism(parallelism, ctx):
                 not 0 <= rank < size or not all(v is None or isinstance(v, int) for v in (sd, eid, sid)):
             _log.error("%s: bad parallel axis %r", ctx, a)
             return INVALID_PARAMS
-        r0 = (eid if kind == "ep" else sid if kind == "pp" else None)
-        norm.append((_AXIS_KINDS[kind], rank, size, sd, eid, sid, r0))
-    if len(norm) > MAX_AXES or len({n[0] for n in norm}) != len(norm):
+        parts.append((_AXIS_KINDS[kind], rank, size, sd, eid, sid))
+    if len(parts) > MAX_AXES or len({p[0] for p in parts}) != len(parts):
         _log.error("%s: at most %d axes, each kind once (got %r)", ctx, MAX_AXES, parallelism)
         return INVALID_PARAMS
     plan = _Plan()
-    plan.tp, plan.axes, plan.suffix = None, [], ""
-    if len(norm) == 1 and norm[0][0] == _AXIS_KINDS["tp"]:
-        plan.tp = norm[0][1:4]
-        return plan
-    if any(n[0] == _AXIS_KINDS["tp"] or n[3] is not None for n in norm):
-        _log.error("%s: tp combined with other axes, or a dp/ep/pp axis with a split_dim, is not supported", ctx)
+    plan.parts = sorted(parts, key=lambda p: p[0])  # dp=0, tp=1, ep=2, pp=3: upstream's canonical order
+    tp = [p for p in parts if p[0] == _AXIS_KINDS["tp"]]
+    plan.tp = tp[0][1:4] if tp else None
+    if any(p[3] is not None for p in parts if p[0] != _AXIS_KINDS["tp"]):
+        _log.error("%s: a dp/ep/pp axis with a split_dim is not supported", ctx)
         return NOT_SUPPORTED
-    for kind, rank, size, _sd, eid, sid, r0 in sorted(norm):  # upstream's canonical order: dp, ep, pp
-        plan.axes.append((kind, rank, size, -1, 0 if r0 is None else r0, 0))
-        plan.suffix += "__%s_%dof%d%s%s" % (_AXIS_NAMES[kind], rank, size, "" if eid is None else "_eid%d" % eid,
-                                            "" if sid is None else "_sid%d" % sid)
+    if plan.tp is not None and len(parts) > 1 and plan.tp[2] is None:
+        _log.error("%s: the tp axis needs a split_dim", ctx)
+        return INVALID_PARAMS
     return plan
 
 
@@ -624,9 +652,13 @@ class TensorMethods:
             elif plan is None:
                 blobs.append(_encode(torch, h))
             elif plan.tp is None:
-                blobs.append(_encode(torch, h, None, plan.axes))
-            else:
+                blobs.append(_encode(torch, h, None, plan.header_axes(list(h.shape))))
+            elif plan.legacy():
                 blobs.append(self._tp_shard_blob(torch, h, plan.tp, ctx))
+            else:  # tp with other axes: h is the full tensor, the tp rank's slice is stored
+                shards = _tp_shards(torch, h, plan.tp[1], plan.tp[2], ctx)
+                sh = None if shards is None else shards[plan.tp[0]][1].contiguous()
+                blobs.append(None if sh is None else _encode(torch, sh, h.shape, plan.header_axes(list(sh.shape))))
         res = self._write_encoded(skeys, blobs, config, upsert)
         return [o if o != 0 else r for o, r in zip(out, res)]
 
@@ -697,21 +729,43 @@ class TensorMethods:
             if plan is None or isinstance(plan, int):
                 _log.error("get_tensor_with_parallelism: mode \"shard\" needs a parallelism")
                 return None
-            t, meta = self._get_meta(plan.key(key))
-            if plan.tp:
-                rank, size, split_dim = plan.tp
-                ok = meta is not None and len(meta.axes) == 1 and \
-                    meta.axes[0][:1] + meta.axes[0][2:4] == (_AXIS_KINDS["tp"], rank, size) and \
-                    split_dim in (None, meta.axes[0][4])
-            else:
-                ok = meta is not None and [a[:1] + a[2:6] for a in meta.axes] == [a[:5] for a in plan.axes]
-            if meta is not None and not ok:  # stored with another layout: remapping shards is not supported
-                _log.error("get_tensor_with_parallelism: %s is not stored as the shard asked for", key)
-            return t if ok else None
-        if plan is not None and not isinstance(plan, int) and plan.tp is None:
-            _log.error("get_tensor_with_parallelism: a full read of a dp/ep/pp shard set is not supported")
-            return None
+            return self._read_shard(key, plan)[0]
+        if plan is not None and not isinstance(plan, int) and not plan.legacy():
+            return self._read_full_multi(key, plan)
         return self._read_full(key)
+
+    def _read_shard(self, key, plan, tp_rank=None):
+        """(tensor, Meta) of the shard plan names (tp rank overridden by tp_rank), or (None, None) when it is
+        missing or its header carries other axes (stored with another layout: no remapping)."""
+        t, meta = self._get_meta(plan.key(key, tp_rank))
+        if meta is None:
+            return None, None
+        got = [a[:1] + a[2:6] for a in meta.axes]
+        if plan.legacy():  # a legacy read names no split dim unless the caller gave one
+            rank, size, split_dim = plan.tp if tp_rank is None else (tp_rank,) + plan.tp[1:]
+            ok = len(got) == 1 and got[0][:3] == (_AXIS_KINDS["tp"], rank, size) and split_dim in (None, got[0][3])
+        else:
+            ok = got == [a[:5] for a in plan.header_axes(meta.local_shape, tp_rank)]
+        if not ok:
+            _log.error("get_tensor_with_parallelism: %s is not stored as the shard asked for", key)
+            return None, None
+        return t, meta
+
+    def _read_full_multi(self, key, plan):
+        """The full tensor of a tp shard set scoped by other axes: its tp ranks' shards concatenated."""
+        if plan.tp is None:
+            _log.error("get_tensor_with_parallelism: a full read of a dp/ep/pp tagged set is not supported")
+            return None
+        parts, meta0 = [], None
+        for rank in range(plan.tp[1]):
+            t, meta = self._read_shard(key, plan, rank)
+            if meta is None or (meta0 is not None and (meta.global_shape, meta.local_shape, meta.dtype) !=
+                                (meta0.global_shape, meta0.local_shape, meta0.dtype)):
+                return None
+            meta0 = meta0 or meta
+            parts.append(t)
+        full = torch_cat(parts, plan.tp[2])
+        return full if full is not None and list(full.shape) == meta0.global_shape else None
 
     def _get_meta(self, key):
         """(tensor, Meta) of the object under key, or (None, None)."""
@@ -744,7 +798,6 @@ class TensorMethods:
 
     def _read_full(self, key):
         """The whole tensor: the object under key when it is a full one, else its tp shards concatenated."""
-        torch = _torch()
         t, meta = self._get_meta(key)
         if meta is not None and meta.layout == LAYOUT_FULL:
             return t
@@ -763,8 +816,8 @@ class TensorMethods:
                 _log.error("get_tensor_with_parallelism: shard %d of %s is missing or inconsistent", rank, key)
                 return None
             parts.append(t)
-        full = torch.cat(parts, split_dim)
-        if list(full.shape) != m0.global_shape:
+        full = torch_cat(parts, split_dim)
+        if full is None or list(full.shape) != m0.global_shape:
             _log.error("get_tensor_with_parallelism: the shards of %s do not add up to shape %s", key,
                        m0.global_shape)
             return None

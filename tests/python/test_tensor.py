@@ -406,13 +406,32 @@ def test_with_parallelism_tag_axes(s):
     assert s.put_tensor_with_parallelism("tag2", t, TensorParallelism([axis("dp", 0, 2)] * 5)) == -600
 
 
+def test_with_parallelism_tp_and_other_axes(s):
+    """tp with other axes: the caller passes the full tensor, the tp rank's slice is stored."""
+    t = sample(torch.int32, (4, 6), 12)
+    pars = [TensorParallelism([axis("tp", r, 2, split_dim=1), axis("dp", 1, 2)]) for r in range(2)]
+    assert s.batch_put_tensor_with_parallelism(["m", "m"], [t, t], pars) == [0, 0]
+    for r in range(2):
+        k = "m__dp_1of2__tp_%dof2_sd1" % r
+        assert s.get(k)[:HDR] == header(6, (4, 6), (4, 3), 1, [(0, 1, 2, -1, 0, 0), (1, r, 2, 1, 0, 3)])
+        assert same(s.get_tensor_with_parallelism("m", ReadTarget("shard", pars[r])), t[:, 3 * r:3 * r + 3])
+    assert same(s.get_tensor_with_parallelism("m", ReadTarget("full", pars[1])), t)
+    other_dp = TensorParallelism([axis("tp", 0, 2, split_dim=1), axis("dp", 0, 2)])
+    assert s.get_tensor_with_parallelism("m", ReadTarget("shard", other_dp)) is None
+    assert s.get_tensor_with_parallelism("m", ReadTarget("full", other_dp)) is None
+    assert s.put_tensor_with_parallelism("m_odd", t, TensorParallelism([axis("tp", 0, 4, split_dim=1),
+                                                                        axis("pp", 0, 1)])) == -600  # 6 % 4
+    assert s.upsert("m__dp_1of2__tp_1of2_sd1", header(6, (4, 6), (4, 3), 1, [(0, 1, 2, -1, 0, 0), (1, 0, 2, 1, 0, 3)])
+                    + raw(t[:, 3:])) == 0  # claims to be rank 0
+    assert s.get_tensor_with_parallelism("m", ReadTarget("full", pars[0])) is None
+
+
 def test_parallelism_limits(s):
     t = torch.zeros(4, 4)
-    dp = ParallelAxis()
-    dp.kind, dp.rank, dp.size = "dp", 0, 2
-    both = TensorParallelism()
-    both.axes = [dp, tp_par(0, 2).axes[0]]
-    assert s.put_tensor_with_parallelism("lim", t, both) == -1012
+    splitting_dp = TensorParallelism([axis("dp", 0, 2, split_dim=0), axis("tp", 0, 2, split_dim=1)])
+    assert s.put_tensor_with_parallelism("lim", t, splitting_dp) == -1012
+    no_split = TensorParallelism([axis("dp", 0, 2), axis("tp", 0, 2)])
+    assert s.put_tensor_with_parallelism("lim", t, no_split) == -600  # tp with other axes needs its split_dim
     assert s.put_tensor_with_parallelism("lim", t, writer_partition=object()) == -1012
     assert s.put_tensor_with_parallelism("lim", t, tp_par(2, 2)) == -600  # rank outside size
     assert s.put_tensor_with_parallelism("lim", t, tp_par(0, 2, None)) == -600  # a shard write needs split_dim
