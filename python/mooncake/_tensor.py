@@ -854,7 +854,7 @@ class TensorMethods:
             if blob is None or not isinstance(p, int) or p <= 0 or not isinstance(n, int) or len(blob) > n:
                 out.append(None)
                 continue
-            ctypes.memmove(p, bytes(blob), len(blob))
+            ctypes.memmove(p, (ctypes.c_char * len(blob)).from_buffer(blob), len(blob))
             out.append(_from_memory(torch, p, len(blob)))
         return out
 
