@@ -118,6 +118,28 @@ def test_larger_than_the_staging_buffer(make_store):
     assert same(s.get_tensor_with_parallelism("big_tp_1", None), t[1 << 19:])
 
 
+def test_threads_share_one_store(s):
+    import threading
+    errors = []
+
+    def worker(n):
+        for i in range(15):
+            t = sample(torch.float32, (64, 16), 100 * n + i)
+            k = "thr_%d_%d" % (n, i)
+            if s.put_tensor(k, t) != 0 or not same(s.get_tensor(k), t):
+                errors.append(k)
+            if s.put_tensor_with_tp(k + "t", t, tp_size=4) != 0 or \
+                    not same(s.get_tensor_with_parallelism(k + "t", ReadTarget("full")), t):
+                errors.append(k + " tp")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+
+
 def test_get_is_an_independent_tensor(s):
     t = torch.ones(4, dtype=torch.int64)
     assert s.put_tensor("indep", t) == 0
