@@ -11,7 +11,9 @@ import ctypes
 import logging
 import weakref
 
-from . import _mooncake
+from . import _mooncake, _tensor
+from ._tensor import ParallelAxis, ReadTarget, TensorParallelism  # noqa: F401 (upstream's request shapes)
+from ._tensor import _deserialize_tensor, _serialize_tensor, _tensor_metadata_size  # noqa: F401 (upstream's)
 from ._util import PybindEnum, parse_bool, parse_size
 
 _log = logging.getLogger("mooncake")
@@ -61,18 +63,6 @@ class TaskStatus(PybindEnum):
     PROCESSING = 1
     FAILED = 2
     SUCCESS = 3
-
-
-class ParallelAxis(PybindEnum):  # P2 (tensor parallel helpers need torch)
-    NONE = 0
-    ROW = 1
-    COLUMN = 2
-
-
-class ReadTarget(PybindEnum):  # P2
-    AUTO = 0
-    MEMORY = 1
-    DISK = 2
 
 
 for _e in (ReplicaStatus, ObjectDataType):
@@ -253,11 +243,6 @@ def get_alloc_func_addr():
 
 def get_free_func_addr():
     return ctypes.cast(_libc.free, ctypes.c_void_p).value
-
-
-class TensorParallelism:  # P2 (needs torch)
-    def __init__(self, tp_size=1, tp_rank=0, split_dim=0):
-        self.tp_size, self.tp_rank, self.split_dim = tp_size, tp_rank, split_dim
 
 
 class MooncakeDistributedNoFRegister:  # P2: NVMe-oF is not supported
@@ -516,39 +501,28 @@ class MooncakeDistributedStore(_mooncake.Store):
         return 0
 
 
-def _torch_missing(default):
-    def method(self, *args, **kwargs):
-        """Tensor helper: needs torch, which this package does not support (returns its failure value)."""
-        if callable(default):
-            return default(args)
-        return default
-    return method
+# Tensor helpers (docs/python.md, "Tensors"): mooncake/_tensor.py, installed when torch can be found;
+# without torch every name returns its failure value.
+if _tensor.torch_available():
+    _tensor.install(MooncakeDistributedStore)
+else:
+    def _torch_missing(default):
+        def method(self, *args, **kwargs):
+            """Tensor helper: torch is not installed, so it returns its failure value."""
+            return default(args) if callable(default) else default
+        return method
 
+    def _batch_len(args):
+        return len(args[0]) if args and isinstance(args[0], (list, tuple)) else 0
 
-_TENSOR_PUTS = ["put_tensor", "pub_tensor", "put_tensor_with_tp", "pub_tensor_with_tp", "put_tensor_from",
-                "upsert_tensor", "upsert_tensor_from", "upsert_tensor_with_tp", "put_tensor_with_parallelism",
-                "save_tensor_to_safetensor", "load_tensor_from_safetensor"]
-_TENSOR_BATCH_PUTS = ["batch_put_tensor", "batch_pub_tensor", "batch_put_tensor_with_tp", "batch_pub_tensor_with_tp",
-                      "batch_put_tensor_from", "batch_upsert_tensor", "batch_upsert_tensor_from",
-                      "batch_upsert_tensor_with_tp", "batch_put_tensor_with_parallelism"]
-_TENSOR_GETS = ["get_tensor", "get_tensor_with_tp", "get_tensor_into", "get_tensor_with_tp_into",
-                "get_tensor_into_cuda", "get_tensor_with_parallelism"]
-_TENSOR_BATCH_GETS = ["batch_get_tensor", "batch_get_tensor_with_tp", "batch_get_tensor_into",
-                      "batch_get_tensor_with_tp_into", "batch_get_tensor_with_parallelism"]
-
-
-def _batch_len(args):
-    return len(args[0]) if args and isinstance(args[0], (list, tuple)) else 0
-
-
-for _n in _TENSOR_PUTS:
-    setattr(MooncakeDistributedStore, _n, _torch_missing(NOT_SUPPORTED))
-for _n in _TENSOR_BATCH_PUTS:
-    setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [NOT_SUPPORTED] * _batch_len(a)))
-for _n in _TENSOR_GETS:
-    setattr(MooncakeDistributedStore, _n, _torch_missing(None))
-for _n in _TENSOR_BATCH_GETS:
-    setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [None] * _batch_len(a)))
+    for _n in _tensor.PUT_NAMES:
+        setattr(MooncakeDistributedStore, _n, _torch_missing(NOT_SUPPORTED))
+    for _n in _tensor.BATCH_PUT_NAMES:
+        setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [NOT_SUPPORTED] * _batch_len(a)))
+    for _n in _tensor.GET_NAMES:
+        setattr(MooncakeDistributedStore, _n, _torch_missing(None))
+    for _n in _tensor.BATCH_GET_NAMES:
+        setattr(MooncakeDistributedStore, _n, _torch_missing(lambda a: [None] * _batch_len(a)))
 
 # ------------------------------------------------------------------ argument helpers
 
