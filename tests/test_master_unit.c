@@ -436,6 +436,11 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
       mc_w_str(w, "zz"), mc_put_uuid(w, mt_id(1001)), mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64);
       mc_w_u8(w, 0), mc_w_u64(w, 0);
       break;
+    case MC_OP_CREATE_COPY_TASK: mc_w_str(w, "zz"), mc_w_u32(w, 1), mc_w_str(w, "127.0.0.1:1"); break;
+    case MC_OP_CREATE_MOVE_TASK: mc_w_str(w, "zz"), mc_w_str(w, "127.0.0.1:1"), mc_w_str(w, "127.0.0.1:2"); break;
+    case MC_OP_QUERY_TASK: mc_put_uuid(w, mt_id(7)); break;
+    case MC_OP_FETCH_TASKS: mc_put_uuid(w, mt_id(1)), mc_w_u32(w, 4); break;
+    case MC_OP_MARK_TASK_COMPLETE: mc_put_uuid(w, mt_id(1)), mc_put_uuid(w, mt_id(7)), mc_w_i32(w, 0), mc_w_str(w, "ok"); break;
     case MC_OP_REPORT_CLIENT_STATS: {
       struct mc_client_stats st = {.client = mt_id(1), .lat = {[3] = 2}, .lat_sum_us = 20, .hits = 1};
       mc_put_client_stats(w, &st);
