@@ -90,6 +90,17 @@ static void cluster_down(struct cluster *k) {
   master_stop(&k->m);
 }
 
+/* The frozen-executor setting: 2 peers, key1 (and key2 when not NULL) put on peer 0's segment (sizes 1 MiB, seeds
+ * seed and seed + 1), peer 1 frozen, then a copy of key1 to peer 1's segment, which stays pending: *id. */
+static void frozen_copy(struct cluster *k, const char *key1, const char *key2, unsigned seed, mc_task_id_t *id) {
+  CHECK(!cluster_up(k, 2, 32 * MiB, master_flags));
+  CHECK_EQ(peer_cmd(&k->p[0], "PUT %s %llu %u 1 1", key1, 1 * MiB, seed), 0);
+  if (key2) CHECK_EQ(peer_cmd(&k->p[0], "PUT %s %llu %u 1 1", key2, 1 * MiB, seed + 1), 0);
+  freeze(k->p[1].pid);
+  const char *tg[] = {k->p[1].name};
+  CHECK_EQ(mc_store_create_copy_task(k->c, key1, tg, 1, id), 0);
+}
+
 /* ------------------------------------------------------------------ cases */
 
 /* A copy to another segment; then the source's holder dies and the object is still read, byte-exact, from
@@ -179,14 +190,10 @@ static void test_move_while_read(void) {
  * -708, remove_all skips the object; once the executor runs again the task completes and remove works. */
 static void test_remove_during_task(void) {
   struct cluster k;
-  CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
-  struct peer *a = &k.p[0], *b = &k.p[1];
-  CHECK_EQ(peer_cmd(a, "PUT rm1 %llu 33 1 1", 1 * MiB), 0);
-  CHECK_EQ(peer_cmd(a, "PUT rm2 %llu 34 1 1", 1 * MiB), 0);
-  freeze(b->pid);
-  const char *tg[] = {b->name};
   mc_task_id_t id;
-  CHECK_EQ(mc_store_create_copy_task(k.c, "rm1", tg, 1, &id), 0);
+  frozen_copy(&k, "rm1", "rm2", 33, &id);
+  struct peer *b = &k.p[1];
+  const char *tg[] = {b->name};
   mc_task_info_t info;
   CHECK_EQ(mc_store_query_task(k.c, id, &info), 0);
   CHECK_EQ(info.status, 0); /* PENDING */
@@ -278,21 +285,17 @@ static void test_pending_cap(void) {
 /* The executor dies with the task: the task fails by its deadline and the object is whole and usable. */
 static void test_executor_dies(void) {
   struct cluster k;
-  CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
-  struct peer *a = &k.p[0], *b = &k.p[1];
-  CHECK_EQ(peer_cmd(a, "PUT ex1 %llu 61 1 1", 2 * MiB), 0);
-  freeze(b->pid);
-  const char *tg[] = {b->name};
   mc_task_id_t id;
-  CHECK_EQ(mc_store_create_copy_task(k.c, "ex1", tg, 1, &id), 0);
-  peer_kill(b);
+  frozen_copy(&k, "ex1", NULL, 61, &id);
+  struct peer *a = &k.p[0];
+  peer_kill(&k.p[1]);
   mc_task_info_t info;
   CHECK_EQ(wait_task(k.c, id, 8000, &info), 2);
   CHECK(*info.message);
   char who[512];
   CHECK_EQ(holders(k.c, "ex1", who, sizeof(who)), 1);
   CHECK_STR(who, a->name);
-  usable_then_removed(k.c, "ex1", 2 * MiB, 61);
+  usable_then_removed(k.c, "ex1", 1 * MiB, 61);
   cluster_down(&k);
 }
 
@@ -300,14 +303,10 @@ static void test_executor_dies(void) {
  * index under no task (removable, byte-exact), and new tasks run against the new master. */
 static void test_master_restart(void) {
   struct cluster k;
-  CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
-  struct peer *a = &k.p[0], *b = &k.p[1];
-  CHECK_EQ(peer_cmd(a, "PUT hr1 %llu 71 1 1", 1 * MiB), 0);
-  CHECK_EQ(peer_cmd(a, "PUT hr2 %llu 72 1 1", 1 * MiB), 0);
-  freeze(b->pid);
-  const char *tg[] = {b->name};
   mc_task_id_t id;
-  CHECK_EQ(mc_store_create_copy_task(k.c, "hr1", tg, 1, &id), 0);
+  frozen_copy(&k, "hr1", "hr2", 71, &id);
+  struct peer *b = &k.p[1];
+  const char *tg[] = {b->name};
   CHECK_EQ(master_restart(&k.m, master_flags), 0);
   long deadline = mc_tp_now_ms() + 15000;
   while (mooncake_store_is_exist(k.c, "hr1") != 1 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(100);
