@@ -72,11 +72,13 @@ struct cluster {
   mooncake_store_t c; /* the test's client: no segment of its own */
 };
 
+static const char *const *peer_env; /* environment entries of the next cluster's peers (NULL: none) */
+
 static int cluster_up(struct cluster *k, int npeers, uint64_t gss, const char *const *flags) {
   memset(k, 0, sizeof(*k));
   if (master_start(&k->m, flags)) return -1;
   for (k->np = 0; k->np < npeers; k->np++)
-    if (peer_start(&k->p[k->np], &k->m, gss, 16 * MiB, NULL)) return -1;
+    if (peer_start(&k->p[k->np], &k->m, gss, 16 * MiB, peer_env)) return -1;
   k->c = client_new(&k->m, 0, 64 * MiB);
   return k->c ? 0 : -1;
 }
@@ -299,6 +301,48 @@ static void test_executor_dies(void) {
   cluster_down(&k);
 }
 
+/* A task times out while its executor is in the middle of its transfer (the source's holder is frozen, so the read
+ * hangs over TCP and the task is seen PROCESSING): the processing deadline fails it and the object is whole on its
+ * source. kill: the executor dies there; else it lives on, its read completes once the source thaws, and its late
+ * report is refused while the object stays as it was; a new task then succeeds. */
+static void processing_timeout(int kill_executor) {
+  static const char *const tcp_only[] = {"MC_FORCE_TCP=1", NULL}; /* (shared memory would not need the source) */
+  struct cluster k;
+  peer_env = tcp_only;
+  CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
+  peer_env = NULL;
+  struct peer *a = &k.p[0], *b = &k.p[1];
+  CHECK_EQ(peer_cmd(a, "PUT ep1 %llu 81 1 1", 1 * MiB), 0);
+  freeze(a->pid);
+  const char *tg[] = {b->name};
+  mc_task_id_t id;
+  CHECK_EQ(mc_store_create_copy_task(k.c, "ep1", tg, 1, &id), 0);
+  mc_task_info_t info = {0};
+  long deadline = mc_tp_now_ms() + 3000;
+  while (!mc_store_query_task(k.c, id, &info) && info.status == 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(20);
+  CHECK_EQ(info.status, 1); /* PROCESSING: fetched, reading from the frozen source */
+  if (kill_executor) peer_kill(b);
+  CHECK_EQ(wait_task(k.c, id, 8000, &info), 2);
+  CHECK(strstr(info.message, "processing timed out") != NULL);
+  kill(a->pid, SIGCONT);
+  if (!kill_executor) mc_tp_sleep_ms(1500); /* its read completes and it reports, too late */
+  CHECK_EQ(mc_store_query_task(k.c, id, &info), 0);
+  CHECK_EQ(info.status, 2);
+  char who[512];
+  CHECK_EQ(holders(k.c, "ep1", who, sizeof(who)), 1);
+  CHECK_STR(who, a->name);
+  if (!kill_executor) {
+    CHECK_EQ(mc_store_create_copy_task(k.c, "ep1", tg, 1, &id), 0);
+    CHECK_EQ(wait_task(k.c, id, 10000, &info), 3);
+    CHECK_EQ(peer_cmd(b, "GET ep1 %llu 81", 1 * MiB), (long long)(1 * MiB));
+  }
+  usable_then_removed(k.c, "ep1", 1 * MiB, 81);
+  cluster_down(&k);
+}
+
+static void test_executor_dies_processing(void) { processing_timeout(1); }
+static void test_late_executor(void) { processing_timeout(0); }
+
 /* A master restart forgets its tasks cleanly: the old id is unknown, the object comes back from its holder's
  * index under no task (removable, byte-exact), and new tasks run against the new master. */
 static void test_master_restart(void) {
@@ -331,6 +375,7 @@ int main(int argc, char **argv) {
       {"copy_survives_source", test_copy_survives_source}, {"move_while_read", test_move_while_read},
       {"remove_during_task", test_remove_during_task},     {"bad_inputs", test_bad_inputs},
       {"pending_cap", test_pending_cap},                   {"executor_dies", test_executor_dies},
+      {"executor_dies_processing", test_executor_dies_processing}, {"late_executor", test_late_executor},
       {"master_restart", test_master_restart},
   };
   return run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
