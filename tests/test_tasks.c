@@ -156,9 +156,11 @@ static void *reader_main(void *arg) {
 
 /* A move while another process reads the key in a loop: every read is whole and byte-exact; afterwards the
  * object lives on the target only. */
-static void test_move_while_read(void) {
+static void move_while_read(const char *const *env) {
   struct cluster k;
+  peer_env = env;
   CHECK(!cluster_up(&k, 3, 32 * MiB, master_flags));
+  peer_env = NULL;
   struct peer *a = &k.p[0], *b = &k.p[1];
   uint64_t size = 4 * MiB;
   CHECK_EQ(peer_cmd(a, "PUT mv1 %llu 22 1 1", (unsigned long long)size), 0);
@@ -187,6 +189,11 @@ static void test_move_while_read(void) {
   usable_then_removed(k.c, "mv1", size, 22);
   cluster_down(&k);
 }
+
+static const char *const tcp_only[] = {"MC_FORCE_TCP=1", NULL}; /* peers reach each other over TCP only */
+
+static void test_move_while_read(void) { move_while_read(NULL); } /* same host: the shared-memory path */
+static void test_move_while_read_tcp(void) { move_while_read(tcp_only); }
 
 /* While a task runs (its executor frozen, so it stays pending): remove, forced remove and upsert answer
  * -708, remove_all skips the object; once the executor runs again the task completes and remove works. */
@@ -302,11 +309,10 @@ static void test_executor_dies(void) {
 }
 
 /* A task times out while its executor is in the middle of its transfer (the source's holder is frozen, so the read
- * hangs over TCP and the task is seen PROCESSING): the processing deadline fails it and the object is whole on its
+ * hangs over TCP, where shared memory would not need the source's process, and the task is seen PROCESSING): the processing deadline fails it and the object is whole on its
  * source. kill: the executor dies there; else it lives on, its read completes once the source thaws, and its late
  * report is refused while the object stays as it was; a new task then succeeds. */
 static void processing_timeout(int kill_executor) {
-  static const char *const tcp_only[] = {"MC_FORCE_TCP=1", NULL}; /* (shared memory would not need the source) */
   struct cluster k;
   peer_env = tcp_only;
   CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
@@ -373,6 +379,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static const struct mc_test_case cases[] = {
       {"copy_survives_source", test_copy_survives_source}, {"move_while_read", test_move_while_read},
+      {"move_while_read_tcp", test_move_while_read_tcp},
       {"remove_during_task", test_remove_during_task},     {"bad_inputs", test_bad_inputs},
       {"pending_cap", test_pending_cap},                   {"executor_dies", test_executor_dies},
       {"executor_dies_processing", test_executor_dies_processing}, {"late_executor", test_late_executor},
