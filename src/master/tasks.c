@@ -317,7 +317,7 @@ void mc_tasks_expire(struct mc_master *m, uint64_t now) {
   uint64_t hold = mc_now_ns() + secs_ns(m->cfg.processing_task_timeout_sec);
   for (uint32_t i = 0; i < n; i++) {
     int processing = due[i]->status == MC_TASK_PROCESSING;
-    LOG_WARN("task %llu on key %s: %s timed out", (unsigned long long)due[i]->id.lo, due[i]->key,
+    LOG_WARN_LIMITED("task %llu on key %s: %s timed out", (unsigned long long)due[i]->id.lo, due[i]->key,
              processing ? "processing" : "pending");
     settle(m, due[i], 0, processing ? hold : 0, processing ? "processing timed out" : "pending timed out");
   }
