@@ -253,7 +253,8 @@ static void test_bad_inputs(void) {
   CHECK_EQ(mc_store_query_task(k.c, (mc_task_id_t){12345, 678}, &info), -1400);
   /* nothing was left under a task: the object is removable */
   CHECK_EQ(mooncake_store_remove(k.c, "bad1", 0), 0);
-  /* the master counted them (docs/admin.md, "Metrics"): 5 copies reached it (the others were refused by the client), all failed; 4 moves */
+  /* the master counted them (docs/admin.md, "Metrics"): 5 copies reached it (the client refused the others), all
+   * failed; 4 moves */
   static char resp[1 << 20];
   static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   CHECK(mc_tp_raw_http(k.m.metrics, req, sizeof(req) - 1, resp, sizeof(resp), 5000) > 0);

@@ -248,7 +248,8 @@ int mc_master_fetch_tasks(struct mc_master *m, const char *tenant, struct mc_uui
   uint32_t n = 0;
   mc_w_u32(w, 0);
   pthread_mutex_lock(&ts->mu);
-  for (struct mtask *t = ts->active.head; t && n < max && ts->nprocessing < cap; t = t->next) {
+  /* (an idle table answers at once: every client with a segment asks several times a second) */
+  for (struct mtask *t = ts->npending ? ts->active.head : NULL; t && n < max && ts->nprocessing < cap; t = t->next) {
     if (t->status != MC_TASK_PENDING || t->settling || !mine(t, tenant, client)) continue;
     t->status = MC_TASK_PROCESSING;
     t->updated_ms = wall_ms();
