@@ -135,6 +135,27 @@ static void test_copy_survives_source(void) {
   cluster_down(&k);
 }
 
+/* One copy to two segments: the first target's holder reads the source, then writes the second target in another
+ * process; both copies are byte-exact, the last one standing serves the reads. */
+static void test_copy_two_targets(void) {
+  struct cluster k;
+  CHECK(!cluster_up(&k, 3, 32 * MiB, master_flags));
+  struct peer *a = &k.p[0], *b = &k.p[1], *c = &k.p[2];
+  CHECK_EQ(peer_cmd(a, "PUT cp2 %llu 12 1 1", 2 * MiB), 0);
+  const char *tg[] = {b->name, c->name};
+  mc_task_id_t id;
+  CHECK_EQ(mc_store_create_copy_task(k.c, "cp2", tg, 2, &id), 0);
+  mc_task_info_t info;
+  CHECK_EQ(wait_task(k.c, id, 10000, &info), 3);
+  char who[512];
+  CHECK_EQ(holders(k.c, "cp2", who, sizeof(who)), 3);
+  peer_kill(a);
+  peer_kill(b);
+  CHECK_EQ(peer_cmd(c, "GET cp2 %llu 12", 2 * MiB), (long long)(2 * MiB));
+  CHECK_EQ(read_check(k.c, "cp2", 2 * MiB, 12), (int64_t)(2 * MiB));
+  cluster_down(&k);
+}
+
 struct reader {
   struct peer *p;
   uint64_t size;
@@ -388,7 +409,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static const struct mc_test_case cases[] = {
       {"copy_survives_source", test_copy_survives_source}, {"move_while_read", test_move_while_read},
-      {"move_while_read_tcp", test_move_while_read_tcp},
+      {"move_while_read_tcp", test_move_while_read_tcp},   {"copy_two_targets", test_copy_two_targets},
       {"remove_during_task", test_remove_during_task},     {"bad_inputs", test_bad_inputs},
       {"pending_cap", test_pending_cap},                   {"executor_dies", test_executor_dies},
       {"executor_dies_processing", test_executor_dies_processing}, {"late_executor", test_late_executor},
