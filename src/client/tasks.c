@@ -6,8 +6,8 @@
  * (the Transfer Engine, or memcpy when the source is ours too), writes it from there to the other targets,
  * and reports the outcome (MARK_TASK_COMPLETE). It never takes store->life: teardown stops and joins it
  * (holding life for writing) before anything it reads goes. Every address the master gives is checked
- * against our segment before a byte is written there; a task whose time (the master's deadline, less a
- * margin) ran out before its transfer starts is reported failed instead of started. */
+ * against our segment before a byte is written there; each transfer starts only right after the master confirmed
+ * the task (still_ours), and never once its time (the master's deadline, less a margin) ran out. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,6 +99,33 @@ static int execute(struct mc_store *s, const struct task *t, char *msg, size_t l
   return 0;
 }
 
+/* Right before a transfer: the master that handed t out still runs it (QUERY_TASK), and the transfer starts within
+ * MC_FASTPUT_CONTACT_NS of asking, as a write into a write extent does (docs/store-client.md, "Write extents"): a
+ * master that restarted meanwhile keeps remounted segments free of new allocations for longer than that, so these
+ * bytes never land in space it handed out. Also no start within MARGIN_MS of the deadline. 0, TASK_NOT_FOUND (a
+ * master that never heard of it), or another error (report it failed). */
+static int still_ours(struct mc_store *s, const struct task *t, uint64_t deadline, char *msg, size_t len) {
+  uint64_t asked = mc_now_ns();
+  struct mcli_task_info q = {0};
+  int rc = mcli_query_task(s->master.cli, t->id, &q);
+  int status = q.status;
+  mcli_task_info_free(&q);
+  if (rc) {
+    snprintf(msg, len, "the master does not confirm the task (%s)", mooncake_store_err_name(rc));
+    return rc == MC_TASK_NOT_FOUND ? rc : MC_RPC_FAIL;
+  }
+  if (status != MC_TASK_PROCESSING) {
+    snprintf(msg, len, "the master no longer runs the task (status %d)", status);
+    return MC_OBJECT_NO_REPLICATION_TASK;
+  }
+  uint64_t now = mc_now_ns();
+  if (now - asked >= MC_FASTPUT_CONTACT_NS || now + MARGIN_MS * 1000000ull >= deadline) {
+    snprintf(msg, len, "no time left to start the transfer");
+    return MC_RPC_TIMEOUT;
+  }
+  return 0;
+}
+
 /* One poll: fetches our tasks and runs each. */
 static void poll_once(struct mc_store *s) {
   struct mc_wbuf rep;
@@ -121,9 +148,13 @@ static void poll_once(struct mc_store *s) {
       break; /* the tasks left time out at the master */
     }
     char msg[200] = "";
-    uint64_t start = mc_now_ns();
-    int st = start + MARGIN_MS * 1000000ull >= deadline ? MC_RPC_TIMEOUT : execute(s, &t, msg, sizeof(msg));
-    if (st == MC_RPC_TIMEOUT && !*msg) snprintf(msg, sizeof(msg), "no time left to start the transfer");
+    int st = still_ours(s, &t, deadline, msg, sizeof(msg));
+    if (st == MC_TASK_NOT_FOUND) { /* a new master (restart, failover) knows nothing of it: nothing to report */
+      LOG_WARN("task %llu (%s): %s", (unsigned long long)t.id.lo, t.key, msg);
+      task_clear(&t);
+      continue;
+    }
+    if (!st) st = execute(s, &t, msg, sizeof(msg));
     /* a transfer that outlived the deadline is not reported a success: the master may have reused the space */
     if (!st && mc_now_ns() >= deadline) st = MC_RPC_TIMEOUT, snprintf(msg, sizeof(msg), "finished after the deadline");
     int mrc = mcli_mark_task(s->master.cli, s->self.client_id, t.id, st, msg, RPC_MS);

@@ -302,6 +302,7 @@ int mc_master_mark_task(struct mc_master *m, const char *tenant, struct mc_uuid 
 /* ------------------------------------------------------------------ deadlines */
 
 #define EXPIRE_BATCH 256
+#define TASK_HOLD_MIN_S 60ull
 
 void mc_tasks_expire(struct mc_master *m, uint64_t now) {
   struct mc_tasks *ts = m->tasks;
@@ -314,8 +315,9 @@ void mc_tasks_expire(struct mc_master *m, uint64_t now) {
       due[n++] = t;
     }
   pthread_mutex_unlock(&ts->mu);
-  /* a processing task's executor may still be writing its targets: their space waits one more timeout */
-  uint64_t hold = mc_now_ns() + secs_ns(m->cfg.processing_task_timeout_sec);
+  /* a processing task's executor may still be writing its targets (a transfer it started in time may run as long
+   * as its transport lets it): their space waits one more processing timeout, at least TASK_HOLD_MIN_S */
+  uint64_t hold = mc_now_ns() + MC_MAX(secs_ns(m->cfg.processing_task_timeout_sec), TASK_HOLD_MIN_S * MC_NS_PER_S);
   for (uint32_t i = 0; i < n; i++) {
     int processing = due[i]->status == MC_TASK_PROCESSING;
     LOG_WARN_LIMITED("task %llu on key %s: %s timed out", (unsigned long long)due[i]->id.lo, due[i]->key,
