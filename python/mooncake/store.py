@@ -215,12 +215,24 @@ class ReplicaDescriptor:
         return self._disk if self._disk is not None else DiskDescriptor()
 
 
-class QueryTaskResponse:  # what query_task returns (docs/python.md, "Copy and move tasks")
+class QueryTaskResponse:  # what query_task returns (docs/python.md, "Copy and move tasks"); read-only
+    __slots__ = ("_v",)
+    _FIELDS = ("id", "type", "status", "created_at_ms_epoch", "last_updated_at_ms_epoch", "assigned_client", "message")
+
     def __init__(self, id=(0, 0), type=TaskType.REPLICA_COPY, status=TaskStatus.FAILED, created_at_ms_epoch=0,
                  last_updated_at_ms_epoch=0, assigned_client="", message=""):
-        self.id, self.type, self.status = id, type, status
-        self.created_at_ms_epoch, self.last_updated_at_ms_epoch = created_at_ms_epoch, last_updated_at_ms_epoch
-        self.assigned_client, self.message = assigned_client, message
+        object.__setattr__(self, "_v", (id, type, status, created_at_ms_epoch, last_updated_at_ms_epoch,
+                                        assigned_client, message))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("QueryTaskResponse is read-only")
+
+    def __repr__(self):
+        return "QueryTaskResponse(%s)" % ", ".join("%s=%r" % kv for kv in zip(self._FIELDS, self._v))
+
+
+for _i, _f in enumerate(QueryTaskResponse._FIELDS):
+    setattr(QueryTaskResponse, _f, property(lambda self, _i=_i: self._v[_i]))
 
 
 _libc = ctypes.CDLL(None)

@@ -603,6 +603,8 @@ def test_copy_move_tasks(make_store):
     assert isinstance(r, ms.QueryTaskResponse) and r.id == tid and r.type == ms.TaskType.REPLICA_COPY
     assert r.status == ms.TaskStatus.SUCCESS and len(r.assigned_client) == 36
     assert r.last_updated_at_ms_epoch >= r.created_at_ms_epoch > 1600000000000
+    with pytest.raises(AttributeError):
+        r.status = ms.TaskStatus.FAILED
     assert len(c.get_replica_desc("task_cp")) == 2 and c.get("task_cp") == data["task_cp"]
     assert c.create_copy_task("task_cp", [bn]) == ((0, 0), -711)  # b holds one already
     tid, rc = c.create_move_task("task_mv", an, bn)
