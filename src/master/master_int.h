@@ -395,8 +395,9 @@ static inline int mc_same_realm(const char *seg_tenant, const char *tenant) {
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok);
 /* One replica of size bytes (PROCESSING) on a segment named name of realm tenant, in *out (a copy or move
- * task's target): 0, SEGMENT_NOT_FOUND (no such segment taking allocations now) or NO_AVAILABLE_HANDLE (no
- * room). Caller holds a shard lock; takes seg_mu (read). */
+ * task's target): 0, SEGMENT_NOT_FOUND (no such segment mounted in that realm) or NO_AVAILABLE_HANDLE (no room,
+ * or it takes no allocation now: draining, or in its remount quiet period). Caller holds a shard lock; takes seg_mu
+ * (read). */
 int mc_place_on(struct mc_master *m, const char *name, const char *tenant, uint64_t size, struct replica *out);
 /* 1 when a mounted segment of realm tenant is named name (seg_mu read inside). */
 int mc_seg_named(struct mc_master *m, const char *name, const char *tenant);

@@ -342,9 +342,10 @@ int mc_place_on(struct mc_master *m, const char *name, const char *tenant, uint6
   pthread_rwlock_rdlock(&m->seg_mu);
   const struct seg_group *g = group_find(m, MC_GRP_NAME, name);
   for (uint32_t j = 0; g && j < g->n && !p.got; j++) {
-    if (!allocatable(&p, g->v[j])) continue;
-    rc = MC_NO_AVAILABLE_HANDLE; /* a segment of that name takes allocations: only room may lack */
-    try_seg(&p, g->v[j]);
+    struct mseg *x = g->v[j];
+    /* mounted in that realm: only room (or, draining or just remounted, the right to allocate now) lacks */
+    if (seg_readable(x) && mc_same_realm(x->tenant, tenant)) rc = MC_NO_AVAILABLE_HANDLE;
+    if (allocatable(&p, x)) try_seg(&p, x);
   }
   pthread_rwlock_unlock(&m->seg_mu);
   return p.got ? 0 : rc;
