@@ -21,9 +21,19 @@
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 
+/* A task is on two lists at most: L_ALL, tasks->active (pending, processing) or tasks->done (finished); L_EXEC, while
+ * pending, its executor's queue (so a fetch walks that client's pending tasks only). */
+enum { L_ALL, L_EXEC };
+struct tlink {
+  struct mtask *prev, *next;
+};
+
+struct execq;
+
 struct mtask {
-  struct mc_hnode hn;         /* in tasks->byid */
-  struct mtask *prev, *next;  /* in tasks->active (pending, processing) or tasks->done (finished) */
+  struct mc_hnode hn; /* in tasks->byid */
+  struct tlink link[2];
+  struct execq *q; /* the executor's queue while pending, else NULL */
   struct mc_uuid id;
   uint8_t type, status, settling;
   uint64_t created_ms, updated_ms; /* wall clock */
@@ -40,9 +50,16 @@ struct tlist {
   uint32_t n;
 };
 
+/* One executor's pending tasks, oldest first; freed when it has none. */
+struct execq {
+  struct mc_hnode hn; /* in tasks->byexec */
+  struct mc_uuid client;
+  struct tlist pending;
+};
+
 struct mc_tasks {
   pthread_mutex_t mu;
-  struct mc_htab byid;
+  struct mc_htab byid, byexec;
   struct tlist active, done;
   uint32_t npending, nprocessing;
   uint64_t next;
@@ -56,21 +73,54 @@ static uint64_t wall_ms(void) {
 
 static uint64_t id_hash(struct mc_uuid id) { return mc_key_hash(&id, sizeof(id)); }
 
-static void tl_push(struct tlist *l, struct mtask *t) {
-  t->next = NULL;
-  t->prev = l->tail;
-  if (l->tail) l->tail->next = t;
+static void tl_push(struct tlist *l, struct mtask *t, int k) {
+  t->link[k].next = NULL;
+  t->link[k].prev = l->tail;
+  if (l->tail) l->tail->link[k].next = t;
   else l->head = t;
   l->tail = t;
   l->n++;
 }
 
-static void tl_del(struct tlist *l, struct mtask *t) {
-  if (t->prev) t->prev->next = t->next;
-  else l->head = t->next;
-  if (t->next) t->next->prev = t->prev;
-  else l->tail = t->prev;
+static void tl_del(struct tlist *l, struct mtask *t, int k) {
+  struct tlink *x = &t->link[k];
+  if (x->prev) x->prev->link[k].next = x->next;
+  else l->head = x->next;
+  if (x->next) x->next->link[k].prev = x->prev;
+  else l->tail = x->prev;
   l->n--;
+}
+
+static struct execq *execq_find(struct mc_tasks *ts, struct mc_uuid client) {
+  uint64_t h = id_hash(client);
+  for (struct mc_hnode *x = mc_htab_first(&ts->byexec, h); x; x = mc_htab_next(x, h)) {
+    struct execq *q = MC_HTAB_ENTRY(x, struct execq, hn);
+    if (mc_uuid_eq(q->client, client)) return q;
+  }
+  return NULL;
+}
+
+/* t joins its executor's queue (pending). */
+static void execq_add(struct mc_tasks *ts, struct mtask *t) {
+  struct execq *q = execq_find(ts, t->tp.executor);
+  if (!q) {
+    q = mc_calloc(1, sizeof(*q));
+    q->client = t->tp.executor;
+    mc_htab_add(&ts->byexec, &q->hn, id_hash(q->client));
+  }
+  tl_push(&q->pending, t, L_EXEC);
+  t->q = q;
+}
+
+/* t leaves its executor's queue (it is no longer pending); an empty queue goes. */
+static void execq_del(struct mc_tasks *ts, struct mtask *t) {
+  struct execq *q = t->q;
+  if (!q) return;
+  tl_del(&q->pending, t, L_EXEC);
+  t->q = NULL;
+  if (q->pending.n) return;
+  mc_htab_del(&ts->byexec, &q->hn);
+  mc_free(q);
 }
 
 struct mc_tasks *mc_tasks_new(void) {
@@ -92,10 +142,12 @@ void mc_tasks_free(struct mc_tasks *t) {
   struct tlist *lists[] = {&t->active, &t->done};
   for (int i = 0; i < 2; i++)
     for (struct mtask *x = lists[i]->head, *next; x; x = next) {
-      next = x->next;
+      next = x->link[L_ALL].next;
+      execq_del(t, x);
       task_free(x);
     }
   mc_free(t->byid.b);
+  mc_free(t->byexec.b);
   pthread_mutex_destroy(&t->mu);
   mc_free(t);
 }
@@ -120,16 +172,16 @@ static void set_message(struct mtask *t, const char *msg, size_t len) {
 /* The task leaves the active list for the finished ones; the oldest finished beyond the cap are pruned. */
 static void finish_locked(struct mc_master *m, struct mtask *t, uint8_t status) {
   struct mc_tasks *ts = m->tasks;
-  if (t->status == MC_TASK_PENDING) ts->npending--;
+  if (t->status == MC_TASK_PENDING) ts->npending--, execq_del(ts, t);
   else ts->nprocessing--;
   t->status = status;
   t->settling = 0;
   t->updated_ms = wall_ms();
-  tl_del(&ts->active, t);
-  tl_push(&ts->done, t);
+  tl_del(&ts->active, t, L_ALL);
+  tl_push(&ts->done, t, L_ALL);
   while (ts->done.n > (uint64_t)MC_MAX(m->cfg.max_total_finished_tasks, 0)) {
     struct mtask *old = ts->done.head;
-    tl_del(&ts->done, old);
+    tl_del(&ts->done, old, L_ALL);
     mc_htab_del(&ts->byid, &old->hn);
     task_free(old);
   }
@@ -157,7 +209,8 @@ static int admit(void *arg, const struct mc_task_place *tp) {
     t->deadline_ns = mc_now_ns() + secs_ns(c->m->cfg.pending_task_timeout_sec);
     t->status = MC_TASK_PENDING;
     mc_htab_add(&ts->byid, &t->hn, id_hash(t->id));
-    tl_push(&ts->active, t);
+    tl_push(&ts->active, t, L_ALL);
+    execq_add(ts, t);
     ts->npending++;
   }
   pthread_mutex_unlock(&ts->mu);
@@ -248,9 +301,12 @@ int mc_master_fetch_tasks(struct mc_master *m, const char *tenant, struct mc_uui
   uint32_t n = 0;
   mc_w_u32(w, 0);
   pthread_mutex_lock(&ts->mu);
-  /* (an idle table answers at once: every client with a segment asks several times a second) */
-  for (struct mtask *t = ts->npending ? ts->active.head : NULL; t && n < max && ts->nprocessing < cap; t = t->next) {
-    if (t->status != MC_TASK_PENDING || t->settling || !mine(t, tenant, client)) continue;
+  /* only this client's pending tasks are walked: every client with a segment asks several times a second */
+  struct execq *q = execq_find(ts, client);
+  for (struct mtask *t = q ? q->pending.head : NULL, *next; t && n < max && ts->nprocessing < cap; t = next) {
+    next = t->link[L_EXEC].next;
+    if (t->settling || !mine(t, tenant, client)) continue;
+    execq_del(ts, t); /* (q may go with its last task: next was read before) */
     t->status = MC_TASK_PROCESSING;
     t->updated_ms = wall_ms();
     t->deadline_ns = now + tmo;
@@ -309,7 +365,7 @@ void mc_tasks_expire(struct mc_master *m, uint64_t now) {
   struct mtask *due[EXPIRE_BATCH];
   uint32_t n = 0;
   pthread_mutex_lock(&ts->mu);
-  for (struct mtask *t = ts->active.head; t && n < EXPIRE_BATCH; t = t->next)
+  for (struct mtask *t = ts->active.head; t && n < EXPIRE_BATCH; t = t->link[L_ALL].next)
     if (!t->settling && now >= t->deadline_ns) {
       t->settling = 1;
       due[n++] = t;
