@@ -436,6 +436,11 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
       mc_w_str(w, "zz"), mc_put_uuid(w, mt_id(1001)), mc_w_u64(w, 0), mc_w_u64(w, 64), mc_w_u64(w, 64);
       mc_w_u8(w, 0), mc_w_u64(w, 0);
       break;
+    case MC_OP_CREATE_COPY_TASK: mc_w_str(w, "zz"), mc_w_u32(w, 1), mc_w_str(w, "127.0.0.1:1"); break;
+    case MC_OP_CREATE_MOVE_TASK: mc_w_str(w, "zz"), mc_w_str(w, "127.0.0.1:1"), mc_w_str(w, "127.0.0.1:2"); break;
+    case MC_OP_QUERY_TASK: mc_put_uuid(w, mt_id(7)); break;
+    case MC_OP_FETCH_TASKS: mc_put_uuid(w, mt_id(1)), mc_w_u32(w, 4); break;
+    case MC_OP_MARK_TASK_COMPLETE: mc_put_uuid(w, mt_id(1)), mc_put_uuid(w, mt_id(7)), mc_w_i32(w, 0), mc_w_str(w, "ok"); break;
     case MC_OP_REPORT_CLIENT_STATS: {
       struct mc_client_stats st = {.client = mt_id(1), .lat = {[3] = 2}, .lat_sum_us = 20, .hits = 1};
       mc_put_client_stats(w, &st);
@@ -574,6 +579,94 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
   CHECK_EQ(released, 0);
   CHECK_EQ(mc_master_put_end(m, mt_id(1), "young", 5, MC_REPLICA_ALL), 0);
   mc_w_free(&w);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
+/* The task table's bookkeeping (tasks.c; docs/master.md, "Copy and move tasks") in process, no executor: only the
+ * target's owner fetches and reports, once; one fetch hands out at most MC_TASK_FETCH_MAX and no more than
+ * max_total_processing_tasks at once; finished tasks beyond max_total_finished_tasks are pruned (TASK_NOT_FOUND);
+ * a failed report frees the targets and the object leaves its task. */
+static uint32_t fetch_count(struct mc_master *m, struct mc_uuid client, uint32_t max, struct mc_uuid *ids) {
+  struct mc_wbuf w = {0};
+  CHECK_EQ(mc_master_fetch_tasks(m, NULL, client, max, &w), 0);
+  struct mc_rbuf_rd r;
+  mc_r_init(&r, w.p, w.len);
+  CHECK(mc_r_u64(&r) == 2000); /* the processing timeout, ms */
+  uint32_t n = mc_r_u32(&r);
+  for (uint32_t i = 0; i < n && !r.err; i++) {
+    ids[i] = mc_get_uuid(&r);
+    (void)mc_r_u8(&r);
+    uint32_t kl;
+    (void)mc_r_blob(&r, &kl);
+    (void)mc_r_u64(&r), mc_free(mc_r_str(&r)), (void)mc_r_u64(&r);
+    uint32_t nt = mc_r_u32(&r);
+    for (uint32_t j = 0; j < nt; j++) mc_free(mc_r_str(&r)), (void)mc_r_u64(&r);
+  }
+  CHECK(!r.err && r.off == r.len);
+  mc_w_free(&w);
+  return n;
+}
+
+static void test_task_table(void) {
+  struct mc_master_cfg c;
+  char err[256];
+  mc_master_cfg_defaults(&c);
+  c.max_total_processing_tasks = 20;
+  c.max_total_finished_tasks = 3;
+  c.processing_task_timeout_sec = 2;
+  mc_master_cfg_finalize(&c, err, sizeof(err));
+  struct mc_master *m = NULL;
+  CHECK_EQ(mc_master_create(&c, &m), 0);
+  REQUIRE(m);
+  struct mc_segment_rec s1 = mt_seg(1, "tt:1", 0x100000000ull, 1ull << 30), s2 = mt_seg(2, "tt:2", 0x200000000ull, 1ull << 30);
+  CHECK_EQ(mc_master_mount(m, &s1, mt_id(1)), 0);
+  CHECK_EQ(mc_master_mount(m, &s2, mt_id(2)), 0);
+  struct mc_put_config pc = mt_cfg(1);
+  pc.n_preferred = 1, pc.preferred[0] = "tt:1";
+  char *tg[] = {"tt:2"};
+  struct mc_uuid id[40], got[MC_TASK_FETCH_MAX];
+  for (int i = 0; i < 30; i++) {
+    char key[16];
+    int kl = snprintf(key, sizeof(key), "tk%d", i);
+    struct mc_wbuf w = {0};
+    CHECK_EQ(mc_master_put_start(m, mt_id(1), key, (uint32_t)kl, 4096, &pc, &w), 0);
+    CHECK_EQ(mc_master_put_end(m, mt_id(1), key, (uint32_t)kl, MC_REPLICA_ALL), 0);
+    mc_w_free(&w);
+    CHECK_EQ(mc_master_create_task(m, NULL, MC_TASK_COPY, key, (uint32_t)kl, NULL, tg, 1, &id[i]), 0);
+  }
+  CHECK_EQ(fetch_count(m, mt_id(1), 100, got), 0); /* not the target's owner */
+  CHECK_EQ(fetch_count(m, mt_id(2), 100, got), MC_TASK_FETCH_MAX);
+  CHECK_EQ(fetch_count(m, mt_id(2), 100, got + 0), 4); /* the processing cap: 20 at once */
+  CHECK_EQ(fetch_count(m, mt_id(2), 100, got), 0);
+  /* reports: another client's is refused, the owner's counts once */
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(1), id[0], 0, "", 0), MC_ILLEGAL_CLIENT);
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[0], 0, "done", 4), 0);
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[0], 0, "", 0), MC_OBJECT_NO_REPLICATION_TASK);
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[25], 0, "", 0), MC_OBJECT_NO_REPLICATION_TASK); /* pending */
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), (struct mc_uuid){1, 2}, 0, "", 0), MC_TASK_NOT_FOUND);
+  CHECK_EQ(mc_master_remove(m, "tk0", 3, 0), 0); /* out of its task (two complete replicas now) */
+  CHECK_EQ(mc_master_remove(m, "tk1", 3, 1), MC_OBJECT_HAS_REPLICATION_TASK);
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[1], -800, "transfer failed", 15), 0);
+  struct mc_wbuf q = {0};
+  CHECK_EQ(mc_master_query_task(m, NULL, id[1], &q), 0);
+  CHECK_EQ(q.p[17], MC_TASK_FAILED); /* after the id (16) and the type (1): the status */
+  q.len = 0;
+  CHECK_EQ(mc_master_query_task(m, "other", id[1], &q), MC_TASK_NOT_FOUND); /* another realm's */
+  CHECK_EQ(mc_master_remove(m, "tk1", 3, 0), 0);
+  /* finished tasks beyond 3 are pruned, oldest first */
+  for (int i = 2; i < 5; i++) CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[i], 0, "", 0), 0);
+  q.len = 0;
+  CHECK_EQ(mc_master_query_task(m, NULL, id[1], &q), MC_TASK_NOT_FOUND);
+  q.len = 0;
+  CHECK_EQ(mc_master_query_task(m, NULL, id[4], &q), 0);
+  mc_w_free(&q);
+  /* the processing deadline: every handed-out task fails, the pending ones stay */
+  mc_tasks_expire(m, mc_now_ns() + 3 * MC_NS_PER_S - 1);
+  CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[5], 0, "", 0), MC_TASK_NOT_FOUND); /* pruned: failed */
+  CHECK_EQ(mc_master_remove(m, "tk5", 3, 0), 0);
+  CHECK_EQ(mc_master_remove(m, "tk25", 4, 1), MC_OBJECT_HAS_REPLICATION_TASK);
+  CHECK_EQ(fetch_count(m, mt_id(2), 100, got), 10); /* the 10 still pending */
   mc_master_destroy(m);
   mc_master_cfg_free(&c);
 }
@@ -1274,6 +1367,7 @@ static void test_rpc_server_idle_timeout(void) {
 }
 
 TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released),
+          TEST_CASE(test_task_table),
           TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_discard_ack_queues), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),

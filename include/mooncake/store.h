@@ -313,6 +313,32 @@ MC_API int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_
 MC_API int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size_t count, const char *segment_name,
                                         int *cleared_out);
 
+/* Copy and move tasks (docs/master.md, "Copy and move tasks"): the master places new replicas of key on the
+ * target segments (by segment name) and the client owning the first target moves the bytes there; a move
+ * then drops the replica on `source` (readers holding a lease on it keep reading it until the lease ends).
+ * While a task runs, remove and upsert of key answer -708. A task id is two integers, (0, 0) when none. */
+typedef struct mc_task_id {
+  uint64_t hi, lo;
+} mc_task_id_t;
+/* 0 with *id_out, or negative (*id_out = (0, 0)): -704 no such key, -703 key being written, -708 a task
+ * runs already, -101 unknown segment, -710 source holds no replica, -711 a target holds one already, -200
+ * no room on a target, -600 bad arguments (none or more than 8 targets, a repeated target, source =
+ * target), -1401 too many pending tasks; -1 for a NULL handle/key/targets/id_out. */
+MC_API int mc_store_create_copy_task(mooncake_store_t store, const char *key, const char **targets, size_t count,
+                                     mc_task_id_t *id_out);
+MC_API int mc_store_create_move_task(mooncake_store_t store, const char *key, const char *source, const char *target,
+                                     mc_task_id_t *id_out);
+/* A task as the master knows it: type 0 copy, 1 move; status 0 PENDING, 1 PROCESSING, 2 FAILED, 3 SUCCESS. */
+typedef struct mc_task_info {
+  mc_task_id_t id;
+  int type, status;
+  uint64_t created_at_ms_epoch, last_updated_at_ms_epoch;
+  char assigned_client[40]; /* the executor's client id (text) */
+  char message[256];        /* why it failed, or what its executor said */
+} mc_task_info_t;
+/* 0 with *out filled, -1400 unknown (or pruned) id, -1 for a NULL handle or out. */
+MC_API int mc_store_query_task(mooncake_store_t store, mc_task_id_t id, mc_task_info_t *out);
+
 /* Tears the client down as destroy does but keeps the handle usable for a new setup (Python close()).
  * Idempotent; 0, or -1 for a NULL handle. */
 MC_API int mc_store_close(mooncake_store_t store);

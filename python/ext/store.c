@@ -569,6 +569,53 @@ static PyObject *Store_replica_desc(StoreObj *self, PyObject *args) {
   return l;
 }
 
+/* Copy and move tasks (docs/python.md, "Copy and move tasks"); the Python layer checks the argument types.
+ * _create_copy_task(key, [target, ...]) / _create_move_task(key, source, target) -> (hi, lo, rc) */
+static PyObject *task_id_result(int rc, mc_task_id_t id) {
+  return Py_BuildValue("KKi", (unsigned long long)id.hi, (unsigned long long)id.lo, rc);
+}
+
+static PyObject *Store_create_copy_task(StoreObj *self, PyObject *args) {
+  const char *key;
+  PyObject *lst;
+  if (!PyArg_ParseTuple(args, "sO!", &key, &PyList_Type, &lst)) return NULL;
+  Py_ssize_t n = PyList_GET_SIZE(lst);
+  const char **t = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*t));
+  if (!t) return PyErr_NoMemory();
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (!(t[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(lst, i)))) {
+      PyMem_Free(t);
+      return NULL;
+    }
+  mc_task_id_t id;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_create_copy_task(self->h, key, t, (size_t)n, &id);
+  Py_END_ALLOW_THREADS PyMem_Free(t);
+  return task_id_result(rc, id);
+}
+
+static PyObject *Store_create_move_task(StoreObj *self, PyObject *args) {
+  const char *key, *src, *dst;
+  if (!PyArg_ParseTuple(args, "sss", &key, &src, &dst)) return NULL;
+  mc_task_id_t id;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_create_move_task(self->h, key, src, dst, &id);
+  Py_END_ALLOW_THREADS return task_id_result(rc, id);
+}
+
+/* _query_task(hi, lo) -> (hi, lo, type, status, created_ms, updated_ms, client, message) or a negative int */
+static PyObject *Store_query_task(StoreObj *self, PyObject *args) {
+  unsigned long long hi, lo;
+  if (!PyArg_ParseTuple(args, "KK", &hi, &lo)) return NULL;
+  mc_task_info_t t;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_query_task(self->h, (mc_task_id_t){hi, lo}, &t);
+  Py_END_ALLOW_THREADS if (rc) return PyLong_FromLong(rc);
+  return Py_BuildValue("KKiiKKss", (unsigned long long)t.id.hi, (unsigned long long)t.id.lo, t.type, t.status,
+                       (unsigned long long)t.created_at_ms_epoch, (unsigned long long)t.last_updated_at_ms_epoch,
+                       t.assigned_client, t.message);
+}
+
 /* _is_registered(ptr, length) -> bool */
 static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
   unsigned long long p, n;
@@ -586,6 +633,9 @@ static PyMethodDef Store_methods[] = {
      NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
+    {"_create_copy_task", (PyCFunction)Store_create_copy_task, METH_VARARGS, NULL},
+    {"_create_move_task", (PyCFunction)Store_create_move_task, METH_VARARGS, NULL},
+    {"_query_task", (PyCFunction)Store_query_task, METH_VARARGS, NULL},
     M(close, METH_NOARGS), M(health_check, METH_NOARGS), M(get_hostname, METH_NOARGS),
     MK(put), MK(upsert), MK(put_from), MK(upsert_from), MK(put_batch), MK(upsert_batch),
     MK(batch_put_from), MK(batch_upsert_from), MK(batch_put_from_multi_buffers),

@@ -205,12 +205,24 @@ class ReplicaDescriptor:
         return self._disk if self._disk is not None else DiskDescriptor()
 
 
-class QueryTaskResponse:  # P2: copy/move tasks are not supported, so none is ever returned
+class QueryTaskResponse:  # what query_task returns (docs/python.md, "Copy and move tasks"); read-only
+    __slots__ = ("_v",)
+    _FIELDS = ("id", "type", "status", "created_at_ms_epoch", "last_updated_at_ms_epoch", "assigned_client", "message")
+
     def __init__(self, id=(0, 0), type=TaskType.REPLICA_COPY, status=TaskStatus.FAILED, created_at_ms_epoch=0,
                  last_updated_at_ms_epoch=0, assigned_client="", message=""):
-        self.id, self.type, self.status = id, type, status
-        self.created_at_ms_epoch, self.last_updated_at_ms_epoch = created_at_ms_epoch, last_updated_at_ms_epoch
-        self.assigned_client, self.message = assigned_client, message
+        object.__setattr__(self, "_v", (id, type, status, created_at_ms_epoch, last_updated_at_ms_epoch,
+                                        assigned_client, message))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("QueryTaskResponse is read-only")
+
+    def __repr__(self):
+        return "QueryTaskResponse(%s)" % ", ".join("%s=%r" % kv for kv in zip(self._FIELDS, self._v))
+
+
+for _i, _f in enumerate(QueryTaskResponse._FIELDS):
+    setattr(QueryTaskResponse, _f, property(lambda self, _i=_i: self._v[_i]))
 
 
 _libc = ctypes.CDLL(None)
@@ -463,14 +475,26 @@ class MooncakeDistributedStore(_mooncake.Store):
     def batch_get_session_end(self, keys):
         return 0
 
-    def create_copy_task(self, key, targets):
-        return (0, 0), NOT_SUPPORTED
+    def create_copy_task(self, key, targets):  # copy/move tasks: docs/python.md, "Copy and move tasks"
+        if not isinstance(key, str):
+            raise TypeError("key: expected str")
+        hi, lo, rc = self._create_copy_task(key, list(_str_list(targets, "targets")))
+        return (hi, lo), rc
 
     def create_move_task(self, key, source, target):
-        return (0, 0), NOT_SUPPORTED
+        for name, v in (("key", key), ("source", source), ("target", target)):
+            if not isinstance(v, str):
+                raise TypeError("%s: expected str" % name)
+        hi, lo, rc = self._create_move_task(key, source, target)
+        return (hi, lo), rc
 
     def query_task(self, task_id):
-        return None, NOT_SUPPORTED
+        if not isinstance(task_id, tuple) or len(task_id) != 2:
+            raise TypeError("task_id: expected a 2-tuple of ints")
+        r = self._query_task(_check_uint("task_id[0]", task_id[0]), _check_uint("task_id[1]", task_id[1]))
+        if isinstance(r, int):
+            return None, r
+        return QueryTaskResponse((r[0], r[1]), TaskType(r[2]), TaskStatus(r[3]), r[4], r[5], r[6], r[7]), 0
 
     def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
         return {"ret": NOT_SUPPORTED, "segment_ids": []}

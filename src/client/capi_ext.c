@@ -3,6 +3,7 @@
  * scattered from one contiguous area, the staging buffer when it has room), replica descriptors, the
  * registered-range query, replica clearing and a close that keeps the handle. Argument rules and
  * not-initialized values follow capi.c; the writes and reads themselves are put.c's and get.c's. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,4 +248,59 @@ int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size
   mc_free(k);
   mc_api_leave(s);
   return rc ? rc : n;
+}
+
+/* ------------------------------------------------------------------ copy and move tasks */
+
+static void task_id_out(mc_task_id_t *out, struct mc_uuid id) { *out = (mc_task_id_t){id.hi, id.lo}; }
+
+int mc_store_create_copy_task(mooncake_store_t store, const char *key, const char **targets, size_t count,
+                              mc_task_id_t *id_out) {
+  struct mc_store *s = store;
+  if (!s || !key || !targets || !id_out) return BAD_CALL;
+  for (size_t i = 0; i < count; i++)
+    if (!targets[i]) return BAD_CALL;
+  task_id_out(id_out, (struct mc_uuid){0, 0});
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  struct mc_uuid id = {0, 0};
+  int rc = !*key || !count || count > MC_TASK_MAX_TARGETS
+               ? MC_INVALID_PARAMS
+               : mcli_create_copy_task(s->master.cli, key, targets, (uint32_t)count, &id);
+  task_id_out(id_out, id);
+  mc_api_leave(s);
+  return rc;
+}
+
+int mc_store_create_move_task(mooncake_store_t store, const char *key, const char *source, const char *target,
+                              mc_task_id_t *id_out) {
+  struct mc_store *s = store;
+  if (!s || !key || !source || !target || !id_out) return BAD_CALL;
+  task_id_out(id_out, (struct mc_uuid){0, 0});
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  struct mc_uuid id = {0, 0};
+  int rc = !*key ? MC_INVALID_PARAMS : mcli_create_move_task(s->master.cli, key, source, target, &id);
+  task_id_out(id_out, id);
+  mc_api_leave(s);
+  return rc;
+}
+
+int mc_store_query_task(mooncake_store_t store, mc_task_id_t id, mc_task_info_t *out) {
+  struct mc_store *s = store;
+  if (!s || !out) return BAD_CALL;
+  memset(out, 0, sizeof(*out));
+  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+  struct mcli_task_info t = {0};
+  int rc = mcli_query_task(s->master.cli, (struct mc_uuid){id.hi, id.lo}, &t);
+  if (!rc) {
+    task_id_out(&out->id, t.id);
+    out->type = t.type;
+    out->status = t.status;
+    out->created_at_ms_epoch = t.created_ms;
+    out->last_updated_at_ms_epoch = t.updated_ms;
+    snprintf(out->assigned_client, sizeof(out->assigned_client), "%s", t.client);
+    snprintf(out->message, sizeof(out->message), "%s", t.message);
+    mcli_task_info_free(&t);
+  }
+  mc_api_leave(s);
+  return rc;
 }

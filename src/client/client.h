@@ -35,6 +35,7 @@ struct MHD_Daemon;
 struct mc_xfer;
 struct mc_fastput;
 struct fp_ext;
+struct mc_exec;
 
 struct mc_region {
   uint64_t addr, len;
@@ -121,6 +122,7 @@ struct mc_store {
 
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
   struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
+  struct mc_exec *exec;       /* the task executor's thread (tasks.c); NULL when not running */
 
   struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
     struct MHD_Daemon *daemon;
@@ -161,6 +163,12 @@ void mc_heartbeat_stop(struct mc_store *s);    /* joins the thread; no-op when n
 void mc_heartbeat_kick(struct mc_store *s);
 /* The same, and ping now (a new leader: its answer NEED_REMOUNT starts the remount). */
 void mc_heartbeat_ping_now(struct mc_store *s);
+
+/* ---- tasks.c: this client as the executor of copy and move tasks (docs/store-client.md, "Tasks") ---- */
+/* Starts the thread that fetches the tasks of our segment and moves their bytes (a client with a
+ * segment, after the mount); mc_tasks_stop joins it (teardown, before the master line goes). */
+void mc_tasks_start(struct mc_store *s);
+void mc_tasks_stop(struct mc_store *s);
 
 /* ---- leader.c: following the master leader through etcd (docs/ha.md, "Election and failover") ---- */
 struct mc_leader;
@@ -377,6 +385,21 @@ void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, c
 int mcli_release_extent(struct mcli *c, struct mc_uuid id, uint64_t extent, int tmo);
 /* REPORT_CLIENT_STATS (docs/admin.md, "Client reports"). */
 int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo);
+
+/* Copy and move tasks (proto.h; docs/master.md, "Copy and move tasks"). The id is (0, 0) on failure. */
+int mcli_create_copy_task(struct mcli *c, const char *key, const char *const *targets, uint32_t n, struct mc_uuid *id);
+int mcli_create_move_task(struct mcli *c, const char *key, const char *src, const char *dst, struct mc_uuid *id);
+struct mcli_task_info {
+  struct mc_uuid id;
+  int type, status;
+  uint64_t created_ms, updated_ms;
+  char *client, *message; /* owned (mcli_task_info_free) */
+};
+int mcli_query_task(struct mcli *c, struct mc_uuid id, struct mcli_task_info *out);
+void mcli_task_info_free(struct mcli_task_info *t);
+/* FETCH_TASKS: the raw answer in *reply (tasks.c decodes it). */
+int mcli_fetch_tasks(struct mcli *c, struct mc_uuid id, uint32_t max, int tmo, struct mc_wbuf *reply);
+int mcli_mark_task(struct mcli *c, struct mc_uuid id, struct mc_uuid task, int status, const char *msg, int tmo);
 
 /* ---- put.c / get.c (life held for reading, ready checked) ---- */
 /* One write (flags: MC_WRITE_COPY, MC_WRITE_UPSERT; cfg NULL = defaults), the put contract. 0 or an error. */

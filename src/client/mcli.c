@@ -514,3 +514,84 @@ int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo) 
   mc_put_client_stats(&req, d);
   return call_void(c, MC_OP_REPORT_CLIENT_STATS, &req, tmo);
 }
+
+/* ------------------------------------------------------------------ copy and move tasks (proto.h) */
+
+static int call_task_id(struct mcli *c, uint16_t op, struct mc_wbuf *req, struct mc_uuid *id) {
+  struct mc_wbuf rep;
+  *id = (struct mc_uuid){0, 0};
+  int rc = call(c, op, req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    *id = mc_get_uuid(&r);
+    if (r.err) rc = MALFORMED(op), *id = (struct mc_uuid){0, 0};
+  }
+  mc_w_free(req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+int mcli_create_copy_task(struct mcli *c, const char *key, const char *const *targets, uint32_t n, struct mc_uuid *id) {
+  struct mc_wbuf req = {0};
+  put_key(&req, c, key);
+  mc_w_u32(&req, n);
+  for (uint32_t i = 0; i < n; i++) mc_w_str(&req, targets[i]);
+  return call_task_id(c, MC_OP_CREATE_COPY_TASK, &req, id);
+}
+
+int mcli_create_move_task(struct mcli *c, const char *key, const char *src, const char *dst, struct mc_uuid *id) {
+  struct mc_wbuf req = {0};
+  put_key(&req, c, key);
+  mc_w_str(&req, src);
+  mc_w_str(&req, dst);
+  return call_task_id(c, MC_OP_CREATE_MOVE_TASK, &req, id);
+}
+
+int mcli_query_task(struct mcli *c, struct mc_uuid id, struct mcli_task_info *out) {
+  struct mc_wbuf req = {0}, rep;
+  mc_put_uuid(&req, id);
+  int rc = call(c, MC_OP_QUERY_TASK, &req, &rep, 0);
+  if (!rc) {
+    struct mc_rbuf_rd r;
+    mc_r_init(&r, rep.p, rep.len);
+    out->id = mc_get_uuid(&r);
+    out->type = mc_r_u8(&r);
+    out->status = mc_r_u8(&r);
+    out->created_ms = mc_r_u64(&r);
+    out->updated_ms = mc_r_u64(&r);
+    out->client = mc_r_str(&r);
+    out->message = mc_r_str(&r);
+    if (r.err) {
+      rc = MALFORMED(MC_OP_QUERY_TASK);
+      mcli_task_info_free(out);
+    }
+  }
+  mc_w_free(&req);
+  mc_w_free(&rep);
+  return rc;
+}
+
+void mcli_task_info_free(struct mcli_task_info *t) {
+  mc_free(t->client);
+  mc_free(t->message);
+  t->client = t->message = NULL;
+}
+
+int mcli_fetch_tasks(struct mcli *c, struct mc_uuid id, uint32_t max, int tmo, struct mc_wbuf *reply) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u32(&req, max);
+  int rc = call(c, MC_OP_FETCH_TASKS, &req, reply, tmo);
+  mc_w_free(&req);
+  return rc;
+}
+
+int mcli_mark_task(struct mcli *c, struct mc_uuid id, struct mc_uuid task, int status, const char *msg, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_put_uuid(&req, task);
+  mc_w_i32(&req, status);
+  mc_w_str(&req, msg ? msg : "");
+  return call_void(c, MC_OP_MARK_TASK_COMPLETE, &req, tmo);
+}

@@ -369,6 +369,7 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc && s->seg.mounted && (mc_knob_bool(MC_KNOB_STORE_HOLDER_INDEX) || s->master.leader)) mc_hindex_start(s);
   if (!rc) mc_fastput_init(s); /* pure clients too: they get lease-only extents */
   if (!rc) mc_heartbeat_start(s);
+  if (!rc && s->seg.mounted) mc_tasks_start(s); /* the executor of our segment's copy and move tasks */
   if (!rc) mc_leader_start(s);
   if (rc) {
     mc_store_do_teardown(s);
@@ -395,6 +396,7 @@ void mc_store_do_teardown(struct mc_store *s) {
   mc_http_stop(s); /* first: its handlers read the master connection and the name */
   mc_leader_close(s); /* it retargets the master line and kicks the heartbeat */
   mc_heartbeat_stop(s);
+  mc_tasks_stop(s);
   mc_hindex_stop(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */

@@ -31,14 +31,14 @@ static int soft_pinned(const struct object *o, uint64_t now) {
   return o->soft_pin_ttl_ms && (!o->soft_pin_deadline_ns || now < o->soft_pin_deadline_ns);
 }
 
-/* Has a replica eviction may take: COMPLETE on a mounted segment, and nothing still being written. */
+/* Has a replica eviction may take: COMPLETE on a mounted segment, nothing still being written, no copy/move task. */
 static int evictable(const struct object *o) {
   int any = 0;
   for (uint32_t i = 0; i < o->nrep; i++) {
     if (o->rep[i].status != MC_REPLICA_COMPLETE) return 0;
     any |= seg_readable(o->rep[i].seg);
   }
-  return any && !o->hard_pin;
+  return any && !o->hard_pin && !o->in_task; /* (a task's targets are PROCESSING anyway) */
 }
 
 static void add_cand(struct scan *s, const struct object *o) {

@@ -278,6 +278,7 @@ void *mc_housekeeping_main(void *arg) {
     fire_grace_timers(m, now);
     expire_due_clients(m, now);
     mc_extents_expire(m, now);
+    mc_tasks_expire(m, now);
     mc_metrics_tick(m->ms, now);
     if (m->cfg.enable_metric_reporting && now >= next_summary) {
       report_metrics(m);

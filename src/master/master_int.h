@@ -18,6 +18,7 @@
  *   seg->hidx and client->hidx (the holder-index feed, hidx.h; docs/ha.md): set once under seg_mu (write)
  *                    when the holder first follows, seg->hidx read anywhere (atomic); hidx's own locks are
  *                    leaves below shard->mu and seg_mu.
+ *   m->tasks->mu     (mutex, a leaf): the copy/move task table (tasks.c), taken under a shard lock or alone.
  * ORDER (outer to inner): shard->mu -> m->seg_mu -> m->discard_mu -> seg->alloc_mu. Code holding seg_mu
  * never takes a shard lock; unmount therefore detaches segments under seg_mu (state UNMOUNTING, out of
  * m->segs) and sweeps shards afterwards, one shard at a time.
@@ -145,6 +146,7 @@ struct object {
   uint64_t soft_pin_ttl_ms, soft_pin_deadline_ns; /* deadline 0 = clock not started */
   struct mc_uuid owner;
   uint8_t hard_pin;
+  uint8_t in_task; /* under a copy or move task (tasks.c): its PROCESSING replicas are the task's targets */
   uint32_t nrep;
   struct replica *rep; /* &rep1 for a single replica (most objects: no allocation of its own), else an array */
   struct replica rep1;
@@ -225,6 +227,7 @@ struct mc_master {
   _Atomic uint64_t n_soft_pinned;
   struct mc_mstats *ms; /* metrics (metrics.h) */
   struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
+  struct mc_tasks *tasks;      /* copy and move tasks (tasks.c) */
   struct mc_restore *restore; /* a snapshot's entries waiting for their segments (snapshot.c), or NULL */
 };
 
@@ -296,6 +299,49 @@ int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const vo
  * (the object the witnessed removal removed, rebuilt from an index that missed its DROP), queuing its DROP
  * records (their witnesses in mc_wsink). 1 removed, 0 nothing there (gone, or another object). */
 int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen);
+/* ---- copy and move tasks (tasks.c; docs/master.md, "Copy and move tasks") ---- */
+/* A replica a task names: its segment and offset identify it in the object (the object owns its space),
+ * the engine name and address are where the executor moves bytes (ep owned by the task). */
+struct mc_task_rep {
+  struct mc_uuid seg;
+  uint64_t off, addr;
+  char *ep;
+};
+/* What a task knows of its object: found again by (hash, seq) under the shard lock. */
+struct mc_task_place {
+  uint64_t hash, seq, size;
+  struct mc_uuid executor; /* the client owning the first target's segment */
+  struct mc_task_rep src;
+  uint32_t ntgt;
+  struct mc_task_rep tgt[MC_TASK_MAX_TARGETS];
+};
+/* Starts a task on key's object (shard lock inside): checks it (OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY,
+ * OBJECT_HAS_REPLICATION_TASK; a move's source: SEGMENT_NOT_FOUND, REPLICA_NOT_FOUND; a target holding a
+ * replica already: REPLICA_ALREADY_EXISTS), allocates a PROCESSING replica on each target (mc_place_on's
+ * errors), fills *tp and calls admit(ctx, tp) with the shard still locked: its error undoes everything,
+ * 0 marks the object in_task. src_name NULL: a copy (from any complete replica). */
+int mc_obj_task_begin(struct mc_master *m, const void *key, uint32_t klen, const char *tenant, const char *src_name,
+                      char *const *targets, uint32_t ntgt, struct mc_task_place *tp,
+                      int (*admit)(void *ctx, const struct mc_task_place *tp), void *ctx);
+/* Ends the task of tp on its object: ok makes the targets COMPLETE (a move then frees its source, after any
+ * read lease on it), else the targets' space goes back (not before hold_until_ns: an executor that may
+ * still write there). The object leaves in_task either way. 0, or why the task failed (OBJECT_NOT_FOUND,
+ * REPLICA_IS_GONE: a target went with its segment). */
+int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t type, int ok, uint64_t hold_until_ns);
+struct mc_tasks;
+struct mc_tasks *mc_tasks_new(void);
+void mc_tasks_free(struct mc_tasks *t);
+/* Fails the tasks past their deadline (housekeeping thread). */
+void mc_tasks_expire(struct mc_master *m, uint64_t now);
+/* The RPCs (proto.h): CREATE_COPY_TASK / CREATE_MOVE_TASK (type; src only for a move; *id (0, 0) on
+ * failure), QUERY_TASK (the reply's body into w), FETCH_TASKS (the reply into w) and MARK_TASK_COMPLETE. */
+int mc_master_create_task(struct mc_master *m, const char *tenant, uint8_t type, const void *key, uint32_t klen,
+                          const char *src, char *const *targets, uint32_t ntgt, struct mc_uuid *id);
+int mc_master_query_task(struct mc_master *m, const char *tenant, struct mc_uuid id, struct mc_wbuf *w);
+int mc_master_fetch_tasks(struct mc_master *m, const char *tenant, struct mc_uuid client, uint32_t max, struct mc_wbuf *w);
+int mc_master_mark_task(struct mc_master *m, const char *tenant, struct mc_uuid client, struct mc_uuid id, int32_t status, const char *msg,
+                        size_t msglen);
+
 /* ---- snapshots (snapshot.c; docs/ha.md, "Snapshots") ---- */
 #define MC_SNAPSHOT_VERSION 1u /* the newest format this master writes and reads (and every older one) */
 struct mc_restore;
@@ -348,6 +394,13 @@ static inline int mc_same_realm(const char *seg_tenant, const char *tenant) {
  * allocations now (when none was placed: whether any does). */
 uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t size, uint64_t key_hash,
                   struct replica **out, uint32_t want, uint32_t *nsegs_ok);
+/* One replica of size bytes (PROCESSING) on a segment named name of realm tenant, in *out (a copy or move
+ * task's target): 0, SEGMENT_NOT_FOUND (no such segment mounted in that realm) or NO_AVAILABLE_HANDLE (no room,
+ * or it takes no allocation now: draining, or in its remount quiet period). Caller holds a shard lock; takes seg_mu
+ * (read). */
+int mc_place_on(struct mc_master *m, const char *name, const char *tenant, uint64_t size, struct replica *out);
+/* 1 when a mounted segment of realm tenant is named name (seg_mu read inside). */
+int mc_seg_named(struct mc_master *m, const char *name, const char *tenant);
 /* used/capacity over mounted segments (running sums: O(1), no lock). */
 void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap);
 /* Detaches (under seg_mu write) segments: state UNMOUNTING, out of m->segs. */

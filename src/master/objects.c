@@ -423,7 +423,7 @@ static int start_write(struct mc_master *m, struct mc_uuid client, const void *k
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
-  int rc = o && !upsert ? may_replace(m, o, now) : 0;
+  int rc = o && !upsert ? may_replace(m, o, now) : o && o->in_task ? MC_OBJECT_HAS_REPLICATION_TASK : 0;
   if (rc) {
     pthread_mutex_unlock(&sh->mu);
     MLOG_V(1, "key=%.*s, info=object_already_exists", (int)klen, (const char *)key);
@@ -594,6 +594,7 @@ static int owned(struct mc_master *m, struct shard *sh, uint64_t h, const void *
   struct object *o = lookup_live(m, sh, h, key, klen);
   if (!o) return MC_OBJECT_NOT_FOUND;
   if (!mc_uuid_eq(o->owner, client)) return MC_ILLEGAL_CLIENT;
+  if (o->in_task) return MC_OBJECT_HAS_REPLICATION_TASK; /* its PROCESSING replicas are the task's */
   *out = o;
   return 0;
 }
@@ -682,6 +683,7 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
   int rc = !o                                         ? MC_OBJECT_NOT_FOUND
+           : o->in_task                               ? MC_OBJECT_HAS_REPLICATION_TASK /* even forced */
            : !force && o->lease_ns > now              ? MC_OBJECT_HAS_LEASE
            : count_status(o, MC_REPLICA_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
                                                       : 0;
@@ -700,7 +702,7 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
   int cleared = 0;
   pthread_mutex_lock(&sh->mu);
   struct object *o = lookup_live(m, sh, h, key, klen);
-  if (o && mc_uuid_eq(o->owner, client) && o->lease_ns <= now && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) {
+  if (o && !o->in_task && mc_uuid_eq(o->owner, client) && o->lease_ns <= now && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) {
     uint32_t k = 0;
     for (uint32_t i = 0; i < o->nrep; i++) {
       const char *name = o->rep[i].seg->name;
@@ -734,7 +736,7 @@ static int removable(struct mc_master *m, struct shard *sh, struct object *o, in
     mc_obj_erase(m, sh, o);
     return 0;
   }
-  return (force || o->lease_ns <= now) && count_status(o, MC_REPLICA_COMPLETE) == o->nrep;
+  return !o->in_task && (force || o->lease_ns <= now) && count_status(o, MC_REPLICA_COMPLETE) == o->nrep;
 }
 
 static void remove_now(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
@@ -896,7 +898,7 @@ int mc_master_replicas_matching(struct mc_master *m, struct mc_regex *re, const 
 
 int mc_obj_release_if_stale(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
   uint64_t tmo = (uint64_t)m->cfg.put_start_release_timeout_sec * MC_NS_PER_S;
-  if (!count_status(o, MC_REPLICA_PROCESSING) || put_age(o, now) < tmo) return 0;
+  if (o->in_task || !count_status(o, MC_REPLICA_PROCESSING) || put_age(o, now) < tmo) return 0;
   uint32_t k = 0;
   for (uint32_t i = 0; i < o->nrep; i++) {
     if (o->rep[i].status == MC_REPLICA_PROCESSING) mc_rep_release(o->rep[i].seg, o->rep[i].blk);
@@ -917,4 +919,151 @@ uint64_t mc_shard_release_stale(struct mc_master *m, struct shard *sh, uint64_t 
       erased += (uint64_t)mc_obj_release_if_stale(m, sh, o, now);
     }
   return erased;
+}
+
+/* ------------------------------------------------------------------ copy and move tasks */
+
+static int seg_name_is(const struct replica *r, const char *name) { return !strcmp(r->seg->name, name); }
+
+/* The replica of o on a segment named name, or NULL. */
+static struct replica *rep_named(struct object *o, const char *name) {
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (seg_name_is(&o->rep[i], name)) return &o->rep[i];
+  return NULL;
+}
+
+static void task_rep_of(struct mc_task_rep *t, const struct replica *r) {
+  t->seg = r->seg->id;
+  t->off = r->off;
+  t->addr = r->seg->base + r->off;
+  t->ep = mc_strdup(r->seg->te_endpoint);
+}
+
+static void task_reps_clear(struct mc_task_place *tp) {
+  mc_free(tp->src.ep);
+  tp->src.ep = NULL;
+  for (uint32_t i = 0; i < tp->ntgt; i++) mc_free(tp->tgt[i].ep), tp->tgt[i].ep = NULL;
+  tp->ntgt = 0;
+}
+
+/* The source of a task on o (shard locked): a move's replica on src_name, else any readable one. */
+static int task_source(struct mc_master *m, struct object *o, const char *src_name, const char *tenant,
+                       struct replica **out) {
+  *out = NULL;
+  if (!src_name) {
+    for (uint32_t i = 0; i < o->nrep && !*out; i++)
+      if (seg_readable(o->rep[i].seg)) *out = &o->rep[i];
+    return *out ? 0 : MC_REPLICA_IS_NOT_READY;
+  }
+  *out = rep_named(o, src_name);
+  if (*out) return 0;
+  return mc_seg_named(m, src_name, tenant) ? MC_REPLICA_NOT_FOUND : MC_SEGMENT_NOT_FOUND;
+}
+
+/* Adds the targets' replicas to o (the array grows; an inline replica moves into it). */
+static void append_reps(struct object *o, const struct replica *add, uint32_t n) {
+  struct replica *v = mc_malloc(sizeof(*v) * (o->nrep + n));
+  memcpy(v, o->rep, sizeof(*v) * o->nrep);
+  memcpy(v + o->nrep, add, sizeof(*v) * n);
+  uint32_t total = o->nrep + n;
+  drop_rep_storage(o);
+  o->rep = v;
+  o->nrep = total;
+}
+
+int mc_obj_task_begin(struct mc_master *m, const void *key, uint32_t klen, const char *tenant, const char *src_name,
+                      char *const *targets, uint32_t ntgt, struct mc_task_place *tp,
+                      int (*admit)(void *ctx, const struct mc_task_place *tp), void *ctx) {
+  uint64_t h = mc_key_hash(key, klen);
+  struct shard *sh = shard_of(m, h);
+  struct replica got[MC_TASK_MAX_TARGETS], *src = NULL;
+  uint32_t n = 0;
+  memset(tp, 0, sizeof(*tp));
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = lookup_live(m, sh, h, key, klen);
+  int rc = !o                                                ? MC_OBJECT_NOT_FOUND
+           : o->in_task                                      ? MC_OBJECT_HAS_REPLICATION_TASK
+           : count_status(o, MC_REPLICA_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
+                                                             : task_source(m, o, src_name, tenant, &src);
+  for (uint32_t i = 0; !rc && i < ntgt; i++) {
+    rc = rep_named(o, targets[i]) ? MC_REPLICA_ALREADY_EXISTS : mc_place_on(m, targets[i], tenant, o->size, &got[n]);
+    n += !rc;
+  }
+  if (!rc) {
+    tp->hash = h;
+    tp->seq = o->seq;
+    tp->size = o->size;
+    tp->executor = got[0].seg->client;
+    task_rep_of(&tp->src, src);
+    for (uint32_t i = 0; i < n; i++) task_rep_of(&tp->tgt[i], &got[i]);
+    tp->ntgt = n;
+    rc = admit(ctx, tp);
+  }
+  if (rc) {
+    for (uint32_t i = 0; i < n; i++) mc_rep_release(got[i].seg, got[i].blk);
+    task_reps_clear(tp);
+  } else {
+    append_reps(o, got, n); /* src pointed into the old array: not used past here */
+    o->in_task = 1;
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
+}
+
+/* The replica of o at t (its segment and offset) with status st, or NULL. */
+static struct replica *rep_at(struct object *o, const struct mc_task_rep *t, uint8_t st) {
+  for (uint32_t i = 0; i < o->nrep; i++)
+    if (mc_uuid_eq(o->rep[i].seg->id, t->seg) && o->rep[i].off == t->off && o->rep[i].status == st) return &o->rep[i];
+  return NULL;
+}
+
+/* Takes r out of o's array (order kept); r's space is the caller's to free first. */
+static void rep_unlink(struct object *o, struct replica *r) {
+  size_t i = (size_t)(r - o->rep);
+  memmove(r, r + 1, sizeof(*r) * (o->nrep - i - 1));
+  o->nrep--;
+}
+
+static void index_put_one(const struct object *o, const struct replica *r) {
+  struct mc_hidx *h = atomic_load(&r->seg->hidx);
+  if (!h) return;
+  uint64_t off, len;
+  mc_tlsf_block_range(r->blk, &off, &len);
+  witness(o, r, len, mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms),
+          MC_HIDX_PUT);
+}
+
+int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t type, int ok, uint64_t hold_until_ns) {
+  struct shard *sh = shard_of(m, tp->hash);
+  uint64_t now = mc_now_ns();
+  pthread_mutex_lock(&sh->mu);
+  struct object *o = mc_obj_find_seq(sh, tp->hash, tp->seq);
+  int rc = o ? 0 : MC_OBJECT_NOT_FOUND;
+  if (o) {
+    mc_obj_drop_dead(o); /* a target on a segment being unmounted is gone with it */
+    for (uint32_t i = 0; i < tp->ntgt && !rc; i++)
+      if (!rep_at(o, &tp->tgt[i], MC_REPLICA_PROCESSING)) rc = MC_REPLICA_IS_GONE;
+    ok = ok && !rc;
+    for (uint32_t i = 0; i < tp->ntgt; i++) {
+      struct replica *r = rep_at(o, &tp->tgt[i], MC_REPLICA_PROCESSING);
+      if (!r) continue;
+      if (ok) {
+        r->status = MC_REPLICA_COMPLETE;
+        index_put_one(o, r);
+      } else {
+        if (hold_until_ns > now) mc_discard_push(m, r->seg, r->blk, hold_until_ns);
+        else mc_rep_release(r->seg, r->blk);
+        rep_unlink(o, r);
+      }
+    }
+    struct replica *src = ok && type == MC_TASK_MOVE ? rep_at(o, &tp->src, MC_REPLICA_COMPLETE) : NULL;
+    if (src) { /* a reader holding a lease keeps reading it until the lease ends (release_after_lease) */
+      mc_rep_free(m, o, src, o->lease_ns > now ? o->lease_ns : 0);
+      rep_unlink(o, src);
+    }
+    o->in_task = 0;
+    if (!o->nrep) mc_obj_erase(m, sh, o);
+  }
+  pthread_mutex_unlock(&sh->mu);
+  return rc;
 }

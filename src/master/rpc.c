@@ -676,6 +676,58 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   return rc;
 }
 
+/* ------------------------------------------------------------------ copy and move tasks */
+
+/* docs/master.md, "Copy and move tasks". The reply is the task id, (0, 0) with an error. */
+static int create_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, uint8_t type) {
+  struct key k = get_key(r);
+  char *src = NULL, *tgt[MC_TASK_MAX_TARGETS];
+  uint32_t n = 1;
+  if (type == MC_TASK_MOVE) {
+    src = mc_r_str(r);
+    tgt[0] = mc_r_str(r);
+  } else {
+    n = mc_r_count(r, 4);
+    if (n > MC_TASK_MAX_TARGETS) r->err = 1, n = 0; /* before anything is read for them */
+    for (uint32_t i = 0; i < n; i++) tgt[i] = mc_r_str(r);
+  }
+  struct mc_uuid id = {0, 0};
+  int rc = r->err || !n ? MC_INVALID_PARAMS : mc_master_create_task(m, tenant_of(r), type, k.p, k.n, src, tgt, n, &id);
+  if (!rc) mc_put_uuid(w, id);
+  mc_free(src);
+  for (uint32_t i = 0; i < n; i++) mc_free(tgt[i]);
+  return rc;
+}
+
+static int op_create_copy_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return create_task(m, r, w, MC_TASK_COPY);
+}
+
+static int op_create_move_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  return create_task(m, r, w, MC_TASK_MOVE);
+}
+
+static int op_query_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid id = mc_get_uuid(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_query_task(m, tenant_of(r), id, w);
+}
+
+/* An executor's poll: its tasks are assigned through its segments, so a tenant's connection fetches only
+ * what its own segments (of its realm) were given. */
+static int op_fetch_tasks(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint32_t max = mc_r_u32(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_fetch_tasks(m, tenant_of(r), client, max, w);
+}
+
+static int op_mark_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r), id = mc_get_uuid(r);
+  int32_t status = mc_r_i32(r);
+  uint32_t mlen;
+  const uint8_t *msg = mc_r_blob(r, &mlen);
+  return r->err ? MC_INVALID_PARAMS : mc_master_mark_task(m, tenant_of(r), client, id, status, (const char *)msg, mlen);
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 #define DISPATCH_(name, code, metric, batch, handler) [MC_OP_##name] = handler,

@@ -335,6 +335,31 @@ uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t 
   return p.got;
 }
 
+int mc_place_on(struct mc_master *m, const char *name, const char *tenant, uint64_t size, struct replica *out) {
+  struct mc_put_config pc = {.tenant = tenant};
+  struct place p = {.m = m, .pc = &pc, .size = size, .reps = out, .want = 1};
+  int rc = MC_SEGMENT_NOT_FOUND;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  const struct seg_group *g = group_find(m, MC_GRP_NAME, name);
+  for (uint32_t j = 0; g && j < g->n && !p.got; j++) {
+    struct mseg *x = g->v[j];
+    /* mounted in that realm: only room (or, draining or just remounted, the right to allocate now) lacks */
+    if (seg_readable(x) && mc_same_realm(x->tenant, tenant)) rc = MC_NO_AVAILABLE_HANDLE;
+    if (allocatable(&p, x)) try_seg(&p, x);
+  }
+  pthread_rwlock_unlock(&m->seg_mu);
+  return p.got ? 0 : rc;
+}
+
+int mc_seg_named(struct mc_master *m, const char *name, const char *tenant) {
+  pthread_rwlock_rdlock(&m->seg_mu);
+  const struct seg_group *g = group_find(m, MC_GRP_NAME, name);
+  int yes = 0;
+  for (uint32_t j = 0; g && j < g->n && !yes; j++) yes = seg_readable(g->v[j]) && mc_same_realm(g->v[j]->tenant, tenant);
+  pthread_rwlock_unlock(&m->seg_mu);
+  return yes;
+}
+
 void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
   *used = atomic_load_explicit(&m->used_bytes, memory_order_relaxed);
   *cap = atomic_load_explicit(&m->cap_bytes, memory_order_relaxed);

@@ -106,6 +106,7 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   m->ms = mc_calloc(1, sizeof(*m->ms));
   mc_metrics_init(m->ms);
   mc_objects_init(m);
+  m->tasks = mc_tasks_new();
   mc_extents_init(m);
   pthread_rwlockattr_t a;
   pthread_rwlockattr_init(&a);
@@ -183,6 +184,7 @@ void mc_master_destroy(struct mc_master *m) {
     pthread_join(m->house_th, NULL);
   }
   mc_objects_destroy(m);
+  mc_tasks_free(m->tasks);
   mc_extents_destroy(m);
   mc_segments_destroy(m);
   mc_hidx_feed_stop(m->hfeed); /* after the holders' feeds closed with their clients */

@@ -111,7 +111,12 @@
   X(BATCH_COMMIT_PUT, 63, commit_put, 1, mc_op_batch_commit_put)                                 \
   X(FOLLOW_INDEX, 70, follow_index, 0, op_follow_index)                                           \
   X(REMOUNT_INDEX, 71, remount_index, 1, op_remount_index)                                        \
-  X(RECOMMIT, 72, recommit, 1, op_recommit)
+  X(RECOMMIT, 72, recommit, 1, op_recommit)                                                      \
+  X(CREATE_COPY_TASK, 80, create_copy_task, 0, op_create_copy_task)                               \
+  X(CREATE_MOVE_TASK, 81, create_move_task, 0, op_create_move_task)                               \
+  X(QUERY_TASK, 82, query_task, 0, op_query_task)                                                 \
+  X(FETCH_TASKS, 83, fetch_tasks, 0, op_fetch_tasks)                                              \
+  X(MARK_TASK_COMPLETE, 84, update_task, 0, op_mark_task)
 
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
@@ -121,7 +126,7 @@ enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
 /* A RECOMMIT status besides the ErrorCodes: nothing to do (the issuing master itself, or a holder's index
  * upload, settled the witness). */
 #define MC_RECOMMIT_KNOWN 1
-#define MC_OP_MAX 72 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
+#define MC_OP_MAX 84 /* the highest opcode: tables indexed by opcode have MC_OP_MAX + 1 entries */
 
 
 /* A writer starts a write into an extent only within this long of its last successful contact with
@@ -139,6 +144,12 @@ enum mc_seg_state { MC_SEG_OK = 1, MC_SEG_DRAINING, MC_SEG_DRAINED, MC_SEG_GRACE
 enum mc_replica_type { MC_REPLICA_MEMORY = 0, MC_REPLICA_DISK = 1, MC_REPLICA_LOCAL_DISK = 2, MC_REPLICA_ALL = 4 };
 /* soft_pin_action on the wire: the public enum mc_soft_pin (mooncake/store.h) — its values are the protocol's */
 enum mc_ping_status { MC_PING_OK = 0, MC_PING_NEED_REMOUNT = 1 };
+/* Copy/move tasks (docs/master.md, "Copy and move tasks"): the values are the Python TaskType/TaskStatus. */
+enum mc_task_type { MC_TASK_COPY = 0, MC_TASK_MOVE = 1 };
+enum mc_task_status { MC_TASK_PENDING = 0, MC_TASK_PROCESSING = 1, MC_TASK_FAILED = 2, MC_TASK_SUCCESS = 3 };
+#define MC_TASK_MAX_TARGETS 8 /* targets of one copy task */
+#define MC_TASK_FETCH_MAX 16  /* tasks one FETCH_TASKS hands out */
+#define MC_TASK_MSG_MAX 256   /* bytes of a task's message kept */
 
 /* The records' wire fields, in wire order: X(kind, field) with kind u8 / u64 / str / uuid. The structs
  * below, and each record's encoder, decoder and free (proto.c), are generated from these lists. */

@@ -131,6 +131,20 @@ static void master_seeds(void) {
        REQ(&w, MC_OP_PUT_END, mc_put_uuid(&b, C1), mc_w_str(&b, "r2"), mc_w_u8(&b, MC_REPLICA_MEMORY)),
        REQ(&w, MC_OP_UNMOUNT_SEGMENT, mc_put_uuid(&b, seg(2, "", "").id), mc_put_uuid(&b, C2)),
        REQ(&w, MC_OP_GET_REPLICA_LIST, mc_w_str(&b, "r2")));
+  /* copy and move tasks: create, query, the executor's fetch and report (its id's counter part is 1 in a fresh
+   * master; the view_version part comes from CREATE's reply), remove under the task, a move */
+  SEED("master", "tasks", mount(&w, C1, 1, "127.0.0.1:30001", ""), mount(&w, C2, 2, "127.0.0.1:30002", ""),
+       put(&w, MC_OP_PUT_START, MC_OP_PUT_END, "t1", 4096), put(&w, MC_OP_PUT_START, MC_OP_PUT_END, "t2", 4096),
+       REQ(&w, MC_OP_CREATE_COPY_TASK, mc_w_str(&b, "t1"), mc_w_u32(&b, 1), mc_w_str(&b, "127.0.0.1:30002")),
+       (b.len = 0, mc_w_u64(&b, 0), mc_w_u64(&b, 1), frame_patch(&w, MC_OP_QUERY_TASK, 0, &b)),
+       REQ(&w, MC_OP_REMOVE, mc_w_str(&b, "t1"), mc_w_u8(&b, 1)),
+       REQ(&w, MC_OP_FETCH_TASKS, mc_put_uuid(&b, C2), mc_w_u32(&b, 16)),
+       REQ(&w, MC_OP_CREATE_MOVE_TASK, mc_w_str(&b, "t2"), mc_w_str(&b, "127.0.0.1:30001"), mc_w_str(&b, "127.0.0.1:30002")),
+       (b.len = 0, mc_put_uuid(&b, C2), mc_w_u64(&b, 0), mc_w_u64(&b, 2), mc_w_i32(&b, 0), mc_w_str(&b, "ok"),
+        frame_patch(&w, MC_OP_MARK_TASK_COMPLETE, 16, &b)),
+       REQ(&w, MC_OP_FETCH_TASKS, mc_put_uuid(&b, C2), mc_w_u32(&b, 16)),
+       REQ(&w, MC_OP_MARK_TASK_COMPLETE, mc_put_uuid(&b, C2), mc_put_uuid(&b, C1), mc_w_i32(&b, -800), mc_w_str(&b, "")),
+       REQ(&w, MC_OP_GET_REPLICA_LIST, mc_w_str(&b, "t2")));
   SEED("master", "regex_get", mount(&w, C1, 1, "127.0.0.1:30001", ""),
        put(&w, MC_OP_PUT_START, MC_OP_PUT_END, "re-a1", 64), put(&w, MC_OP_PUT_START, MC_OP_PUT_END, "re-b2", 64),
        REQ(&w, MC_OP_GET_REPLICA_LIST_BY_REGEX, mc_w_str(&b, "^re-[a-z][0-9]$")));

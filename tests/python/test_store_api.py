@@ -567,7 +567,6 @@ def test_client_http_health_master_down(make_store):
 def test_p2_failure_values(make_store):
     s = make_store()
     assert s.batch_put_session_start(["a"], [1]) == [-1012] and s.batch_get_session_end(["a"]) == 0
-    assert s.create_copy_task("a", ["x"]) == ((0, 0), -1012) and s.query_task((0, 0))[0] is None
     assert s.mount_segment("/x", 10)["ret"] < 0 and s.allocate_and_mount_segment(10)["segment_ids"] == []
     assert s.unmount_segment([]) < 0 and s.setup_dummy(1, 1, "x") < 0 and s.alloc_from_mem_pool(10) == 0
     # tensor helpers: a non-tensor is -600 with torch (tests/python/test_tensor.py), -1012 without it
@@ -575,6 +574,56 @@ def test_p2_failure_values(make_store):
     assert s.put_tensor("t", None) == bad and s.get_tensor("t") is None
     assert s.batch_get_tensor(["a", "b"]) == [None, None] and s.batch_put_tensor(["a"], [None]) == [bad]
     assert s.get_offload_rpc_read_count() == 0 and s.put_from_with_metadata("k", 0, 0, 0, 0) > 0
+
+
+def _wait_task(s, tid, timeout=15):
+    deadline = time.time() + timeout
+    while True:
+        r, rc = s.query_task(tid)
+        assert rc == 0 and r is not None
+        if r.status in (ms.TaskStatus.SUCCESS, ms.TaskStatus.FAILED) or time.time() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_copy_move_tasks(make_store):
+    """Copy and move tasks (docs/python.md, "Copy and move tasks"): the holder of the target moves the bytes."""
+    a, b, c = make_store(gss=16 << 20), make_store(gss=16 << 20), make_store(gss=0)
+    an, bn = a.get_hostname(), b.get_hostname()
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = an
+    data = {k: np.random.default_rng(i).integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+            for i, k in enumerate(("task_cp", "task_mv"))}
+    for k, v in data.items():
+        assert a.put(k, v, cfg) == 0
+        assert [d.get_memory_descriptor().buffer_descriptor.transport_endpoint for d in c.get_replica_desc(k)] \
+            == [a.get_replica_desc(k)[0].get_memory_descriptor().buffer_descriptor.transport_endpoint]
+    tid, rc = c.create_copy_task("task_cp", [bn])
+    assert rc == 0 and isinstance(tid, tuple) and len(tid) == 2 and all(isinstance(x, int) for x in tid)
+    assert tid != (0, 0)
+    r = _wait_task(c, tid)
+    assert isinstance(r, ms.QueryTaskResponse) and r.id == tid and r.type == ms.TaskType.REPLICA_COPY
+    assert r.status == ms.TaskStatus.SUCCESS and len(r.assigned_client) == 36
+    assert r.last_updated_at_ms_epoch >= r.created_at_ms_epoch > 1600000000000
+    with pytest.raises(AttributeError):
+        r.status = ms.TaskStatus.FAILED
+    assert len(c.get_replica_desc("task_cp")) == 2 and c.get("task_cp") == data["task_cp"]
+    assert c.create_copy_task("task_cp", [bn]) == ((0, 0), -711)  # b holds one already
+    tid, rc = c.create_move_task("task_mv", an, bn)
+    assert rc == 0
+    r = _wait_task(c, tid)
+    assert r.type == ms.TaskType.REPLICA_MOVE and r.status == ms.TaskStatus.SUCCESS, r.message
+    assert len(c.get_replica_desc("task_mv")) == 1 and c.get("task_mv") == data["task_mv"]
+    assert c.create_move_task("task_mv", an, bn) == ((0, 0), -710)  # the source holds nothing now
+    assert c.create_copy_task("task_none", [bn]) == ((0, 0), -704)
+    assert c.create_copy_task("task_cp", ["127.0.0.1:1"]) == ((0, 0), -101)
+    assert c.create_move_task("task_mv", bn, bn) == ((0, 0), -600)
+    assert c.query_task((1, 2)) == (None, -1400) and c.query_task((0, 0)) == (None, -1400)
+    with pytest.raises(TypeError):
+        c.query_task([1, 2])
+    with pytest.raises(TypeError):
+        c.create_copy_task("task_cp", bn)  # a str is not a list of targets
+    assert MooncakeDistributedStore().create_copy_task("k", [bn]) == ((0, 0), -600)  # not set up
 
 
 def test_threads_share_one_store(make_store):
