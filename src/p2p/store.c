@@ -336,8 +336,9 @@ mc_p2p_store_t *mc_p2p_store_new(const char *metadata_conn, const char *local_se
   } else {
     snprintf(s->self, sizeof(s->self), "%s", local_server_name);
   }
-  if (mc_meta_is_p2p(metadata_conn) || mc_meta_open(metadata_conn, &s->meta) || !s->meta) {
-    LOG_ERROR("p2p store: cannot use metadata service '%s' (etcd or http:// needed)", metadata_conn);
+  if (mc_meta_is_p2p(metadata_conn) || mc_meta_open(metadata_conn, &s->meta) || !s->meta || !s->meta->ops->cas) {
+    LOG_ERROR("p2p store: cannot use metadata service '%s' (etcd or http:// needed: compare-and-swap)", metadata_conn);
+    mc_meta_close(s->meta);
     mc_free(s);
     return NULL;
   }

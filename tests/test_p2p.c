@@ -1,0 +1,471 @@
+/* The P2P store (docs/p2p-store.md) with real engines, real processes and real metadata services (our HTTP
+ * metadata server, etcd): every operation's semantics and error, hostile records, concurrent fetchers
+ * racing on the record (compare-and-swap loses no holder), a dead holder skipped and expired, checksum
+ * mismatches, resume. Bytes are checked one by one. */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "lib/proc.h"
+#include "lib/test.h"
+#include "meta/metadata.h"
+#include "meta/metadata_server.h"
+#include "mooncake/p2p_store.h"
+
+#define MIB (1ull << 20)
+
+/* ---- helpers ---- */
+
+static uint8_t pattern(uint64_t i, unsigned seed) { return (uint8_t)((i >> 9) * 131 + i * 7 + seed); }
+
+static uint8_t *filled(uint64_t size, unsigned seed) {
+  uint8_t *b = malloc(size);
+  for (uint64_t i = 0; i < size; i++) b[i] = pattern(i, seed);
+  return b;
+}
+
+/* The first offset where b differs from the pattern, or size. */
+static uint64_t first_bad(const uint8_t *b, uint64_t size, unsigned seed) {
+  for (uint64_t i = 0; i < size; i++)
+    if (b[i] != pattern(i, seed)) return i;
+  return size;
+}
+
+static mc_p2p_store_t *store(const char *conn) {
+  char name[64];
+  snprintf(name, sizeof(name), "127.0.0.1:%d", mc_tp_free_port());
+  mc_p2p_store_t *s = mc_p2p_store_new(conn, name, "");
+  CHECK(s != NULL);
+  return s;
+}
+
+/* The record of name as JSON (NULL when absent). */
+static json_t *record(const char *conn, const char *name) {
+  struct mc_meta *m = NULL;
+  if (mc_meta_open(conn, &m) || !m) return NULL;
+  char key[512], *v = NULL;
+  snprintf(key, sizeof(key), "mooncake/checkpoint/%s", name);
+  json_t *o = mc_meta_get(m, key, &v) ? NULL : json_loads(v, 0, NULL);
+  free(v);
+  mc_meta_close(m);
+  return o;
+}
+
+static void put_raw(const char *conn, const char *name, const char *text) {
+  struct mc_meta *m = NULL;
+  REQUIRE(!mc_meta_open(conn, &m) && m);
+  char key[512];
+  snprintf(key, sizeof(key), "mooncake/checkpoint/%s", name);
+  CHECK_EQ(text ? m->ops->set(m, key, text) : m->ops->remove(m, key), 0);
+  mc_meta_close(m);
+}
+
+/* How many entries of shard i's list (gold or replica_list) have segment_name seg (NULL: any). */
+static int holders(json_t *rec, size_t i, const char *list, const char *seg) {
+  json_t *a = json_object_get(json_array_get(json_object_get(rec, "shards"), i), list), *h;
+  size_t k;
+  int n = 0;
+  json_array_foreach(a, k, h) n += !seg || !strcmp(json_string_value(json_object_get(h, "segment_name")), seg);
+  return n;
+}
+
+static size_t nshards(json_t *rec) { return json_array_size(json_object_get(rec, "shards")); }
+
+/* 1 when every shard of the record has exactly n replica entries (n = 0: the key may be gone). */
+static int replicas_everywhere(const char *conn, const char *name, int n) {
+  json_t *r = record(conn, name);
+  int ok = r || !n;
+  for (size_t i = 0; r && i < nshards(r); i++) ok &= holders(r, i, "replica_list", NULL) == n;
+  json_decref(r);
+  return ok;
+}
+
+/* Spawns this binary running case `which` with the given environment (NULL-terminated). */
+static pid_t spawn_child(const char *which, char **env, const char *log) {
+  static char self[512];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return -1;
+  self[n] = 0;
+  char *argv[] = {self, (char *)which, NULL};
+  return mc_tp_spawn(argv, env, log);
+}
+
+/* ---- children (run as "test_p2p child_*" with MC_P2P_T_* set) ---- */
+
+static uint64_t env_u64(const char *n, uint64_t def) {
+  const char *v = getenv(n);
+  return v ? strtoull(v, NULL, 10) : def;
+}
+
+/* Registers MC_P2P_T_SIZE bytes of pattern MC_P2P_T_SEED as MC_P2P_T_NAME and serves until killed. */
+static void child_producer(void) {
+  const char *conn = getenv("MC_P2P_T_CONN"), *name = getenv("MC_P2P_T_NAME");
+  if (!conn || !name) return;
+  uint64_t size = env_u64("MC_P2P_T_SIZE", 0);
+  uint8_t *b = filled(size, (unsigned)env_u64("MC_P2P_T_SEED", 1));
+  mc_p2p_store_t *s = store(conn);
+  void *addrs[] = {b};
+  size_t sizes[] = {size};
+  REQUIRE(s && mc_p2p_register(s, name, addrs, sizes, 1, env_u64("MC_P2P_T_SHARD", 4 * MIB), "cpu:0", 0) == 0);
+  fprintf(stderr, "registered\n");
+  mc_tp_sleep_ms(600000);
+}
+
+/* Fetches MC_P2P_T_NAME, checks every byte, holds it for MC_P2P_T_HOLD_MS, deletes the replica. Exit code 0
+ * only when all went right. */
+static void child_fetcher(void) {
+  const char *conn = getenv("MC_P2P_T_CONN"), *name = getenv("MC_P2P_T_NAME");
+  if (!conn || !name) return;
+  uint64_t size = env_u64("MC_P2P_T_SIZE", 0);
+  uint8_t *b = calloc(1, size);
+  mc_p2p_store_t *s = store(conn);
+  void *addrs[] = {b};
+  size_t sizes[] = {size};
+  long t0 = mc_tp_now_ms();
+  int rc = s ? mc_p2p_get_replica(s, name, addrs, sizes, 1) : -100;
+  uint64_t bad = first_bad(b, size, (unsigned)env_u64("MC_P2P_T_SEED", 1));
+  fprintf(stderr, "fetched rc=%d (%s) in %ld ms, first bad byte %llu of %llu\n", rc, mc_p2p_strerror(rc),
+          mc_tp_now_ms() - t0, (unsigned long long)bad, (unsigned long long)size);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(bad, size);
+  mc_tp_sleep_ms((long)env_u64("MC_P2P_T_HOLD_MS", 0));
+  if (!rc) CHECK_EQ(mc_p2p_delete_replica(s, name), 0);
+  mc_p2p_store_close(s);
+  free(b);
+  exit(mc_test_failures ? 1 : 0);
+}
+
+/* ---- in one process: every operation and error ---- */
+
+static void api_semantics(const char *conn) {
+  mc_p2p_store_t *a = store(conn), *b = store(conn), *c = store(conn);
+  REQUIRE(a && b && c);
+  CHECK(strchr(mc_p2p_local_server_name(a), ':') != NULL);
+  uint64_t size = 10 * MIB + 12345; /* 3 shards of 4 MiB, the last short; then a second buffer */
+  uint8_t *src = filled(size, 7), *src2 = filled(MIB, 8);
+  void *addrs[] = {src, src2};
+  size_t sizes[] = {size, MIB};
+  /* register: arguments */
+  CHECK_EQ(mc_p2p_register(a, "t/one", addrs, sizes, 0, 4 * MIB, "cpu:0", 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_register(a, "t/one", NULL, sizes, 2, 4 * MIB, "cpu:0", 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_register(a, "t/one", addrs, sizes, 2, 3 * MIB, "cpu:0", 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_register(a, "t/one", addrs, sizes, 2, 8ull << 30, "cpu:0", 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_register(a, "", addrs, sizes, 2, 4 * MIB, "cpu:0", 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK(record(conn, "t/one") == NULL); /* nothing published by a refused call */
+  CHECK_EQ(mc_p2p_register(a, "t/one", addrs, sizes, 2, 4 * MIB, "cpu:0", 0), 0);
+  CHECK_EQ(mc_p2p_register(a, "t/one", addrs, sizes, 2, 4 * MIB, "cpu:0", 0), MC_P2P_PAYLOAD_OPENED);
+  /* the same range again under another name: counted, fine; an overlapping different range: refused */
+  CHECK_EQ(mc_p2p_register(a, "t/same", addrs, sizes, 1, 4 * MIB, NULL, 0), 0);
+  void *inner[] = {src + 4096};
+  size_t inner_size[] = {MIB};
+  CHECK_EQ(mc_p2p_register(a, "t/overlap", inner, inner_size, 1, 4 * MIB, NULL, 0), MC_P2P_ADDRESS_OVERLAPPED);
+  CHECK(record(conn, "t/overlap") == NULL);
+  /* another node: the key exists */
+  uint8_t *other = filled(MIB, 9);
+  void *oa[] = {other};
+  size_t os[] = {MIB};
+  CHECK_EQ(mc_p2p_register(b, "t/one", oa, os, 1, 4 * MIB, NULL, 0), MC_P2P_ALREADY_EXISTS);
+  json_t *r = record(conn, "t/one");
+  REQUIRE(r != NULL);
+  CHECK_EQ(json_integer_value(json_object_get(r, "size")), (json_int_t)(size + MIB));
+  CHECK_EQ(json_integer_value(json_object_get(r, "max_shard_size")), (json_int_t)(4 * MIB));
+  CHECK_EQ(nshards(r), 4);
+  CHECK(json_is_null(json_object_get(json_array_get(json_object_get(r, "shards"), 0), "replica_list")));
+  for (size_t i = 0; i < nshards(r); i++) CHECK_EQ(holders(r, i, "gold", NULL), 1);
+  json_decref(r);
+  /* list */
+  mc_p2p_payload_info_t *l;
+  size_t n;
+  CHECK_EQ(mc_p2p_list(c, "t/", &l, &n), 0);
+  CHECK_EQ(n, 2);
+  for (size_t i = 0; i < n; i++) {
+    int one = !strcmp(l[i].name, "t/one");
+    CHECK(one || !strcmp(l[i].name, "t/same"));
+    CHECK_EQ(l[i].size_count, one ? 2 : 1);
+    CHECK_EQ(l[i].total_size, one ? size + MIB : size);
+    CHECK_EQ(l[i].size_list[0], size);
+    CHECK_EQ(l[i].max_shard_size, 4 * MIB);
+  }
+  mc_p2p_list_free(l, n);
+  CHECK_EQ(mc_p2p_list(c, "t/on", &l, &n), 0);
+  CHECK_EQ(n, 1);
+  mc_p2p_list_free(l, n);
+  CHECK_EQ(mc_p2p_list(c, "nothing", &l, &n), 0);
+  CHECK_EQ(n, 0);
+  mc_p2p_list_free(l, n);
+  /* get_replica: errors, then a fetch */
+  uint8_t *dst = calloc(1, size), *dst2 = calloc(1, MIB);
+  void *da[] = {dst, dst2};
+  size_t ds[] = {size, MIB}, wrong[] = {size, MIB + 1};
+  CHECK_EQ(mc_p2p_get_replica(b, "t/none", da, ds, 2), MC_P2P_PAYLOAD_NOT_FOUND);
+  CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 0), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, wrong, 2), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 1), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 2), 0);
+  CHECK_EQ(first_bad(dst, size, 7), size);
+  CHECK_EQ(first_bad(dst2, MIB, 8), MIB);
+  CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 2), MC_P2P_PAYLOAD_OPENED);
+  r = record(conn, "t/one");
+  for (size_t i = 0; r && i < nshards(r); i++) {
+    CHECK_EQ(holders(r, i, "replica_list", NULL), 1);
+    json_t *h = json_array_get(json_object_get(json_array_get(json_object_get(r, "shards"), i), "replica_list"), 0);
+    CHECK(json_integer_value(json_object_get(h, "expires")) > 0);
+    CHECK(json_integer_value(json_object_get(h, "offset")) != 0);
+  }
+  json_decref(r);
+  /* the wrong side's withdrawals */
+  CHECK_EQ(mc_p2p_unregister(b, "t/one"), MC_P2P_PAYLOAD_NOT_OPENED);
+  CHECK_EQ(mc_p2p_delete_replica(a, "t/one"), MC_P2P_PAYLOAD_NOT_OPENED);
+  CHECK_EQ(mc_p2p_delete_replica(c, "t/one"), MC_P2P_PAYLOAD_NOT_OPENED);
+  /* the producer leaves: the replica serves the next consumer alone */
+  CHECK_EQ(mc_p2p_unregister(a, "t/one"), 0);
+  r = record(conn, "t/one");
+  for (size_t i = 0; r && i < nshards(r); i++) CHECK_EQ(holders(r, i, "gold", NULL), 0);
+  CHECK(r != NULL);
+  json_decref(r);
+  memset(src, 0, size); /* (the producer's memory is no longer served: a read from it would show) */
+  uint8_t *dst3 = calloc(1, size), *dst4 = calloc(1, MIB);
+  void *da3[] = {dst3, dst4};
+  CHECK_EQ(mc_p2p_get_replica(c, "t/one", da3, ds, 2), 0);
+  CHECK_EQ(first_bad(dst3, size, 7), size);
+  CHECK_EQ(first_bad(dst4, MIB, 8), MIB);
+  CHECK_EQ(mc_p2p_delete_replica(b, "t/one"), 0);
+  CHECK(replicas_everywhere(conn, "t/one", 1));
+  CHECK_EQ(mc_p2p_delete_replica(c, "t/one"), 0);
+  CHECK(record(conn, "t/one") == NULL); /* no holder left: the key is gone */
+  CHECK_EQ(mc_p2p_delete_replica(c, "t/one"), MC_P2P_PAYLOAD_NOT_OPENED);
+  /* force_create replaces */
+  CHECK_EQ(mc_p2p_register(b, "t/same", oa, os, 1, 4 * MIB, NULL, 1), 0);
+  r = record(conn, "t/same");
+  CHECK_EQ(json_integer_value(json_object_get(r, "size")), (json_int_t)MIB);
+  json_decref(r);
+  CHECK_EQ(mc_p2p_unregister(b, "t/same"), 0);
+  CHECK_EQ(mc_p2p_unregister(a, "t/same"), MC_P2P_PAYLOAD_NOT_FOUND); /* its record went with b's */
+  mc_p2p_store_close(a);
+  mc_p2p_store_close(b);
+  mc_p2p_store_close(c);
+  free(src), free(src2), free(other), free(dst), free(dst2), free(dst3), free(dst4);
+}
+
+static void test_strerror(void) {
+  CHECK_STR(mc_p2p_strerror(MC_P2P_INVALID_ARGUMENT), "error: invalid argument");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_ADDRESS_OVERLAPPED), "error: address overlapped");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_PAYLOAD_OPENED), "error: payload has been replicated");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_PAYLOAD_NOT_OPENED), "error: payload does not replicated");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_PAYLOAD_NOT_FOUND), "error: payload not found in metadata");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_TOO_MANY_RETRIES), "error: too many retries");
+  CHECK_STR(mc_p2p_strerror(MC_P2P_TRANSFER_ENGINE), "error: transfer engine core");
+  CHECK(mc_p2p_store_new("redis://127.0.0.1:1", "127.0.0.1:1", "") == NULL); /* no compare-and-swap */
+  CHECK(mc_p2p_store_new("P2PHANDSHAKE", "127.0.0.1:1", "") == NULL);
+}
+
+static struct mc_meta_server *http_server(char *conn, size_t len) {
+  struct mc_meta_server *srv = mc_meta_server_start("127.0.0.1", 0, NULL);
+  CHECK(srv != NULL);
+  snprintf(conn, len, "http://127.0.0.1:%d/metadata", srv ? mc_meta_server_port(srv) : 1);
+  return srv;
+}
+
+/* Runs fn against a fresh metadata service: our HTTP server, or etcd. */
+static void with_http(void (*fn)(const char *conn)) {
+  char conn[128];
+  struct mc_meta_server *srv = http_server(conn, sizeof(conn));
+  fn(conn);
+  mc_meta_server_stop(srv);
+}
+
+static void with_etcd(void (*fn)(const char *conn)) {
+  struct mc_tp_service etcd;
+  REQUIRE(mc_tp_start_etcd(&etcd) == 0);
+  char conn[128];
+  snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", etcd.port);
+  fn(conn);
+  mc_tp_service_stop(&etcd);
+}
+
+static void test_api_http(void) { with_http(api_semantics); }
+static void test_api_etcd(void) { with_etcd(api_semantics); }
+
+/* Hostile records: refused (payload not found) without a crash or a write past the destination; a holder
+ * that cannot be reached: too many retries; wrong bytes: the CRC catches them. */
+static void hostile_records(const char *conn) {
+  mc_p2p_store_t *s = store(conn);
+  REQUIRE(s != NULL);
+  uint8_t *dst = calloc(1, 8 * MIB + 64);
+  void *da[] = {dst};
+  size_t ds[] = {8 * MIB};
+  static const char *bad[] = {
+      "garbage", "[]", "{\"name\":\"h\"}",
+      "{\"name\":\"other\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,\"shards\":[]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,\"shards\":[{\"size\":4194304}]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":3,\"shards\":[]}",
+      "{\"name\":\"h\",\"size\":1,\"size_list\":[8388608],\"max_shard_size\":4194304,\"shards\":[{\"size\":4194304},{\"size\":4194304}]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,"
+      "\"shards\":[{\"size\":4194304},{\"size\":8388608}]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,"
+      "\"shards\":[{\"size\":4194304,\"gold\":[{\"segment_name\":\"\",\"offset\":1}]},{\"size\":4194304}]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,"
+      "\"shards\":[{\"size\":4194304,\"gold\":[{\"segment_name\":\"x\",\"offset\":-5}]},{\"size\":4194304}]}",
+      "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,"
+      "\"shards\":[{\"size\":4194304,\"crc32\":99999999999},{\"size\":4194304}]}",
+      "{\"name\":\"h\",\"size\":1,\"size_list\":[9223372036854775807,9223372036854775807],"
+      "\"max_shard_size\":4294967296,\"shards\":[]}",
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    put_raw(conn, "h", bad[i]);
+    CHECK_EQ(mc_p2p_get_replica(s, "h", da, ds, 1), MC_P2P_PAYLOAD_NOT_FOUND);
+  }
+  /* well-formed, but its only holder does not exist */
+  put_raw(conn, "h",
+          "{\"name\":\"h\",\"size\":8388608,\"size_list\":[8388608],\"max_shard_size\":4194304,\"shards\":["
+          "{\"size\":4194304,\"gold\":[{\"segment_name\":\"127.0.0.1:1\",\"offset\":4096}]},"
+          "{\"size\":4194304,\"gold\":[{\"segment_name\":\"127.0.0.1:1\",\"offset\":4096}]}]}");
+  long t0 = mc_tp_now_ms();
+  CHECK_EQ(mc_p2p_get_replica(s, "h", da, ds, 1), MC_P2P_TOO_MANY_RETRIES);
+  CHECK(mc_tp_now_ms() - t0 < 20000);
+  json_t *r = record(conn, "h"); /* no entry of the failed fetch is left */
+  CHECK(r && holders(r, 0, "replica_list", NULL) == 0);
+  json_decref(r);
+  /* a producer whose bytes changed after registering: the CRC refuses them */
+  mc_p2p_store_t *p = store(conn);
+  uint8_t *src = filled(8 * MIB, 3);
+  void *sa[] = {src};
+  REQUIRE(p && mc_p2p_register(p, "crc", sa, ds, 1, 4 * MIB, NULL, 0) == 0);
+  src[5 * MIB] ^= 0xff;
+  CHECK_EQ(mc_p2p_get_replica(s, "crc", da, ds, 1), MC_P2P_TOO_MANY_RETRIES);
+  /* resume: once the producer's bytes are right again, only the shard that failed is read again */
+  src[5 * MIB] ^= 0xff;
+  uint64_t before, after;
+  mc_p2p_progress(s, &before, NULL);
+  CHECK_EQ(mc_p2p_get_replica(s, "crc", da, ds, 1), 0);
+  mc_p2p_progress(s, &after, NULL);
+  CHECK_EQ(first_bad(dst, 8 * MIB, 3), 8 * MIB);
+  CHECK_EQ(after - before, 4 * MIB);
+  mc_p2p_store_close(p);
+  mc_p2p_store_close(s);
+  free(dst);
+  free(src);
+}
+
+static void test_hostile_records(void) { with_http(hostile_records); }
+
+/* ---- processes ---- */
+
+struct kids {
+  char *dir;
+  char env[8][256];
+  char *envp[9];
+};
+
+static void kids_env(struct kids *k, const char *conn, const char *name, uint64_t size, const char *extra) {
+  k->dir = mc_tp_mkdtemp("p2p");
+  snprintf(k->env[0], 256, "MC_P2P_T_CONN=%s", conn);
+  snprintf(k->env[1], 256, "MC_P2P_T_NAME=%s", name);
+  snprintf(k->env[2], 256, "MC_P2P_T_SIZE=%llu", (unsigned long long)size);
+  snprintf(k->env[3], 256, "MC_P2P_T_SEED=5");
+  snprintf(k->env[4], 256, "MC_P2P_HOLDER_TTL_S=2");
+  snprintf(k->env[5], 256, "%s", extra ? extra : "MC_P2P_T_HOLD_MS=0");
+  for (int i = 0; i < 6; i++) k->envp[i] = k->env[i];
+  k->envp[6] = NULL;
+}
+
+static pid_t kid(struct kids *k, const char *which, int i) {
+  char log[64];
+  snprintf(log, sizeof(log), "%s-%d.log", which, i);
+  char *path = mc_tp_path(k->dir, log);
+  pid_t pid = spawn_child(which, k->envp, path);
+  free(path);
+  CHECK(pid > 0);
+  return pid;
+}
+
+/* Waits until the record of name exists with every shard held as asked (gold n_gold, replicas n_rep). */
+static int wait_holders(const char *conn, const char *name, int n_gold, int n_rep, long timeout_ms) {
+  long t0 = mc_tp_now_ms();
+  while (mc_tp_now_ms() - t0 < timeout_ms) {
+    json_t *r = record(conn, name);
+    int ok = r && nshards(r) > 0;
+    for (size_t i = 0; ok && i < nshards(r); i++)
+      ok = holders(r, i, "gold", NULL) == n_gold && holders(r, i, "replica_list", NULL) == n_rep;
+    json_decref(r);
+    if (ok) return 1;
+    mc_tp_sleep_ms(50);
+  }
+  return 0;
+}
+
+static void dump_kids(struct kids *k) {
+  if (!mc_test_failures) return;
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "tail -n 20 %s/*.log >&2", k->dir);
+  if (system(cmd)) {
+  }
+}
+
+/* Kills the producer, shows the children's logs on a failure, removes their directory. */
+static void kids_end(struct kids *k, pid_t prod) {
+  kill(prod, SIGKILL);
+  waitpid(prod, NULL, 0);
+  dump_kids(k);
+  mc_tp_rmrf(k->dir);
+  free(k->dir);
+}
+
+/* One producer and four fetchers at once: every fetcher gets every byte, and the record ends with all four
+ * in every shard's replica_list (concurrent appends by compare-and-swap lose none). */
+static void concurrent_fetchers(const char *conn) {
+  struct kids k;
+  uint64_t size = 64 * MIB;
+  kids_env(&k, conn, "conc", size, "MC_P2P_T_HOLD_MS=4000");
+  pid_t prod = kid(&k, "child_producer", 0);
+  CHECK(wait_holders(conn, "conc", 1, 0, 20000));
+  pid_t f[4];
+  for (int i = 0; i < 4; i++) f[i] = kid(&k, "child_fetcher", i);
+  CHECK(wait_holders(conn, "conc", 1, 4, 60000)); /* all four hold it at once (HOLD_MS) */
+  for (int i = 0; i < 4; i++) CHECK_EQ(mc_tp_exit_code_within(f[i], 60000), 0);
+  CHECK(wait_holders(conn, "conc", 1, 0, 10000)); /* and all four withdrew */
+  kids_end(&k, prod);
+}
+
+static void test_concurrent_http(void) { with_http(concurrent_fetchers); }
+static void test_concurrent_etcd(void) { with_etcd(concurrent_fetchers); }
+
+/* A replica holder SIGKILLed: a fetcher that finds it in the record (it is preferred over the producer)
+ * finishes from the producer, and the dead holder's entries leave the record within its lease (2 s) and
+ * the renewal period of a live holder. */
+static void dead_holder(const char *conn) {
+  struct kids k;
+  uint64_t size = 32 * MIB;
+  kids_env(&k, conn, "dead", size, "MC_P2P_T_HOLD_MS=600000");
+  pid_t prod = kid(&k, "child_producer", 0);
+  CHECK(wait_holders(conn, "dead", 1, 0, 20000));
+  pid_t holder = kid(&k, "child_fetcher", 0);
+  CHECK(wait_holders(conn, "dead", 1, 1, 30000));
+  kill(holder, SIGKILL);
+  waitpid(holder, NULL, 0);
+  long killed = mc_tp_now_ms();
+  snprintf(k.env[5], 256, "MC_P2P_T_HOLD_MS=0");
+  pid_t late = kid(&k, "child_fetcher", 1); /* starts while the dead holder is still listed */
+  CHECK_EQ(mc_tp_exit_code_within(late, 60000), 0);
+  CHECK(wait_holders(conn, "dead", 1, 0, 10000));
+  long gone = mc_tp_now_ms() - killed;
+  fprintf(stderr, "  dead holder's entries gone %ld ms after SIGKILL\n", gone);
+  CHECK(gone < 2000 + 2000); /* lease 2 s + the producer's renewal period (2/3 s) + margin */
+  char *log = mc_tp_path(k.dir, "child_fetcher-1.log"), text[65536] = {0};
+  FILE *fl = fopen(log, "r");
+  size_t got = fl ? fread(text, 1, sizeof(text) - 1, fl) : 0;
+  if (fl) fclose(fl);
+  text[got] = 0;
+  CHECK(strstr(text, "excluded for this fetch") != NULL); /* it did try the dead holder first */
+  free(log);
+  kids_end(&k, prod);
+}
+
+static void test_dead_holder(void) { with_http(dead_holder); }
+
+TEST_MAIN(TEST_CASE(child_producer), TEST_CASE(child_fetcher), TEST_CASE(test_strerror), TEST_CASE(test_api_http),
+          TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_concurrent_http),
+          TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder))
