@@ -360,6 +360,8 @@ struct kids {
   char *envp[9];
 };
 
+enum { ENV_HOLD = 5, ENV_EXTRA = 6 }; /* the slot of MC_P2P_T_HOLD_MS, a free slot */
+
 static void kids_env(struct kids *k, const char *conn, const char *name, uint64_t size, const char *extra) {
   k->dir = mc_tp_mkdtemp("p2p");
   snprintf(k->env[0], 256, "MC_P2P_T_CONN=%s", conn);
@@ -368,8 +370,9 @@ static void kids_env(struct kids *k, const char *conn, const char *name, uint64_
   snprintf(k->env[3], 256, "MC_P2P_T_SEED=5");
   snprintf(k->env[4], 256, "MC_P2P_HOLDER_TTL_S=2");
   snprintf(k->env[5], 256, "%s", extra ? extra : "MC_P2P_T_HOLD_MS=0");
-  for (int i = 0; i < 6; i++) k->envp[i] = k->env[i];
-  k->envp[6] = NULL;
+  snprintf(k->env[ENV_EXTRA], 256, "MC_P2P_T_UNUSED=1");
+  for (int i = 0; i < 7; i++) k->envp[i] = k->env[i];
+  k->envp[7] = NULL;
 }
 
 static pid_t kid(struct kids *k, const char *which, int i) {
@@ -433,6 +436,29 @@ static void concurrent_fetchers(const char *conn) {
 static void test_concurrent_http(void) { with_http(concurrent_fetchers); }
 static void test_concurrent_etcd(void) { with_etcd(concurrent_fetchers); }
 
+/* The number of entries of seg (NULL: any) in name's record, all shards and lists (-1: no record). */
+static int entries_of(const char *conn, const char *name, const char *seg) {
+  json_t *r = record(conn, name);
+  int n = r ? 0 : -1;
+  for (size_t i = 0; r && i < nshards(r); i++) n += holders(r, i, "replica_list", seg) + holders(r, i, "gold", seg);
+  json_decref(r);
+  return n;
+}
+
+/* Where text starts in the log of child_fetcher-<i> in k's directory (a static copy), or NULL. */
+static const char *log_has(struct kids *k, int i, const char *text) {
+  static char buf[65536];
+  char name[64];
+  snprintf(name, sizeof(name), "child_fetcher-%d.log", i);
+  char *path = mc_tp_path(k->dir, name);
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  free(path);
+  return strstr(buf, text);
+}
+
 /* A replica holder SIGKILLed: a fetcher that finds it in the record (it is preferred over the producer)
  * finishes from the producer, and the dead holder's entries leave the record within its lease (2 s) and
  * the renewal period of a live holder. */
@@ -447,25 +473,62 @@ static void dead_holder(const char *conn) {
   kill(holder, SIGKILL);
   waitpid(holder, NULL, 0);
   long killed = mc_tp_now_ms();
-  snprintf(k.env[5], 256, "MC_P2P_T_HOLD_MS=0");
+  snprintf(k.env[ENV_HOLD], 256, "MC_P2P_T_HOLD_MS=0");
   pid_t late = kid(&k, "child_fetcher", 1); /* starts while the dead holder is still listed */
   CHECK_EQ(mc_tp_exit_code_within(late, 60000), 0);
   CHECK(wait_holders(conn, "dead", 1, 0, 10000));
   long gone = mc_tp_now_ms() - killed;
   fprintf(stderr, "  dead holder's entries gone %ld ms after SIGKILL\n", gone);
   CHECK(gone < 2000 + 2000); /* lease 2 s + the producer's renewal period (2/3 s) + margin */
-  char *log = mc_tp_path(k.dir, "child_fetcher-1.log"), text[65536] = {0};
-  FILE *fl = fopen(log, "r");
-  size_t got = fl ? fread(text, 1, sizeof(text) - 1, fl) : 0;
-  if (fl) fclose(fl);
-  text[got] = 0;
-  CHECK(strstr(text, "excluded for this fetch") != NULL); /* it did try the dead holder first */
-  free(log);
+  CHECK(log_has(&k, 1, "excluded for this fetch")); /* it did try the dead holder first */
   kids_end(&k, prod);
 }
 
 static void test_dead_holder(void) { with_http(dead_holder); }
 
+/* A replica holder SIGKILLed in the middle of a fetch that reads from it: it is frozen first (SIGSTOP) so
+ * the fetcher's READs from it are surely in flight, then killed; the fetcher finishes from the producer,
+ * every byte right, and the dead holder's entries leave the record. Over TCP (MC_FORCE_TCP=1): the
+ * same-host path would read a stopped process's memory directly. */
+static void killed_mid_fetch(const char *conn) {
+  struct kids k;
+  uint64_t size = 128 * MIB;
+  kids_env(&k, conn, "mid", size, "MC_P2P_T_HOLD_MS=600000");
+  snprintf(k.env[ENV_EXTRA], 256, "MC_FORCE_TCP=1");
+  pid_t prod = kid(&k, "child_producer", 0);
+  CHECK(wait_holders(conn, "mid", 1, 0, 20000));
+  pid_t holder = kid(&k, "child_fetcher", 0);
+  CHECK(wait_holders(conn, "mid", 1, 1, 30000));
+  json_t *r = record(conn, "mid");
+  char seg[256];
+  snprintf(seg, sizeof(seg), "%s", json_string_value(json_object_get(json_array_get(json_object_get(
+      json_array_get(json_object_get(r, "shards"), 0), "replica_list"), 0), "segment_name")) ?: "?");
+  json_decref(r);
+  kill(holder, SIGSTOP);
+  snprintf(k.env[ENV_HOLD], 256, "MC_P2P_T_HOLD_MS=3000");
+  pid_t f = kid(&k, "child_fetcher", 1);
+  long t0 = mc_tp_now_ms();
+  mc_tp_sleep_ms(1000); /* its READs from the frozen holder wait; the producer serves the rest */
+  kill(holder, SIGKILL);
+  waitpid(holder, NULL, 0);
+  long killed = mc_tp_now_ms();
+  while (entries_of(conn, "mid", seg) != 0 && mc_tp_now_ms() - killed < 10000) mc_tp_sleep_ms(50);
+  long gone = mc_tp_now_ms() - killed;
+  fprintf(stderr, "  dead holder %s's entries gone %ld ms after the kill\n", seg, gone);
+  CHECK_EQ(entries_of(conn, "mid", seg), 0);
+  CHECK(gone < 5000);
+  CHECK_EQ(mc_tp_exit_code_within(f, 60000), 0);
+  fprintf(stderr, "  fetcher done %ld ms after it started\n", mc_tp_now_ms() - t0);
+  CHECK(log_has(&k, 1, "excluded for this fetch")); /* it was reading from the holder that died */
+  const char *line = log_has(&k, 1, "fetched rc=0 (success) in ");
+  long ms = line ? strtol(line + strlen("fetched rc=0 (success) in "), NULL, 10) : -1;
+  CHECK(ms >= 900); /* the fetch was still running when the holder died (1 s after the fetcher started) */
+  kids_end(&k, prod);
+}
+
+static void test_killed_mid_fetch(void) { with_http(killed_mid_fetch); }
+
 TEST_MAIN(TEST_CASE(child_producer), TEST_CASE(child_fetcher), TEST_CASE(test_strerror), TEST_CASE(test_api_http),
           TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_concurrent_http),
-          TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder))
+          TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder),
+          TEST_CASE(test_killed_mid_fetch))
