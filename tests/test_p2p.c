@@ -83,6 +83,16 @@ static int replicas_everywhere(const char *conn, const char *name, int n) {
   return ok;
 }
 
+/* The whole text of a file (static copy; empty when unreadable). */
+static const char *file_text(const char *path) {
+  static char buf[65536];
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  return buf;
+}
+
 /* Spawns this binary running case `which` with the given environment (NULL-terminated). */
 static pid_t spawn_child(const char *which, char **env, const char *log) {
   static char self[512];
@@ -447,16 +457,12 @@ static int entries_of(const char *conn, const char *name, const char *seg) {
 
 /* Where text starts in the log of child_fetcher-<i> in k's directory (a static copy), or NULL. */
 static const char *log_has(struct kids *k, int i, const char *text) {
-  static char buf[65536];
   char name[64];
   snprintf(name, sizeof(name), "child_fetcher-%d.log", i);
   char *path = mc_tp_path(k->dir, name);
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-  if (f) fclose(f);
-  buf[n] = 0;
+  const char *at = strstr(file_text(path), text);
   free(path);
-  return strstr(buf, text);
+  return at;
 }
 
 /* A replica holder SIGKILLed: a fetcher that finds it in the record (it is preferred over the producer)
@@ -528,7 +534,46 @@ static void killed_mid_fetch(const char *conn) {
 
 static void test_killed_mid_fetch(void) { with_http(killed_mid_fetch); }
 
+/* ---- the example program (docs/p2p-store.md, "Example program") ---- */
+
+static void example(const char *conn) {
+  const char *bin = getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : "tools";
+  char exe[512], meta[200], name_t[64], name_i[64];
+  snprintf(exe, sizeof(exe), "%s/p2p-store-example", bin);
+  snprintf(meta, sizeof(meta), "--metadata_server=%s", conn);
+  snprintf(name_t, sizeof(name_t), "--local_server_name=127.0.0.1:%d", mc_tp_free_port());
+  snprintf(name_i, sizeof(name_i), "--local_server_name=127.0.0.1:%d", mc_tp_free_port());
+  char *dir = mc_tp_mkdtemp("p2pex"), *log_t = mc_tp_path(dir, "trainer.log"), *log_i = mc_tp_path(dir, "inf.log");
+  char *at[] = {exe, "--cmd=trainer", meta, name_t, "--file_size_mb=128", "--idle_s=3", NULL};
+  char *ai[] = {exe, "--cmd=inferencer", meta, name_i, NULL};
+  pid_t t = mc_tp_spawn(at, NULL, log_t);
+  long t0 = mc_tp_now_ms();
+  while (!strstr(file_text(log_t), "Object registration done") && mc_tp_now_ms() - t0 < 20000) mc_tp_sleep_ms(50);
+  pid_t i = mc_tp_spawn(ai, NULL, log_i);
+  CHECK_EQ(mc_tp_exit_code_within(i, 60000), 0);
+  CHECK_EQ(mc_tp_exit_code_within(t, 60000), 0);
+  const char *ti = file_text(log_i);
+  const char *started = strstr(ti, "Object retrieval started: name foo/bar\n");
+  const char *done = strstr(ti, "Object retrieval done: duration (ms) ");
+  CHECK(started && done && started < done && strstr(done, " throughput (GB/s) ") && strstr(done, "\nALL DONE\n"));
+  const char *tt = file_text(log_t);
+  CHECK(strstr(tt, "Object registration done: duration (ms) ") && strstr(tt, " throughput (GB/s) "));
+  CHECK(strstr(tt, "Name foo/bar MaxShardSize 67108864 TotalSize 134217728") != NULL);
+  CHECK(strstr(tt, "\nALL DONE\n") != NULL);
+  CHECK(record(conn, "foo/bar") == NULL); /* both withdrew: the record is gone */
+  if (mc_test_failures) {
+    mc_tp_dump_log(log_t);
+    mc_tp_dump_log(log_i);
+  }
+  free(log_t);
+  free(log_i);
+  mc_tp_rmrf(dir);
+  free(dir);
+}
+
+static void test_example_program(void) { with_http(example); }
+
 TEST_MAIN(TEST_CASE(child_producer), TEST_CASE(child_fetcher), TEST_CASE(test_strerror), TEST_CASE(test_api_http),
           TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_concurrent_http),
           TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder),
-          TEST_CASE(test_killed_mid_fetch))
+          TEST_CASE(test_killed_mid_fetch), TEST_CASE(test_example_program))

@@ -411,11 +411,14 @@ int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
     p2p_payload_free(p);
     return rc;
   }
+  int64_t t0 = p2p_wall_ms();
   rc = p2p_mem_acquire(s, p->addrs, p->sizes, n, "cpu:0");
   int acquired = !rc;
+  int64_t t1 = p2p_wall_ms(), t2 = t1;
   if (!rc) {
     take_partial(s, &f);
     rc = run(&f);
+    t2 = p2p_wall_ms();
   }
   if (!rc) { /* every shard: this node is a replica of all of it now */
     pthread_mutex_lock(&s->mu);
@@ -424,6 +427,8 @@ int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
     rc = p2p_publish(s, snap);
     p2p_payload_free(snap);
   }
+  LOG_INFO("p2p store: '%s': %zu shards; registering the destination %lld ms, reading %lld ms, publishing %lld ms",
+           name, f.nsh, (long long)(t1 - t0), (long long)(t2 - t1), (long long)(p2p_wall_ms() - t2));
   pthread_mutex_lock(&s->mu);
   if (rc) p2p_unlink(s, p);
   p->pending = 0;
