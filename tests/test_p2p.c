@@ -573,7 +573,79 @@ static void example(const char *conn) {
 
 static void test_example_program(void) { with_http(example); }
 
+/* ---- the command-line tool ---- */
+
+/* Runs mooncake_p2p with args (NULL-terminated), its output into log; the exit code. */
+static int run_cli(char **args, const char *log) {
+  const char *bin = getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : "tools";
+  char exe[512];
+  snprintf(exe, sizeof(exe), "%s/mooncake_p2p", bin);
+  char *argv[16] = {exe};
+  for (int i = 0; args[i] && i < 14; i++) argv[i + 1] = args[i], argv[i + 2] = NULL;
+  pid_t pid = mc_tp_spawn(argv, NULL, log);
+  return mc_tp_exit_code_within(pid, 60000);
+}
+
+static void cli(const char *conn) {
+  const char *bin = getenv("MC_TEST_BIN_DIR") ? getenv("MC_TEST_BIN_DIR") : "tools";
+  char *dir = mc_tp_mkdtemp("p2pcli"), *in = mc_tp_path(dir, "in.bin"), *out = mc_tp_path(dir, "out.bin");
+  char *log = mc_tp_path(dir, "cli.log"), *reg_log = mc_tp_path(dir, "reg.log");
+  uint64_t size = 20 * MIB + 333;
+  uint8_t *data = filled(size, 11);
+  FILE *f = fopen(in, "w");
+  REQUIRE(f && fwrite(data, 1, size, f) == size);
+  fclose(f);
+  char meta[200], fin[600], fout[600], self[64], exe[512];
+  snprintf(meta, sizeof(meta), "--metadata_server=%s", conn);
+  snprintf(fin, sizeof(fin), "--file=%s", in);
+  snprintf(fout, sizeof(fout), "--file=%s", out);
+  snprintf(self, sizeof(self), "--local_server_name=127.0.0.1:%d", mc_tp_free_port());
+  snprintf(exe, sizeof(exe), "%s/mooncake_p2p", bin);
+  char *reg[] = {exe, "register", meta, self, "--name=cli/one", fin, "--shard_mb=4", NULL};
+  pid_t r = mc_tp_spawn(reg, NULL, reg_log);
+  CHECK(wait_holders(conn, "cli/one", 1, 0, 20000));
+  char *list[] = {"list", meta, "--prefix=cli/", NULL};
+  CHECK_EQ(run_cli(list, log), 0);
+  char want[128];
+  snprintf(want, sizeof(want), "cli/one\t%llu bytes\t1 buffer(s)\tshards of 4194304 bytes", (unsigned long long)size);
+  CHECK(strstr(file_text(log), want) != NULL);
+  char *fetch[] = {"fetch", meta, "--name=cli/one", fout, "--progress=lines", NULL};
+  CHECK_EQ(run_cli(fetch, log), 0);
+  const char *t = file_text(log);
+  CHECK(strstr(t, "progress: 20.0 / 20.0 MiB") != NULL);
+  CHECK(strstr(t, "fetched cli/one: ") != NULL);
+  f = fopen(out, "r");
+  uint8_t *got = calloc(1, size + 1);
+  CHECK(f && fread(got, 1, size + 1, f) == size);
+  if (f) fclose(f);
+  CHECK_EQ(first_bad(got, size, 11), size);
+  char *bad[] = {"fetch", meta, "--name=cli/none", fout, NULL};
+  CHECK_EQ(run_cli(bad, log), 1);
+  CHECK(strstr(file_text(log), "fetch: error: payload not found in metadata") != NULL);
+  /* cleanup of another node's entries, by name */
+  json_t *rec = record(conn, "cli/one");
+  const char *seg = json_string_value(json_object_get(
+      json_array_get(json_object_get(json_array_get(json_object_get(rec, "shards"), 0), "gold"), 0), "segment_name"));
+  char server[300];
+  snprintf(server, sizeof(server), "--server=%s", seg ? seg : "?");
+  json_decref(rec);
+  kill(r, SIGSTOP); /* (its lease renewal would add it back) */
+  char *unreg[] = {"unregister", meta, "--name=cli/one", server, NULL};
+  CHECK_EQ(run_cli(unreg, log), 0);
+  CHECK(record(conn, "cli/one") == NULL); /* its only holder removed: the record is gone */
+  kill(r, SIGCONT);
+  kill(r, SIGTERM);
+  CHECK_EQ(mc_tp_exit_code_within(r, 20000), 1); /* its record was removed under it */
+  CHECK(strstr(file_text(reg_log), "unregistered cli/one: error: payload not found in metadata") != NULL);
+  if (mc_test_failures) mc_tp_dump_log(log);
+  free(data), free(got), free(in), free(out), free(log), free(reg_log);
+  mc_tp_rmrf(dir);
+  free(dir);
+}
+
+static void test_cli(void) { with_http(cli); }
+
 TEST_MAIN(TEST_CASE(child_producer), TEST_CASE(child_fetcher), TEST_CASE(test_strerror), TEST_CASE(test_api_http),
           TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_concurrent_http),
           TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder),
-          TEST_CASE(test_killed_mid_fetch), TEST_CASE(test_example_program))
+          TEST_CASE(test_killed_mid_fetch), TEST_CASE(test_example_program), TEST_CASE(test_cli))

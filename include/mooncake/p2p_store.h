@@ -75,6 +75,11 @@ MC_API int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *
 /* Withdraws this node as replica holder of name. */
 MC_API int mc_p2p_delete_replica(mc_p2p_store_t *s, const char *name);
 
+/* Operator cleanup: removes every entry of segment_name from name's record, from the producers' lists
+ * (gold != 0) or the replicas' (gold == 0), deleting the record when no holder is left. For holders that are
+ * gone or must stop being used; a live holder's lease renewal adds it back. 0 or an MC_P2P_* code. */
+MC_API int mc_p2p_remove_holder(mc_p2p_store_t *s, const char *name, const char *segment_name, int gold);
+
 /* Progress of the fetches of this store, for progress displays: bytes landed so far, and the number of
  * distinct holders read from at this moment. */
 MC_API void mc_p2p_progress(mc_p2p_store_t *s, uint64_t *bytes_done, unsigned *sources_in_use);

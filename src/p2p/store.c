@@ -257,8 +257,15 @@ static int edit_put(struct mc_p2p_store *s, struct p2p_record *r, void *arg) {
   return p2p_record_put(r, s->self, p->gold, p->have, p->shard_addr, p2p_wall_ms() + s->ttl_ms) ? 0 : 1;
 }
 
+struct remove_arg {
+  const char *seg;
+  int gold;
+};
+
 static int edit_remove(struct mc_p2p_store *s, struct p2p_record *r, void *arg) {
-  return p2p_record_remove(r, s->self, *(int *)arg) ? 0 : 1;
+  (void)s;
+  struct remove_arg *a = arg;
+  return p2p_record_remove(r, a->seg, a->gold) ? 0 : 1;
 }
 
 /* A copy of p's fields (mu held) for an edit made without the lock. */
@@ -282,7 +289,14 @@ int p2p_publish(struct mc_p2p_store *s, const struct p2p_payload *snap) {
 }
 
 int p2p_withdraw(struct mc_p2p_store *s, const char *name, int gold) {
-  return p2p_update(s, name, edit_remove, &gold);
+  struct remove_arg a = {s->self, gold};
+  return p2p_update(s, name, edit_remove, &a);
+}
+
+int mc_p2p_remove_holder(mc_p2p_store_t *s, const char *name, const char *segment_name, int gold) {
+  if (!s || !p2p_name_ok(name) || !segment_name || !segment_name[0]) return MC_P2P_INVALID_ARGUMENT;
+  struct remove_arg a = {segment_name, gold != 0};
+  return p2p_update(s, name, edit_remove, &a);
 }
 
 /* ---- the lease renewer ---- */
