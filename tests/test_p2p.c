@@ -619,6 +619,17 @@ static void cli(const char *conn) {
   CHECK(f && fread(got, 1, size + 1, f) == size);
   if (f) fclose(f);
   CHECK_EQ(first_bad(got, size, 11), size);
+  /* a damaged file fetched again: only its damaged shard is read (the fetch resumes) */
+  f = fopen(out, "r+");
+  CHECK(f && !fseek(f, (long)(9 * MIB), SEEK_SET) && fputc(0x5a ^ got[9 * MIB], f) != EOF);
+  if (f) fclose(f);
+  CHECK_EQ(run_cli(fetch, log), 0);
+  CHECK(strstr(file_text(log), ", 4194304 bytes read (the file's right shards were kept)") != NULL);
+  f = fopen(out, "r");
+  memset(got, 0, size);
+  CHECK(f && fread(got, 1, size + 1, f) == size);
+  if (f) fclose(f);
+  CHECK_EQ(first_bad(got, size, 11), size);
   char *bad[] = {"fetch", meta, "--name=cli/none", fout, NULL};
   CHECK_EQ(run_cli(bad, log), 1);
   CHECK(strstr(file_text(log), "fetch: error: payload not found in metadata") != NULL);

@@ -1,7 +1,8 @@
 /* mooncake_p2p: the P2P store from the command line (docs/p2p-store.md, "Command line").
  *   register        maps a file and seeds it as a payload; serves until SIGINT/SIGTERM, then unregisters
  *   fetch           fetches a payload into a file, with a progress display (bytes, rate, sources in use) on a
- *                   terminal and plain lines otherwise; --hold serves it until SIGINT/SIGTERM
+ *                   terminal and plain lines otherwise; a file of the payload's size is resumed (its shards that
+ *                   match their checksums are kept); --hold serves it until SIGINT/SIGTERM
  *   list            the payloads under a prefix
  *   unregister      removes a node's producer entries from a payload's record (cleanup)
  *   delete-replica  removes a node's replica entries from a payload's record (cleanup) */
@@ -153,6 +154,8 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
   size_t n = 0;
   int rc = layout(s, c->name, &sz, &n, &total);
   if (rc) return fail("fetch", rc);
+  struct stat st;
+  int resume = !stat(c->file, &st) && (uint64_t)st.st_size == total; /* a previous fetch's file: keep what is right */
   int fd = open(c->file, O_RDWR | O_CREAT, 0644);
   if (fd < 0 || ftruncate(fd, (off_t)total)) return fprintf(stderr, "cannot write %s\n", c->file), 1;
   char *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -168,7 +171,10 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
   pthread_t th;
   int shown = strcmp(c->progress, "none") && !pthread_create(&th, NULL, progress_main, &p);
   double t0 = now_s();
-  rc = mc_p2p_get_replica(s, c->name, addrs, sizes, n);
+  uint64_t before, after;
+  mc_p2p_progress(s, &before, NULL);
+  rc = resume ? mc_p2p_get_replica_resume(s, c->name, addrs, sizes, n) : mc_p2p_get_replica(s, c->name, addrs, sizes, n);
+  mc_p2p_progress(s, &after, NULL);
   double el = now_s() - t0;
   p.done = 1;
   if (shown) pthread_join(th, NULL);
@@ -176,8 +182,9 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
   if (rc) {
     fail("fetch", rc);
   } else {
-    printf("fetched %s: %llu bytes into %s in %.3f s (%.1f MiB/s)\n", c->name, (unsigned long long)total, c->file, el,
-           el > 0 ? total / 1048576.0 / el : 0);
+    printf("fetched %s: %llu bytes into %s in %.3f s (%.1f MiB/s), %llu bytes read%s\n", c->name,
+           (unsigned long long)total, c->file, el, el > 0 ? total / 1048576.0 / el : 0,
+           (unsigned long long)(after - before), resume ? " (the file's right shards were kept)" : "");
     fflush(stdout);
     if (c->hold) {
       printf("holding %s as %s until SIGINT/SIGTERM\n", c->name, mc_p2p_local_server_name(s));

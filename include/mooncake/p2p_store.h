@@ -44,7 +44,7 @@ typedef struct mc_p2p_store mc_p2p_store_t;
 MC_API mc_p2p_store_t *mc_p2p_store_new(const char *metadata_conn, const char *local_server_name,
                                         const char *nic_priority_matrix);
 /* Drops every payload this store holds (as mc_p2p_unregister / mc_p2p_delete_replica do), stops the
- * engine and frees the handle. NULL is ignored. */
+ * engine and frees the handle. NULL is ignored. Call it once every other call on the handle has returned. */
 MC_API void mc_p2p_store_close(mc_p2p_store_t *s);
 /* The engine's "ip:port" (its control RPC address). */
 MC_API const char *mc_p2p_local_server_name(mc_p2p_store_t *s);
@@ -72,6 +72,11 @@ MC_API void mc_p2p_list_free(mc_p2p_payload_info_t *list, size_t count);
  * replica. Shards whose bytes are already right (a resumed fetch) are not read again. */
 MC_API int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
                               size_t n);
+/* As mc_p2p_get_replica, for a destination that may already hold some of the payload (a file-backed mapping
+ * written by a fetch that was interrupted, even in another process): every shard whose bytes match its
+ * CRC-32 is kept and only the others are read. */
+MC_API int mc_p2p_get_replica_resume(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
+                                     size_t n);
 /* Withdraws this node as replica holder of name. */
 MC_API int mc_p2p_delete_replica(mc_p2p_store_t *s, const char *name);
 

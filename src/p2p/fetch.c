@@ -21,12 +21,13 @@
 #define WORKERS 8
 #define ADVERTISE_MS 200
 #define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
+#define STRIKES 3       /* failed READs after which a holder is excluded for this fetch */
 
 /* A holder of this fetch (one per segment name). */
 struct src {
   char seg[P2P_MAX_SEGMENT + 1];
   segment_id_t id;
-  int opened, excluded, inflight;
+  int opened, excluded, inflight, fails;
 };
 
 struct sh_holder {
@@ -219,10 +220,12 @@ static void *worker_main(void *arg) {
     if (!opened && id >= 0) c->opened = 1, c->id = id;
     c->inflight--;
     f->inflight--;
-    if (rc) {
-      if (!c->excluded) LOG_WARN("p2p store: '%s': holder %s failed (%s); excluded for this fetch", f->p->name, seg,
-                                 id < 0 ? "its segment cannot be opened" : "a READ failed");
-      c->excluded = 1;
+    if (rc) { /* a segment that cannot be opened is excluded at once, a failing READ after STRIKES */
+      c->fails = id < 0 ? STRIKES : c->fails + 1;
+      if (!c->excluded && c->fails >= STRIKES)
+        LOG_WARN("p2p store: '%s': holder %s failed (%s); excluded for this fetch", f->p->name, seg,
+                 id < 0 ? "its segment cannot be opened" : "READs failed");
+      c->excluded |= c->fails >= STRIKES;
       x->state[j] = 0;
     } else {
       x->state[j] = 2;
@@ -240,8 +243,9 @@ static void *worker_main(void *arg) {
 
 /* ---- the call ---- */
 
-/* The shards of a previous failed attempt at name into the same buffers, checked again (resume). */
-static void take_partial(struct mc_p2p_store *s, struct fetch *f) {
+/* The shards of a previous failed attempt at name into the same buffers, checked again (resume); with all,
+ * every shard is checked (the destination may hold a previous process's bytes). */
+static void take_partial(struct mc_p2p_store *s, struct fetch *f, int all) {
   struct p2p_payload *old = NULL;
   pthread_mutex_lock(&s->mu);
   for (struct p2p_partial **q = &s->partials; *q; q = &(*q)->next) {
@@ -254,14 +258,14 @@ static void take_partial(struct mc_p2p_store *s, struct fetch *f) {
     break;
   }
   pthread_mutex_unlock(&s->mu);
-  if (!old) return;
-  int same = old->nshards == f->nsh;
-  for (size_t i = 0; same && i < f->nsh; i++)
+  if (!old && !all) return;
+  int same = all || old->nshards == f->nsh;
+  for (size_t i = 0; !all && same && i < f->nsh; i++)
     same = old->shard_addr[i] == f->sh[i].addr && old->shard_size[i] == f->sh[i].size;
   size_t kept = 0;
   for (size_t i = 0; same && i < f->nsh; i++) {
     struct fshard *x = &f->sh[i];
-    if (!old->have[i] || !x->has_crc || (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)x->addr, x->size) != x->crc)
+    if ((!all && !old->have[i]) || !x->has_crc || (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)x->addr, x->size) != x->crc)
       continue;
     x->complete = 1;
     f->left--;
@@ -374,7 +378,8 @@ static int run(struct fetch *f) {
   return f->err ? f->err : f->left ? MC_P2P_TOO_MANY_RETRIES : 0;
 }
 
-int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n) {
+static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n,
+                       int resume_all) {
   if (!s || !p2p_name_ok(name) || p2p_check_buffers(addrs, sizes, n)) return MC_P2P_INVALID_ARGUMENT;
   char *key = p2p_key(name), *text = NULL;
   uint64_t rev;
@@ -416,7 +421,7 @@ int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
   int acquired = !rc;
   int64_t t1 = p2p_wall_ms(), t2 = t1;
   if (!rc) {
-    take_partial(s, &f);
+    take_partial(s, &f, resume_all);
     rc = run(&f);
     t2 = p2p_wall_ms();
   }
@@ -444,4 +449,13 @@ int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
   }
   fetch_free(&f);
   return rc;
+}
+
+int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n) {
+  return get_replica(s, name, addrs, sizes, n, 0);
+}
+
+int mc_p2p_get_replica_resume(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
+                              size_t n) {
+  return get_replica(s, name, addrs, sizes, n, 1);
 }
