@@ -21,7 +21,9 @@
 #define WORKERS 8
 #define ADVERTISE_MS 200
 #define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
-#define STRIKES 3       /* failed READs after which a holder is excluded for this fetch */
+#define MAX_SOURCES 4096 /* distinct holders one fetch considers (a hostile record may name millions) */
+#define STRIKES 3
+#define MAX_PARTIALS 64 /* failed fetches remembered for a resume */       /* failed READs after which a holder is excluded for this fetch */
 
 /* A holder of this fetch (one per segment name). */
 struct src {
@@ -63,25 +65,28 @@ struct fetch {
 
 /* ---- holders ---- */
 
-static size_t src_index(struct fetch *f, const char *seg) {
+/* The index of seg among f's holders, added when new; -1 when MAX_SOURCES are known already. */
+static long src_index(struct fetch *f, const char *seg) {
   for (size_t i = 0; i < f->nsrc; i++)
-    if (!strcmp(f->src[i].seg, seg)) return i;
+    if (!strcmp(f->src[i].seg, seg)) return (long)i;
+  if (f->nsrc >= MAX_SOURCES) return -1;
   f->src = mc_realloc(f->src, (f->nsrc + 1) * sizeof(*f->src));
   memset(&f->src[f->nsrc], 0, sizeof(*f->src));
   strcpy(f->src[f->nsrc].seg, seg);
-  return f->nsrc++;
+  return (long)f->nsrc++;
 }
 
 static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holder *h, int gold) {
-  size_t k = src_index(f, h->seg);
+  long k = src_index(f, h->seg);
+  if (k < 0) return;
   for (size_t j = 0; j < x->nh; j++)
-    if (x->h[j].src == k) {
+    if (x->h[j].src == (size_t)k) {
       x->h[j].off = h->offset;
       return;
     }
   if (x->nh >= 2 * P2P_MAX_HOLDERS) return;
   x->h = mc_realloc(x->h, (x->nh + 1) * sizeof(*x->h));
-  x->h[x->nh++] = (struct sh_holder){k, h->offset, gold};
+  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold};
 }
 
 /* Takes in the live holders of r (f->mu held). */
@@ -285,6 +290,13 @@ static void keep_partial(struct mc_p2p_store *s, struct p2p_payload *p) {
   e->p = p2p_snapshot(p);
   e->next = s->partials;
   s->partials = e;
+  size_t n = 0; /* the newest MAX_PARTIALS are kept */
+  for (struct p2p_partial **q = &s->partials; *q; q = &(*q)->next)
+    if (++n == MAX_PARTIALS) {
+      p2p_partials_free((*q)->next);
+      (*q)->next = NULL;
+      break;
+    }
   pthread_mutex_unlock(&s->mu);
 }
 

@@ -184,6 +184,16 @@ void p2p_payload_free(struct p2p_payload *p) {
   mc_free(p);
 }
 
+void p2p_partials_free(struct p2p_partial *list) {
+  while (list) {
+    struct p2p_partial *e = list;
+    list = e->next;
+    p2p_payload_free(e->p);
+    mc_free(e->name);
+    mc_free(e);
+  }
+}
+
 /* Unlinks p from the catalog (mu held). */
 void p2p_unlink(struct mc_p2p_store *s, struct p2p_payload *p) {
   for (struct p2p_payload **q = &s->payloads; *q; q = &(*q)->next)
@@ -318,7 +328,8 @@ static void *renewer_main(void *arg) {
     for (struct p2p_payload *p = s->payloads; p; p = p->next) n++;
     struct p2p_payload **snaps = mc_calloc(n + 1, sizeof(*snaps));
     n = 0;
-    for (struct p2p_payload *p = s->payloads; p; p = p->next) snaps[n++] = p2p_snapshot(p);
+    for (struct p2p_payload *p = s->payloads; p; p = p->next)
+      if (!(p->pending && p->gold)) snaps[n++] = p2p_snapshot(p); /* (a registration publishes its record itself) */
     pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < n; i++) {
       int rc = p2p_publish(s, snaps[i]);
@@ -415,6 +426,7 @@ void mc_p2p_store_close(mc_p2p_store_t *s) {
     if (!p) break;
     drop_payload(s, p);
   }
+  p2p_partials_free(s->partials);
   destroyTransferEngine(s->te);
   mc_meta_close(s->meta);
   pthread_mutex_destroy(&s->mu);

@@ -72,6 +72,8 @@ struct p2p_payload *p2p_payload_new(const char *name, int gold, void *const *add
 void p2p_payload_free(struct p2p_payload *p);
 void p2p_unlink(struct mc_p2p_store *s, struct p2p_payload *p);
 struct p2p_payload *p2p_snapshot(const struct p2p_payload *p);
+/* Frees a list of partials. */
+void p2p_partials_free(struct p2p_partial *list);
 
 /* An edit of a record inside the compare-and-swap loop: 0 = write it, 1 = nothing to write, < 0 = stop
  * with that MC_P2P_* code. */
