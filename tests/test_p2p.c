@@ -630,6 +630,13 @@ static void cli(const char *conn) {
   CHECK(f && fread(got, 1, size + 1, f) == size);
   if (f) fclose(f);
   CHECK_EQ(first_bad(got, size, 11), size);
+  /* the terminal form of the progress display: one line rewritten in place, ended once */
+  char fout2[620];
+  snprintf(fout2, sizeof(fout2), "--file=%s.2", out);
+  char *fetch_bar[] = {"fetch", meta, "--name=cli/one", fout2, "--progress=bar", NULL};
+  CHECK_EQ(run_cli(fetch_bar, log), 0);
+  CHECK(strstr(file_text(log), "\r[##############################]     20.0 / 20.0 MiB ") != NULL);
+  CHECK(strstr(file_text(log), " sources\n") != NULL);
   char *bad[] = {"fetch", meta, "--name=cli/none", fout, NULL};
   CHECK_EQ(run_cli(bad, log), 1);
   CHECK(strstr(file_text(log), "fetch: error: payload not found in metadata") != NULL);
