@@ -57,6 +57,7 @@ struct fetch {
   pthread_cond_t cv;
   struct fshard *sh;
   size_t nsh, left, start, inflight;
+  size_t workers; /* alive */
   struct src *src;
   size_t nsrc;
   int err, newly;
@@ -241,6 +242,7 @@ static void *worker_main(void *arg) {
     atomic_store(&s->sources_in_use, sources_busy(f));
     pthread_cond_broadcast(&f->cv);
   }
+  f->workers--;
   pthread_cond_broadcast(&f->cv);
   pthread_mutex_unlock(&f->mu);
   return NULL;
@@ -301,17 +303,16 @@ static void keep_partial(struct mc_p2p_store *s, struct p2p_payload *p) {
 }
 
 /* Advertises newly finished shards and takes in new holders, every ADVERTISE_MS until the workers end. */
-static void advertise_loop(struct fetch *f, int workers_left) {
-  (void)workers_left;
+static void advertise_loop(struct fetch *f) {
   pthread_mutex_lock(&f->mu);
-  while (!f->err && f->left) {
+  while (!f->err && f->left && f->workers) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     long ns = until.tv_nsec + ADVERTISE_MS * 1000000L;
     until.tv_sec += ns / 1000000000L;
     until.tv_nsec = ns % 1000000000L;
     pthread_cond_timedwait(&f->cv, &f->mu, &until);
-    if (f->err || !f->left) break;
+    if (f->err || !f->left || !f->workers) break;
     int newly = f->newly;
     f->newly = 0;
     pthread_mutex_unlock(&f->mu);
@@ -381,10 +382,14 @@ static int run(struct fetch *f) {
   size_t nw = stripes < WORKERS ? stripes : WORKERS;
   pthread_t th[WORKERS];
   size_t started = 0;
+  f->workers = nw; /* (before any starts: one that ends at once must not see 0 early) */
   for (; started < nw; started++)
     if (pthread_create(&th[started], NULL, worker_main, f)) break;
+  pthread_mutex_lock(&f->mu);
+  f->workers -= nw - started;
+  pthread_mutex_unlock(&f->mu);
   if (nw && !started) return MC_P2P_TRANSFER_ENGINE;
-  advertise_loop(f, (int)started);
+  advertise_loop(f);
   for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
   atomic_store(&f->s->sources_in_use, 0);
   return f->err ? f->err : f->left ? MC_P2P_TOO_MANY_RETRIES : 0;
