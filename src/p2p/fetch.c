@@ -4,6 +4,7 @@
  * excluded; a failed fetch leaves what arrived for the next attempt (resume). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +23,7 @@
 #define ADVERTISE_MS 200
 #define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
 #define MAX_SOURCES 4096 /* distinct holders one fetch considers (a hostile record may name millions) */
+#define SCAN_SHARDS 64 /* shards next_stripe compares */
 #define STRIKES 3
 #define MAX_PARTIALS 64 /* failed fetches remembered for a resume */       /* failed READs after which a holder is excluded for this fetch */
 
@@ -147,26 +149,40 @@ static int read_stripe(struct mc_p2p_store *s, segment_id_t id, uint64_t off, ui
   return st == STATUS_COMPLETED ? 0 : -1;
 }
 
-/* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. A shard whose
- * holders are all excluded fails the fetch. */
+/* The holders of x this fetch may still use. */
+static size_t live_holders(const struct fetch *f, const struct fshard *x) {
+  size_t n = 0;
+  for (size_t j = 0; j < x->nh; j++) n += !f->src[x->h[j].src].excluded;
+  return n;
+}
+
+/* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. Among the first
+ * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on: a shard already begun (it
+ * is advertised sooner once complete), else the one with the fewest holders (rarest first: the producer's
+ * bandwidth goes to what nobody else can serve yet). A shard whose holders are all excluded fails the fetch. */
 static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
-  for (size_t k = 0; k < f->nsh && !f->err; k++) {
+  long best = -1;
+  size_t best_j = 0, best_key = SIZE_MAX, seen = 0;
+  for (size_t k = 0; k < f->nsh && seen < SCAN_SHARDS; k++) {
     size_t i = (f->start + k) % f->nsh;
     struct fshard *x = &f->sh[i];
     if (x->complete || x->verifying) continue;
     size_t j = 0;
     while (j < x->nstripes && x->state[j]) j++;
     if (j == x->nstripes) continue;
-    long h = pick(f, x);
-    if (h < 0) {
+    size_t live = live_holders(f, x);
+    if (!live) {
       LOG_ERROR("p2p store: '%s' shard %zu: no holder left", f->p->name, i);
       f->err = MC_P2P_TOO_MANY_RETRIES;
-      break;
+      return 0;
     }
-    *xi = i, *si = j, *hj = (size_t)h;
-    return 1;
+    seen++;
+    size_t key = j > 0 ? 0 : live; /* (j > 0: some stripe of it is in flight or landed) */
+    if (key < best_key) best = (long)i, best_j = j, best_key = key;
   }
-  return 0;
+  if (best < 0) return 0;
+  *xi = (size_t)best, *si = best_j, *hj = (size_t)pick(f, &f->sh[best]);
+  return 1;
 }
 
 /* A shard whose stripes all landed: checked (without f->mu), then complete, or read again from others. */
