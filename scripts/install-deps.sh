@@ -8,6 +8,7 @@ PKGS=(
   build-essential cmake pkg-config python3 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip python3-venv python3-wheel
   python3-torch
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libhiredis-dev libssl-dev libpcre2-dev libyaml-dev
+  zlib1g-dev
   etcd-server etcd-client redis-server redis-tools iperf3 memcached iproute2 procps
   prometheus python3-yaml
   clang libclang-rt-14-dev

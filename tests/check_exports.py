@@ -6,8 +6,9 @@ usage: check_exports.py <source dir> <build dir>
 
 Checks, with nm and readelf (binutils):
   - `nm -D --defined-only` of libmooncake_te.so lists exactly the MC_API names of transfer_engine.h and
-    runtime.h, and that of libmooncake_store.so exactly those of store.h and store_errors.h;
-  - libmooncake_store.so holds no code of the engine layer nor the runtime (common/log.c,
+    runtime.h, that of libmooncake_store.so exactly those of store.h and store_errors.h, and that of
+    libmooncake_p2p.so exactly those of p2p_store.h;
+  - libmooncake_store.so and libmooncake_p2p.so hold no code of the engine layer nor the runtime (common/log.c,
     common/lifecycle.c): it calls them in libmooncake_te, so a process has one instance of their state;
   - each library's SONAME is libmooncake_<name>.so.<MOONCAKE_VERSION_MAJOR>, and the file version is
     MOONCAKE_VERSION_STRING;
@@ -21,6 +22,7 @@ import sys
 LIBS = {
     "mooncake_te": ["transfer_engine.h", "runtime.h"],
     "mooncake_store": ["store.h", "store_errors.h"],
+    "mooncake_p2p": ["p2p_store.h"],
 }
 # MC_API <type words and stars> name(   or   MC_API extern <type> name;
 DECL = re.compile(r"MC_API\s+(?:extern\s+)?[\w\s\*]*?\b(\w+)\s*(?:\(|;)")
@@ -87,13 +89,13 @@ def main():
         parts = line.split()
         if member in ("log.c.o", "lifecycle.c.o") and len(parts) == 3 and parts[1].isupper():
             engine_and_runtime.add(parts[2])
-    store = os.path.join(libdir, "libmooncake_store.so")
-    defined = {n for t, n in nm(["--defined-only"], store)}
-    copies = sorted(engine_and_runtime & defined)
-    for n in copies:
-        bad.append("libmooncake_store.so holds its own copy of %s (engine or runtime code)" % n)
-    print("libmooncake_store.so: none of the %d engine and runtime symbols defined in it" % len(engine_and_runtime)
-          if not copies else "libmooncake_store.so: %d copies" % len(copies))
+    for name in ("libmooncake_store.so", "libmooncake_p2p.so"):
+        defined = {n for t, n in nm(["--defined-only"], os.path.join(libdir, name))}
+        copies = sorted(engine_and_runtime & defined)
+        for n in copies:
+            bad.append("%s holds its own copy of %s (engine or runtime code)" % (name, n))
+        print("%s: none of the %d engine and runtime symbols defined in it" % (name, len(engine_and_runtime))
+              if not copies else "%s: %d copies" % (name, len(copies)))
 
     init = os.path.join(src, "python", "mooncake", "__init__.py")
     with open(init) as f:

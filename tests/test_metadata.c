@@ -617,6 +617,131 @@ static const char *etcd_raw(int port, const char *path, const char *json) {
   return resp;
 }
 
+/* ---- compare-and-swap and prefix listing (docs/p2p-store.md, "Metadata") ---- */
+
+/* Create-only, a stale revision losing, delete-if, listing by prefix (with a lookalike outside it). */
+static void cas_contract(struct mc_meta *m) {
+  const char *key = "mooncake/checkpoint/cas/one";
+  char *v = NULL;
+  uint64_t rev = 0, rev2 = 0;
+  int won = -1;
+  REQUIRE(m != NULL);
+  CHECK_EQ(mc_meta_get_rev(m, key, &v, &rev), MC_META_NOT_FOUND);
+  CHECK_EQ(mc_meta_cas(m, key, "{\"v\":1}", 0, &won), 0);
+  CHECK_EQ(won, 1);
+  CHECK_EQ(mc_meta_cas(m, key, "{\"v\":9}", 0, &won), 0); /* exists: create-only loses */
+  CHECK_EQ(won, 0);
+  CHECK_EQ(mc_meta_get_rev(m, key, &v, &rev), 0);
+  CHECK_STR(v, "{\"v\":1}");
+  free(v);
+  CHECK(rev != 0);
+  CHECK_EQ(mc_meta_cas(m, key, "{\"v\":2}", rev, &won), 0);
+  CHECK_EQ(won, 1);
+  CHECK_EQ(mc_meta_cas(m, key, "{\"v\":3}", rev, &won), 0); /* the revision read before the write: stale */
+  CHECK_EQ(won, 0);
+  CHECK_EQ(mc_meta_get_rev(m, key, &v, &rev2), 0);
+  CHECK_STR(v, "{\"v\":2}");
+  free(v);
+  CHECK(rev2 != rev);
+  CHECK_EQ(mc_meta_cas(m, key, NULL, rev, &won), 0); /* stale delete keeps the key */
+  CHECK_EQ(won, 0);
+  CHECK_EQ(mc_meta_set(m, "mooncake/checkpoint/cas/two", "2"), 0);
+  CHECK_EQ(mc_meta_set(m, "mooncake/checkpoint/cat", "x"), 0);
+  char **keys, **vals;
+  size_t n = 0;
+  CHECK_EQ(mc_meta_list(m, "mooncake/checkpoint/cas/", 100, &keys, &vals, &n), 0);
+  CHECK_EQ(n, 2);
+  for (size_t i = 0; i < n; i++)
+    CHECK_STR(vals[i], !strcmp(keys[i], key) ? "{\"v\":2}" : "2");
+  mc_meta_list_free(keys, vals, n);
+  CHECK_EQ(mc_meta_list(m, "mooncake/checkpoint/ca", 1, &keys, &vals, &n), 0); /* capped */
+  CHECK_EQ(n, 1);
+  mc_meta_list_free(keys, vals, n);
+  CHECK_EQ(mc_meta_cas(m, key, NULL, rev2, &won), 0);
+  CHECK_EQ(won, 1);
+  CHECK_EQ(mc_meta_get_rev(m, key, &v, &rev), MC_META_NOT_FOUND);
+  CHECK_EQ(mc_meta_remove(m, "mooncake/checkpoint/cas/two"), 0);
+  CHECK_EQ(mc_meta_remove(m, "mooncake/checkpoint/cat"), 0);
+}
+
+struct cas_arg {
+  struct mc_meta *m;
+  int errors, conflicts;
+};
+
+/* Adds 1 to the counter 20 times with a read / compare-and-swap loop. */
+static void *cas_worker(void *p) {
+  struct cas_arg *a = p;
+  for (int i = 0; i < 20; i++) {
+    for (int won = 0; !won;) {
+      char *v = NULL, next[32];
+      uint64_t rev = 0;
+      if (mc_meta_get_rev(a->m, "mooncake/checkpoint/counter", &v, &rev)) {
+        a->errors++;
+        return NULL;
+      }
+      snprintf(next, sizeof(next), "%d", atoi(v) + 1);
+      free(v);
+      if (mc_meta_cas(a->m, "mooncake/checkpoint/counter", next, rev, &won)) a->errors++;
+      a->conflicts += !won;
+    }
+  }
+  return NULL;
+}
+
+/* Concurrent read-modify-writes lose no update. */
+static void cas_counter(struct mc_meta *m) {
+  enum { N = 4 };
+  pthread_t t[N];
+  struct cas_arg a[N];
+  CHECK_EQ(mc_meta_set(m, "mooncake/checkpoint/counter", "0"), 0);
+  int conflicts = 0;
+  for (int i = 0; i < N; i++) {
+    a[i] = (struct cas_arg){m, 0, 0};
+    pthread_create(&t[i], NULL, cas_worker, &a[i]);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(t[i], NULL);
+    CHECK_EQ(a[i].errors, 0);
+    conflicts += a[i].conflicts;
+  }
+  check_get(m, "mooncake/checkpoint/counter", "80");
+  fprintf(stderr, "cas_counter: %d conflicts retried\n", conflicts);
+  CHECK_EQ(mc_meta_remove(m, "mooncake/checkpoint/counter"), 0);
+}
+
+static void test_http_cas(void) {
+  struct mc_meta_server *s = mc_meta_server_start("127.0.0.1", 0, NULL);
+  REQUIRE(s != NULL);
+  struct mc_meta *m = open_http(mc_meta_server_port(s), "");
+  cas_contract(m);
+  cas_counter(m);
+  /* a bad precondition header is refused, not ignored */
+  char url[128];
+  snprintf(url, sizeof(url), "http://127.0.0.1:%d/metadata?key=k", mc_meta_server_port(s));
+  struct mc_curl_opts o = {.timeout_ms = 3000, .connect_timeout_ms = 1500, .header = "If-Match: nonsense"};
+  struct mc_curl_resp r;
+  char err[256];
+  CHECK_EQ(mc_curl_request_o("PUT", url, "x", 1, &o, &r, err, sizeof(err)), 0);
+  CHECK_EQ(r.status, 400);
+  mc_curl_resp_free(&r);
+  check_get(m, "k", NULL);
+  mc_meta_close(m);
+  mc_meta_server_stop(s);
+}
+
+static void test_etcd_cas(void) {
+  struct mc_tp_service etcd;
+  REQUIRE(mc_tp_start_etcd(&etcd) == 0);
+  char conn[160];
+  snprintf(conn, sizeof(conn), "etcd://127.0.0.1:%d", etcd.port);
+  struct mc_meta *m = open_ok(conn);
+  cas_contract(m);
+  cas_counter(m);
+  mc_meta_close(m);
+  mc_tp_service_stop(&etcd);
+}
+
 static void test_etcd_backend(void) {
   struct mc_tp_service etcd;
   REQUIRE(mc_tp_start_etcd(&etcd) == 0);
@@ -955,6 +1080,7 @@ static void test_curl_escape_and_bounds(void) {
 
 TEST_MAIN(TEST_CASE(test_key_layout), TEST_CASE(test_curl_escape_and_bounds), TEST_CASE(child_cluster_prefix), TEST_CASE(test_cluster_prefix),
           TEST_CASE(test_open_schemes), TEST_CASE(test_embedded_server_roundtrip),
+          TEST_CASE(test_http_cas), TEST_CASE(test_etcd_cas),
           TEST_CASE(test_http_contract), TEST_CASE(test_http_body_limit), TEST_CASE(test_http_persistence),
           TEST_CASE(test_server_bind_errors), TEST_CASE(test_malformed_requests),
           TEST_CASE(test_standalone_binary), TEST_CASE(test_etcd_backend), TEST_CASE(test_redis_backend),

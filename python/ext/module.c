@@ -1,4 +1,4 @@
-/* mooncake._mooncake: the native part of the mooncake package (types Store, Engine, BufferHandle and
+/* mooncake._mooncake: the native part of the mooncake package (types Store, Engine, BufferHandle, P2PStore and
  * the store error names). Loaded by mooncake/store.py and mooncake/engine.py. */
 #include "mcpy.h"
 
@@ -14,11 +14,14 @@ static PyMethodDef mod_methods[] = {
 static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "mooncake._mooncake", NULL, -1, mod_methods};
 
 PyMODINIT_FUNC PyInit__mooncake(void) {
-  if (PyType_Ready(&McpyStoreType) || PyType_Ready(&McpyEngineType) || PyType_Ready(&McpyBufferHandleType)) return NULL;
+  if (PyType_Ready(&McpyStoreType) || PyType_Ready(&McpyEngineType) || PyType_Ready(&McpyBufferHandleType) ||
+      PyType_Ready(&McpyP2PType))
+    return NULL;
   PyObject *m = PyModule_Create(&mod);
   if (!m) return NULL;
   PyModule_AddObjectRef(m, "Store", (PyObject *)&McpyStoreType);
   PyModule_AddObjectRef(m, "Engine", (PyObject *)&McpyEngineType);
   PyModule_AddObjectRef(m, "BufferHandle", (PyObject *)&McpyBufferHandleType);
+  PyModule_AddObjectRef(m, "P2PStore", (PyObject *)&McpyP2PType);
   return m;
 }

@@ -99,6 +99,8 @@
   X(METADATA_TTL_S, LONG, 10, 0, 86400, "10",                                                                         \
     "lease of an engine's keys in Redis, s, renewed while it runs (minimum 3; `0` = plain keys; "                     \
     "docs/transfer-engine.md)")                                                                                       \
+  X(P2P_HOLDER_TTL_S, LONG, 10, 1, 3600, "10",                                                                        \
+    "P2P store: lease of a holder's entries in a payload record, s, renewed every third of it (docs/p2p-store.md)")   \
   X(REDIS_USERNAME, TEXT, 0, 0, 0, "none", "Redis metadata: ACL user name")                                           \
   X(REDIS_PASSWORD, TEXT, 0, 0, 0, "none", "Redis metadata: password")                                                \
   X(REDIS_DB_INDEX, LONG, 0, 0, 255, "0", "Redis metadata: database index")                                           \

@@ -482,6 +482,85 @@ int mc_etcd_delete_if(struct mc_etcd *c, const char *key, int64_t mod_rev, int *
   return rc;
 }
 
+int mc_etcd_put_if(struct mc_etcd *c, const char *key, const char *value, int64_t mod_rev, int *won) {
+  json_t *op = value ? json_pack("[{s:o}]", "request_put", put_request(key, value, strlen(value), 0))
+                     : json_pack("[{s:{s:o}}]", "request_delete_range", "key", b64_json(key, strlen(key)));
+  json_t *ans;
+  *won = 0;
+  /* (an absent key has mod_revision 0, so mod_rev 0 is "create only") */
+  int rc = txn_call(c, txn_request(key, "MOD", mod_rev, op, json_array()), key, won, NULL, &ans);
+  if (!rc) json_decref(ans);
+  return rc;
+}
+
+/* The key that ends the range of every key starting with prefix: prefix with its last byte below 0xff
+ * incremented (the rest dropped), or "\0" (to the end of the key space) when there is none. len out. */
+static char *prefix_end(const char *prefix, size_t *len) {
+  size_t n = strlen(prefix);
+  char *end = mc_strdup(prefix);
+  while (n > 0 && (unsigned char)end[n - 1] == 0xff) n--;
+  if (!n) {
+    end[0] = 0;
+    *len = 1;
+    return end;
+  }
+  end[n - 1] = (char)((unsigned char)end[n - 1] + 1);
+  *len = n;
+  return end;
+}
+
+void mc_etcd_kvs_free(struct mc_etcd_kv *kvs, char **keys, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (kvs) mc_etcd_kv_free(&kvs[i]);
+    if (keys) mc_free(keys[i]);
+  }
+  mc_free(kvs);
+  mc_free(keys);
+}
+
+int mc_etcd_range_prefix(struct mc_etcd *c, const char *prefix, size_t max, struct mc_etcd_kv **kvs, char ***keys,
+                         size_t *n) {
+  static const char path[] = "/v3/kv/range";
+  size_t elen;
+  char *end = prefix_end(prefix, &elen);
+  json_t *req = json_pack("{s:o, s:o, s:o}", "key", b64_json(prefix, strlen(prefix)), "range_end", b64_json(end, elen),
+                          "limit", int64_json((int64_t)max));
+  mc_free(end);
+  json_t *ans, *arr;
+  *kvs = NULL;
+  *keys = NULL;
+  *n = 0;
+  int rc = etcd_call(c, path, req, prefix, 0, &ans);
+  if (rc) return rc;
+  if (header_rev(ans, NULL) || typed_field(ans, "kvs", JSON_ARRAY, &arr)) {
+    json_decref(ans);
+    return malformed(path, prefix, "no header revision or bad kvs");
+  }
+  size_t cnt = arr ? json_array_size(arr) : 0;
+  cnt = cnt < max ? cnt : max;
+  *kvs = mc_calloc(cnt + 1, sizeof(**kvs));
+  *keys = mc_calloc(cnt + 1, sizeof(char *));
+  for (size_t i = 0; i < cnt && !rc; i++) {
+    json_t *o = json_array_get(arr, i), *k = json_object_get(o, "key");
+    size_t klen = 0;
+    if (!json_is_string(k) || parse_kv(o, &(*kvs)[i]) ||
+        b64_decode(json_string_value(k), json_string_length(k), &(*keys)[i], &klen) || strlen((*keys)[i]) != klen) {
+      rc = malformed(path, prefix, "a bad key-value");
+      *n = i + 1;
+      break;
+    }
+    *n = i + 1;
+  }
+  json_decref(ans);
+  if (rc) {
+    mc_etcd_kvs_free(*kvs, *keys, *n);
+    *kvs = NULL;
+    *keys = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
 /* ---- leases ---- */
 
 int mc_etcd_lease_grant(struct mc_etcd *c, int ttl_s, int64_t *id) {

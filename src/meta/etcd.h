@@ -57,6 +57,15 @@ int mc_etcd_create(struct mc_etcd *c, const char *key, const char *value, int64_
  * ERR_METADATA. */
 int mc_etcd_delete_if(struct mc_etcd *c, const char *key, int64_t mod_rev, int *deleted);
 
+/* Writes key = value (value NULL: deletes key) only if its mod_revision is still mod_rev (0: only if the
+ * key does not exist), in one transaction. 0 with *won set, or ERR_METADATA. */
+int mc_etcd_put_if(struct mc_etcd *c, const char *key, const char *value, int64_t mod_rev, int *won);
+/* Every key starting with prefix (a range read up to prefix's successor), at most max: 0 with *kvs, an
+ * array of *n (mc_etcd_kvs_free), or ERR_METADATA. */
+int mc_etcd_range_prefix(struct mc_etcd *c, const char *prefix, size_t max, struct mc_etcd_kv **kvs, char ***keys,
+                         size_t *n);
+void mc_etcd_kvs_free(struct mc_etcd_kv *kvs, char **keys, size_t n);
+
 /* Grants a lease of ttl_s seconds. 0 with *id, or ERR_METADATA. */
 int mc_etcd_lease_grant(struct mc_etcd *c, int ttl_s, int64_t *id);
 /* One keep-alive of lease id. 0 with *ttl_left = the seconds etcd now gives it (0 when the lease no

@@ -169,6 +169,52 @@ int mc_meta_open(const char *conn, struct mc_meta **out) {
   return 0;
 }
 
+/* ---- compare-and-swap ---- */
+
+static int no_cas(const struct mc_meta *m) {
+  LOG_ERROR("metadata %s: the %s backend has no compare-and-swap nor prefix listing (use etcd or HTTP)", m->conn,
+            m->ops->scheme);
+  return ERR_METADATA;
+}
+
+int mc_meta_get_rev(struct mc_meta *m, const char *key, char **value_out, uint64_t *rev) {
+  *value_out = NULL;
+  *rev = 0;
+  return m->ops->get_rev ? m->ops->get_rev(m, key, value_out, rev) : no_cas(m);
+}
+
+int mc_meta_cas(struct mc_meta *m, const char *key, const char *value, uint64_t rev, int *won) {
+  *won = 0;
+  return m->ops->cas ? m->ops->cas(m, key, value, rev, won) : no_cas(m);
+}
+
+int mc_meta_list(struct mc_meta *m, const char *prefix, size_t max, char ***keys, char ***values, size_t *n) {
+  *keys = *values = NULL;
+  *n = 0;
+  int rc = m->ops->list ? m->ops->list(m, prefix, max, keys, values, n) : no_cas(m);
+  if (rc) {
+    mc_meta_list_free(*keys, *values, *n);
+    *keys = *values = NULL;
+    *n = 0;
+  }
+  return rc;
+}
+
+void mc_meta_list_free(char **keys, char **values, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (keys) mc_free(keys[i]);
+    if (values) mc_free(values[i]);
+  }
+  mc_free(keys);
+  mc_free(values);
+}
+
+uint64_t mc_meta_value_rev(const char *value, size_t len) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)value[i]) * 1099511628211ull;
+  return h ? h : 1;
+}
+
 void mc_meta_close(struct mc_meta *m) {
   if (!m) return;
   live_free(m->live);

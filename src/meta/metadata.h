@@ -5,6 +5,7 @@
 #ifndef MC_TE_METADATA_H
 #define MC_TE_METADATA_H
 #include <stddef.h>
+#include <stdint.h>
 
 struct mc_meta;
 
@@ -23,6 +24,16 @@ struct mc_meta_ops {
   /* Optional, with set_bound: extends the bound keys by ttl_s; a key found gone (lease lost, key
    * expired) is written again with its value. 0 or ERR_METADATA. */
   int (*keepalive)(struct mc_meta *m, int ttl_s, char *const *keys, char *const *values, size_t n);
+  /* Optional (HTTP, etcd): compare-and-swap (docs/p2p-store.md, "Metadata"). get_rev reads key with
+   * its revision (nonzero; etcd: the key's mod_revision, HTTP: mc_meta_value_rev of the value): 0,
+   * MC_META_NOT_FOUND or ERR_METADATA. cas writes value (NULL: deletes the key) only while the key's
+   * revision is still rev (rev 0: only while the key does not exist): 0 with *won = 1 when written,
+   * 0 with *won = 0 when the key changed meanwhile, or ERR_METADATA. */
+  int (*get_rev)(struct mc_meta *m, const char *key, char **value_out, uint64_t *rev);
+  int (*cas)(struct mc_meta *m, const char *key, const char *value, uint64_t rev, int *won);
+  /* Optional (HTTP, etcd): every key starting with prefix, up to max keys, with its value: 0 with
+   * malloc'ed arrays of *n malloc'ed strings (mc_meta_list_free), or ERR_METADATA. */
+  int (*list)(struct mc_meta *m, const char *prefix, size_t max, char ***keys, char ***values, size_t *n);
 };
 
 struct mc_meta_live;
@@ -52,6 +63,17 @@ static inline int mc_meta_get(struct mc_meta *m, const char *key, char **v) { re
 int mc_meta_set(struct mc_meta *m, const char *key, const char *v);
 /* Deletes key (and stops renewing it). */
 int mc_meta_remove(struct mc_meta *m, const char *key);
+
+/* Compare-and-swap and prefix listing (the ops above); ERR_METADATA (logged) on a backend without them
+ * (Redis). */
+int mc_meta_get_rev(struct mc_meta *m, const char *key, char **value_out, uint64_t *rev);
+int mc_meta_cas(struct mc_meta *m, const char *key, const char *value, uint64_t rev, int *won);
+int mc_meta_list(struct mc_meta *m, const char *prefix, size_t max, char ***keys, char ***values, size_t *n);
+void mc_meta_list_free(char **keys, char **values, size_t n);
+/* The revision of a value on the HTTP metadata server: 64-bit FNV-1a of its bytes, never 0. The server
+ * compares it with a request's If-Match (a value that came back to the same bytes is the same record,
+ * so the compare is exactly "unchanged since read"). */
+uint64_t mc_meta_value_rev(const char *value, size_t len);
 
 /* Key prefix "mooncake/" or "mooncake/<MC_METADATA_CLUSTER_ID>/" (no doubled '/'). Static string. */
 const char *mc_meta_prefix(void);

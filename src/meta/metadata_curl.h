@@ -21,6 +21,7 @@ struct mc_curl_opts {
   long connect_timeout_ms; /* connecting */
   size_t max_body;         /* a longer answer is a transport failure; 0 = 64 MiB */
   int no_proxy;            /* ignore the *_proxy environment (the operator tools talk to the admin port directly) */
+  const char *header;      /* one more request header ("Name: value"), or NULL */
 };
 
 /* A backend holds one reference while open; the handle pool is drained when the last one goes. */

@@ -86,6 +86,40 @@ static int etcd_keepalive(struct mc_meta *m, int ttl_s, char *const *keys, char 
   return rc;
 }
 
+/* ---- compare-and-swap on the key's mod_revision (docs/p2p-store.md, "Metadata") ---- */
+
+static int etcd_get_rev(struct mc_meta *m, const char *key, char **value_out, uint64_t *rev) {
+  struct mc_etcd_kv kv;
+  int rc = mc_etcd_get(((struct etcd_meta *)m)->c, key, &kv, NULL);
+  if (rc == MC_ETCD_NOT_FOUND) return MC_META_NOT_FOUND;
+  if (rc) return ERR_METADATA;
+  if (kv.mod_rev <= 0 || strlen(kv.value) != kv.len) { /* (a value with a NUL is no JSON text of ours) */
+    LOG_ERROR("etcd key '%s': a mod_revision below 1 or a value with a NUL byte", key);
+    mc_etcd_kv_free(&kv);
+    return ERR_METADATA;
+  }
+  *value_out = kv.value;
+  *rev = (uint64_t)kv.mod_rev;
+  return 0;
+}
+
+static int etcd_cas(struct mc_meta *m, const char *key, const char *value, uint64_t rev, int *won) {
+  if (rev > INT64_MAX) return *won = 0, 0; /* no such revision: the key changed */
+  return mc_etcd_put_if(((struct etcd_meta *)m)->c, key, value, (int64_t)rev, won) ? ERR_METADATA : 0;
+}
+
+static int etcd_list(struct mc_meta *m, const char *prefix, size_t max, char ***keys, char ***values, size_t *n) {
+  struct mc_etcd_kv *kvs;
+  if (mc_etcd_range_prefix(((struct etcd_meta *)m)->c, prefix, max, &kvs, keys, n)) return ERR_METADATA;
+  *values = mc_calloc(*n + 1, sizeof(char *));
+  for (size_t i = 0; i < *n; i++) {
+    (*values)[i] = kvs[i].value; /* moved */
+    kvs[i].value = NULL;
+  }
+  mc_etcd_kvs_free(kvs, NULL, *n);
+  return 0;
+}
+
 static void etcd_destroy(struct mc_meta *m) {
   struct etcd_meta *e = (struct etcd_meta *)m;
   mc_etcd_close(e->c);
@@ -99,7 +133,10 @@ static const struct mc_meta_ops etcd_ops = {.scheme = "etcd",
                                            .remove = etcd_remove,
                                            .destroy = etcd_destroy,
                                            .set_bound = etcd_set_bound,
-                                           .keepalive = etcd_keepalive};
+                                           .keepalive = etcd_keepalive,
+                                           .get_rev = etcd_get_rev,
+                                           .cas = etcd_cas,
+                                           .list = etcd_list};
 
 int mc_meta_etcd_open(const char *endpoints, struct mc_meta **out) {
   *out = NULL;

@@ -3,6 +3,7 @@
  * by a 3 s total / 1.5 s connect timeout or the caller's own; a streamed answer by its connect timeout
  * and the caller's stop check, polled every 50 ms. Nothing here may block forever or raise signals. */
 #include <curl/curl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,9 +120,10 @@ static void set_method(CURL *h, const char *method, const char *body, size_t bod
 
 /* The request's headers, set on h (freed by handle_done). */
 static struct curl_slist *set_headers(CURL *h, const char *method, const char *url, const char *body,
-                                      size_t body_len) {
+                                      size_t body_len, const char *extra) {
   /* "Expect:" stops curl from waiting for 100-continue before large bodies. */
   struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+  if (extra) hdrs = curl_slist_append(hdrs, extra);
   hdrs = curl_slist_append(hdrs, "Expect:");
   char auth[MC_AUTH_HTTP_HEADER_MAX]; /* a write to a server of ours is signed with the cluster secret (docs/security.md) */
   if (!mc_auth_http_header_for_url(method, url, body, body ? body_len : 0, auth, sizeof(auth)))
@@ -156,7 +158,7 @@ int mc_curl_request_o(const char *method, const char *url, const char *body, siz
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
   set_method(h, method, body, body_len);
-  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len);
+  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len, o->header);
   CURLcode rc = curl_easy_perform(h);
   if (rc == CURLE_OK)
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
@@ -292,7 +294,7 @@ int mc_curl_stream(const char *method, const char *url, const char *body, size_t
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
   set_method(h, method, body, body_len);
-  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len);
+  struct curl_slist *hdrs = set_headers(h, method, url, body, body_len, NULL);
   CURLcode rc = stream_run(h, s);
   if (!s->status) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &s->status);
   handle_done(h, hdrs);
@@ -324,25 +326,27 @@ struct http_meta {
   char *url; /* immutable after open */
 };
 
-static char *key_url(const struct http_meta *h, const char *key) {
-  char *esc = mc_curl_escape(key);
-  size_t n = strlen(h->url) + strlen(esc) + 8;
-  char *url = mc_malloc(n);
-  snprintf(url, n, "%s%skey=%s", h->url, strchr(h->url, '?') ? "&" : "?", esc);
-  mc_free(esc);
-  return url;
-}
-
-/* Runs one request; returns the HTTP status, or -1 after logging a transport failure. */
-static long http_call(struct mc_meta *m, const char *method, const char *key, const char *body,
-                      struct mc_curl_resp *resp) {
+/* Runs one request (with one more header unless NULL, on ?<arg>=<key>); returns the HTTP status, or -1
+ * after logging a transport failure. */
+static long http_call_h(struct mc_meta *m, const char *method, const char *arg, const char *key, const char *body,
+                        const char *header, struct mc_curl_resp *resp) {
   struct http_meta *h = (struct http_meta *)m;
   char err[CURL_ERROR_SIZE + 64];
-  char *url = key_url(h, key);
-  int rc = mc_curl_request(method, url, body, body ? strlen(body) : 0, resp, err, sizeof(err));
+  char *esc = mc_curl_escape(key);
+  size_t n = strlen(h->url) + strlen(arg) + strlen(esc) + 8;
+  char *url = mc_malloc(n);
+  snprintf(url, n, "%s%s%s=%s", h->url, strchr(h->url, '?') ? "&" : "?", arg, esc);
+  mc_free(esc);
+  struct mc_curl_opts o = {.timeout_ms = TOTAL_TIMEOUT_MS, .connect_timeout_ms = CONNECT_TIMEOUT_MS, .header = header};
+  int rc = mc_curl_request_o(method, url, body, body ? strlen(body) : 0, &o, resp, err, sizeof(err));
   if (rc) LOG_ERROR("metadata %s %s failed: %s", method, url, err);
   mc_free(url);
   return rc ? -1 : resp->status;
+}
+
+static long http_call(struct mc_meta *m, const char *method, const char *key, const char *body,
+                      struct mc_curl_resp *resp) {
+  return http_call_h(m, method, "key", key, body, NULL, resp);
 }
 
 static void log_status(const char *method, const char *key, const struct mc_curl_resp *r) {
@@ -410,6 +414,54 @@ static int http_keepalive(struct mc_meta *m, int ttl_s, char *const *keys, char 
   return rc;
 }
 
+/* ---- compare-and-swap: If-Match / If-None-Match on the value's revision (metadata_server.c) ---- */
+
+static int http_get_rev(struct mc_meta *m, const char *key, char **value_out, uint64_t *rev) {
+  int rc = http_get(m, key, value_out);
+  if (!rc) *rev = mc_meta_value_rev(*value_out, strlen(*value_out));
+  return rc;
+}
+
+static int http_cas(struct mc_meta *m, const char *key, const char *value, uint64_t rev, int *won) {
+  char cond[64];
+  if (rev)
+    snprintf(cond, sizeof(cond), "If-Match: \"%016llx\"", (unsigned long long)rev);
+  else if (value)
+    snprintf(cond, sizeof(cond), "If-None-Match: *");
+  else
+    return *won = 0, 0; /* deleting a key that must not exist: nothing to do, and nothing was done */
+  struct mc_curl_resp r;
+  const char *method = value ? "PUT" : "DELETE";
+  long st = http_call_h(m, method, "key", key, value, cond, &r);
+  *won = st == 200;
+  if (st > 0 && st != 200 && st != 412) log_status(method, key, &r);
+  mc_curl_resp_free(&r);
+  return st == 200 || st == 412 ? 0 : ERR_METADATA;
+}
+
+/* The answer of GET ?prefix=: {"<key>": "<value>", ...}, every member checked. */
+static int http_list(struct mc_meta *m, const char *prefix, size_t max, char ***keys, char ***values, size_t *n) {
+  struct mc_curl_resp r;
+  long st = http_call_h(m, "GET", "prefix", prefix, NULL, NULL, &r);
+  json_t *o = st == 200 ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+  int rc = json_is_object(o) ? 0 : ERR_METADATA;
+  if (rc && st > 0) log_status("GET", prefix, &r);
+  mc_curl_resp_free(&r);
+  size_t cap = rc ? 0 : json_object_size(o) < max ? json_object_size(o) : max;
+  *keys = mc_calloc(cap + 1, sizeof(char *));
+  *values = mc_calloc(cap + 1, sizeof(char *));
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    if (*n >= cap) break;
+    if (!json_is_string(v) || strncmp(k, prefix, strlen(prefix))) continue;
+    (*keys)[*n] = mc_strdup(k);
+    (*values)[(*n)++] = mc_strndup(json_string_value(v), json_string_length(v));
+  }
+  json_decref(o);
+  return rc;
+}
+
 static void http_destroy(struct mc_meta *m) {
   struct http_meta *h = (struct http_meta *)m;
   mc_free(h->url);
@@ -419,7 +471,8 @@ static void http_destroy(struct mc_meta *m) {
 
 static const struct mc_meta_ops http_ops = {
     .scheme = "http", .get = http_get, .set = http_set, .remove = http_remove, .destroy = http_destroy,
-    .set_bound = http_set_bound, .keepalive = http_keepalive};
+    .set_bound = http_set_bound, .keepalive = http_keepalive, .get_rev = http_get_rev, .cas = http_cas,
+    .list = http_list};
 
 int mc_meta_http_open(const char *url, struct mc_meta **out) {
   *out = NULL;

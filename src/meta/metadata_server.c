@@ -23,6 +23,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "meta/metadata.h"
 #include "net/ctrl_rpc.h"
 #include "net/httpd.h"
 
@@ -249,8 +250,45 @@ static void *persister_main(void *arg) {
   return NULL;
 }
 
+/* ---- compare-and-swap (docs/p2p-store.md, "Metadata"): If-Match / If-None-Match ----
+ * A value's revision is mc_meta_value_rev of its bytes, written as an entity tag of 16 hex digits. */
+
+enum { COND_NONE, COND_MATCH, COND_ABSENT, COND_BAD };
+
+/* The request's precondition: COND_MATCH with *rev (If-Match: "<16 hex>"), COND_ABSENT (If-None-Match: *),
+ * COND_NONE, or COND_BAD (malformed, or both). */
+static int precondition(struct MHD_Connection *c, uint64_t *rev) {
+  const char *m = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-Match");
+  const char *n = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "If-None-Match");
+  if (m && n) return COND_BAD;
+  if (n) return strcmp(n, "*") ? COND_BAD : COND_ABSENT;
+  if (!m) return COND_NONE;
+  char hex[17];
+  size_t len = strlen(m);
+  if (len != 18 || m[0] != '"' || m[17] != '"') return COND_BAD;
+  memcpy(hex, m + 1, 16);
+  hex[16] = 0;
+  char *end;
+  errno = 0;
+  *rev = strtoull(hex, &end, 16);
+  return errno || *end || !*rev ? COND_BAD : COND_MATCH;
+}
+
+/* 1 when the precondition holds for key's current entry; mu held. */
+static int precondition_holds(struct mc_meta_server *s, const char *key, size_t klen, int cond, uint64_t rev) {
+  json_t *v = entry_value(json_object_getn(s->map, key, klen));
+  if (cond == COND_ABSENT) return !v;
+  if (cond == COND_MATCH) return v && mc_meta_value_rev(json_string_value(v), json_string_length(v)) == rev;
+  return 1;
+}
+
+#define COND_FAILED "metadata changed: precondition failed"
+
 static mhd_ret do_put(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
                       struct req *rq, const char *realm) {
+  uint64_t rev = 0;
+  int cond = precondition(c, &rev);
+  if (cond == COND_BAD) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Bad If-Match / If-None-Match");
   json_t *owner = realm[0] ? json_string(realm) : NULL;
   if (realm[0] && !owner) /* the persist file is JSON: it holds UTF-8 only */
     return reply_text(c, MHD_HTTP_FORBIDDEN, "Not allowed: a tenant id that is not UTF-8 cannot own keys");
@@ -262,7 +300,9 @@ static mhd_ret do_put(struct mc_meta_server *s, struct MHD_Connection *c, const 
   unsigned status;
   uint64_t gen = 0;
   pthread_mutex_lock(&s->mu);
-  const char *text = put_locked(s, key, klen, body, realm, owner, &status, &gen);
+  const char *text = COND_FAILED;
+  status = MHD_HTTP_PRECONDITION_FAILED;
+  if (precondition_holds(s, key, klen, cond, rev)) text = put_locked(s, key, klen, body, realm, owner, &status, &gen);
   pthread_mutex_unlock(&s->mu);
   json_decref(body);
   json_decref(owner);
@@ -313,7 +353,14 @@ int mc_meta_rpc_owner_alive(const char *value, int timeout_ms) {
 static mhd_ret do_delete(struct mc_meta_server *s, struct MHD_Connection *c, const char *key, size_t klen,
                          struct req *rq, const char *realm) {
   int mine = 1;
-  char *old = write_once(key) ? copy_value(s, key, klen, realm, &mine) : NULL;
+  uint64_t rev = 0;
+  int cond = precondition(c, &rev);
+  if (cond == COND_BAD || cond == COND_ABSENT) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Bad If-Match");
+  char *old = write_once(key) || cond == COND_MATCH ? copy_value(s, key, klen, realm, &mine) : NULL;
+  if (cond == COND_MATCH && (!old || mc_meta_value_rev(old, strlen(old)) != rev)) {
+    mc_free(old); /* (deleted below only while the value is still old) */
+    return reply_text(c, MHD_HTTP_PRECONDITION_FAILED, COND_FAILED);
+  }
   if (!mine) { /* another realm's engine is not probed for this caller */
     mc_free(old);
     return reply_text(c, MHD_HTTP_FORBIDDEN, NOT_OWNER);
@@ -326,10 +373,29 @@ static mhd_ret do_delete(struct mc_meta_server *s, struct MHD_Connection *c, con
   int rc = delete_key(s, key, klen, old, realm, &gen);
   mc_free(old);
   if (rc == 2) return reply_text(c, MHD_HTTP_FORBIDDEN, NOT_OWNER);
+  if (rc && cond == COND_MATCH) return reply_text(c, MHD_HTTP_PRECONDITION_FAILED, COND_FAILED);
   if (rc) return reply_text(c, MHD_HTTP_NOT_FOUND, "metadata not found");
   if (defer(s, c, rq, gen, MHD_HTTP_OK, "metadata deleted")) return MHD_YES;
   persist(s, gen);
   return reply_text(c, MHD_HTTP_OK, "metadata deleted");
+}
+
+/* GET /metadata?prefix=P: {"<key>": "<value>", ...} of every key starting with P (docs/p2p-store.md). */
+static mhd_ret do_list(struct mc_meta_server *s, struct MHD_Connection *c, const char *prefix, size_t plen) {
+  json_t *out = json_object();
+  const char *k;
+  json_t *e;
+  pthread_mutex_lock(&s->mu);
+  json_object_foreach(s->map, k, e) {
+    if (!strncmp(k, prefix, plen)) json_object_set(out, k, entry_value(e));
+  }
+  pthread_mutex_unlock(&s->mu);
+  char *text = json_dumps(out, JSON_COMPACT);
+  json_decref(out);
+  mhd_ret rc = text ? mc_httpd_reply(c, MHD_HTTP_OK, text, strlen(text), "application/json")
+                    : reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+  free(text);
+  return rc;
 }
 
 static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, const char *method,
@@ -341,6 +407,10 @@ static mhd_ret do_metadata(struct mc_meta_server *s, struct MHD_Connection *c, c
   if (rq->busy) return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "Server busy");
   const char *key = NULL;
   size_t klen = 0;
+  if (get && MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "prefix", 6, &key, &klen) == MHD_YES && key) {
+    if (memchr(key, 0, klen)) return reply_text(c, MHD_HTTP_BAD_REQUEST, "Invalid prefix parameter");
+    return do_list(s, c, key, klen);
+  }
   if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "key", 3, &key, &klen) != MHD_YES || !key ||
       !klen)
     return reply_text(c, MHD_HTTP_BAD_REQUEST, "Missing key parameter");

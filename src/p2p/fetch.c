@@ -1,0 +1,494 @@
+/* mc_p2p_get_replica (docs/p2p-store.md, "Fetching"): every shard split into stripes, each stripe read from
+ * the least-busy live holder of its shard by a pool of workers, each shard checked against its CRC-32 once
+ * complete; finished shards advertised while the fetch runs; holders that fail or serve wrong bytes are
+ * excluded; a failed fetch leaves what arrived for the next attempt (resume). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "common/alloc.h"
+#include "common/log.h"
+#include "meta/metadata.h"
+#include "mooncake/p2p_store.h"
+#include "mooncake/transfer_engine.h"
+#include "p2p/record.h"
+#include "p2p/store_internal.h"
+
+#define STRIPE (4ull << 20)
+#define WORKERS 8
+#define ADVERTISE_MS 200
+#define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
+#define MAX_SOURCES 4096 /* distinct holders one fetch considers (a hostile record may name millions) */
+#define SCAN_SHARDS 64 /* shards next_stripe compares */
+#define STRIKES 3
+#define MAX_PARTIALS 64 /* failed fetches remembered for a resume */       /* failed READs after which a holder is excluded for this fetch */
+
+/* A holder of this fetch (one per segment name). */
+struct src {
+  char seg[P2P_MAX_SEGMENT + 1];
+  segment_id_t id;
+  int opened, excluded, inflight, fails;
+};
+
+struct sh_holder {
+  size_t src;
+  uint64_t off;
+  int gold;
+};
+
+struct fshard {
+  uint64_t addr, size;
+  uint32_t crc;
+  int has_crc;
+  size_t nstripes, done;
+  uint8_t *state;   /* per stripe: 0 to do, 1 in flight, 2 landed */
+  size_t *served;   /* per stripe: the src that served it */
+  struct sh_holder *h;
+  size_t nh;
+  int complete, verifying;
+};
+
+struct fetch {
+  struct mc_p2p_store *s;
+  struct p2p_payload *p; /* in the catalog (pending) */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct fshard *sh;
+  size_t nsh, left, start, inflight;
+  size_t workers; /* alive */
+  struct src *src;
+  size_t nsrc;
+  int err, newly;
+  unsigned seed;
+};
+
+/* ---- holders ---- */
+
+/* The index of seg among f's holders, added when new; -1 when MAX_SOURCES are known already. */
+static long src_index(struct fetch *f, const char *seg) {
+  for (size_t i = 0; i < f->nsrc; i++)
+    if (!strcmp(f->src[i].seg, seg)) return (long)i;
+  if (f->nsrc >= MAX_SOURCES) return -1;
+  f->src = mc_realloc(f->src, (f->nsrc + 1) * sizeof(*f->src));
+  memset(&f->src[f->nsrc], 0, sizeof(*f->src));
+  strcpy(f->src[f->nsrc].seg, seg);
+  return (long)f->nsrc++;
+}
+
+static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holder *h, int gold) {
+  long k = src_index(f, h->seg);
+  if (k < 0) return;
+  for (size_t j = 0; j < x->nh; j++)
+    if (x->h[j].src == (size_t)k) {
+      x->h[j].off = h->offset;
+      return;
+    }
+  if (x->nh >= 2 * P2P_MAX_HOLDERS) return;
+  x->h = mc_realloc(x->h, (x->nh + 1) * sizeof(*x->h));
+  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold};
+}
+
+/* Takes in the live holders of r (f->mu held). */
+static void merge_holders(struct fetch *f, const struct p2p_record *r) {
+  int64_t now = p2p_wall_ms();
+  for (size_t i = 0; i < f->nsh && i < r->nshards; i++) {
+    const struct p2p_shard *rs = &r->shards[i];
+    for (int gold = 0; gold < 2; gold++) {
+      const struct p2p_holder *list = gold ? rs->gold : rs->rep;
+      size_t n = gold ? rs->ngold : rs->nrep;
+      for (size_t j = 0; j < n; j++)
+        if ((!list[j].expires || list[j].expires >= now) && strcmp(list[j].seg, f->s->self))
+          add_holder(f, &f->sh[i], &list[j], gold);
+    }
+  }
+}
+
+/* The holder for a stripe of x: fewest stripes in flight, a producer counting one more (replicas spare it),
+ * ties at random. -1 when none is left. */
+static long pick(struct fetch *f, struct fshard *x) {
+  long best = -1;
+  int best_score = 0, ties = 0;
+  for (size_t j = 0; j < x->nh; j++) {
+    struct src *c = &f->src[x->h[j].src];
+    if (c->excluded) continue;
+    int score = 2 * c->inflight + x->h[j].gold;
+    if (best < 0 || score < best_score) {
+      best = (long)j, best_score = score, ties = 1;
+    } else if (score == best_score && rand_r(&f->seed) % (unsigned)++ties == 0) {
+      best = (long)j;
+    }
+  }
+  return best;
+}
+
+static unsigned sources_busy(const struct fetch *f) {
+  unsigned n = 0;
+  for (size_t i = 0; i < f->nsrc; i++) n += f->src[i].inflight > 0;
+  return n;
+}
+
+/* ---- workers ---- */
+
+/* One READ of len bytes at off of segment id into dst: 0 or -1. */
+static int read_stripe(struct mc_p2p_store *s, segment_id_t id, uint64_t off, uint64_t dst, uint64_t len) {
+  batch_id_t b = allocateBatchID(s->te, 1);
+  if (b == INVALID_BATCH) return -1;
+  struct transfer_request rq = {.opcode = OPCODE_READ, .source = (void *)(uintptr_t)dst, .target_id = id,
+                                .target_offset = off, .length = len};
+  int rc = submitTransfer(s->te, b, &rq, 1);
+  int st = rc ? STATUS_FAILED : mc_te_wait_batch(s->te, b, WAIT_MS);
+  if (st == STATUS_WAITING) { /* (the engine's I/O timeout ends a stalled READ first) */
+    LOG_WARN("p2p store: a READ is still running after %d ms: given up (its batch is left)", WAIT_MS);
+    return -1;
+  }
+  freeBatchID(s->te, b);
+  return st == STATUS_COMPLETED ? 0 : -1;
+}
+
+/* The holders of x this fetch may still use. */
+static size_t live_holders(const struct fetch *f, const struct fshard *x) {
+  size_t n = 0;
+  for (size_t j = 0; j < x->nh; j++) n += !f->src[x->h[j].src].excluded;
+  return n;
+}
+
+/* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. Among the first
+ * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on: a shard already begun (it
+ * is advertised sooner once complete), else the one with the fewest holders (rarest first: the producer's
+ * bandwidth goes to what nobody else can serve yet). A shard whose holders are all excluded fails the fetch. */
+static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
+  long best = -1;
+  size_t best_j = 0, best_key = SIZE_MAX, seen = 0;
+  for (size_t k = 0; k < f->nsh && seen < SCAN_SHARDS; k++) {
+    size_t i = (f->start + k) % f->nsh;
+    struct fshard *x = &f->sh[i];
+    if (x->complete || x->verifying) continue;
+    size_t j = 0;
+    while (j < x->nstripes && x->state[j]) j++;
+    if (j == x->nstripes) continue;
+    size_t live = live_holders(f, x);
+    if (!live) {
+      LOG_ERROR("p2p store: '%s' shard %zu: no holder left", f->p->name, i);
+      f->err = MC_P2P_TOO_MANY_RETRIES;
+      return 0;
+    }
+    seen++;
+    size_t key = j > 0 ? 0 : live; /* (j > 0: some stripe of it is in flight or landed) */
+    if (key < best_key) best = (long)i, best_j = j, best_key = key;
+  }
+  if (best < 0) return 0;
+  *xi = (size_t)best, *si = best_j, *hj = (size_t)pick(f, &f->sh[best]);
+  return 1;
+}
+
+/* A shard whose stripes all landed: checked (without f->mu), then complete, or read again from others. */
+static void verify(struct fetch *f, size_t i) {
+  struct fshard *x = &f->sh[i];
+  x->verifying = 1;
+  pthread_mutex_unlock(&f->mu);
+  int ok = !x->has_crc || (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)x->addr, x->size) == x->crc;
+  pthread_mutex_lock(&f->mu);
+  x->verifying = 0;
+  if (ok) {
+    x->complete = 1;
+    f->left--;
+    pthread_mutex_lock(&f->s->mu); /* (the catalog's copy: the renewer reads it under the store's mu) */
+    f->p->have[i] = 1;
+    pthread_mutex_unlock(&f->s->mu);
+    f->newly = 1;
+    return;
+  }
+  LOG_WARN("p2p store: '%s' shard %zu: CRC-32 mismatch; its holders are excluded and it is read again", f->p->name, i);
+  for (size_t j = 0; j < x->nstripes; j++) {
+    f->src[x->served[j]].excluded = 1;
+    x->state[j] = 0;
+  }
+  x->done = 0;
+}
+
+static void *worker_main(void *arg) {
+  struct fetch *f = arg;
+  struct mc_p2p_store *s = f->s;
+  pthread_mutex_lock(&f->mu);
+  for (;;) {
+    size_t i, j, hj;
+    if (f->err || !f->left) break;
+    if (!next_stripe(f, &i, &j, &hj)) {
+      if (f->err || !f->inflight) break; /* (nothing in flight could make work appear) */
+      pthread_cond_wait(&f->cv, &f->mu);
+      continue;
+    }
+    struct fshard *x = &f->sh[i];
+    struct sh_holder h = x->h[hj];
+    struct src *c = &f->src[h.src];
+    x->state[j] = 1;
+    c->inflight++;
+    f->inflight++;
+    atomic_store(&s->sources_in_use, sources_busy(f));
+    char seg[P2P_MAX_SEGMENT + 1];
+    strcpy(seg, c->seg);
+    int opened = c->opened;
+    segment_id_t id = c->id;
+    pthread_mutex_unlock(&f->mu);
+    if (!opened) id = openSegment(s->te, seg);
+    uint64_t off = (uint64_t)j * STRIPE, len = x->size - off < STRIPE ? x->size - off : STRIPE;
+    int rc = id < 0 ? -1 : read_stripe(s, id, h.off + off, x->addr + off, len);
+    pthread_mutex_lock(&f->mu);
+    c = &f->src[h.src]; /* (src may have moved: merge_holders reallocates) */
+    if (!opened && id >= 0) c->opened = 1, c->id = id;
+    c->inflight--;
+    f->inflight--;
+    if (rc) { /* a segment that cannot be opened is excluded at once, a failing READ after STRIKES */
+      c->fails = id < 0 ? STRIKES : c->fails + 1;
+      if (!c->excluded && c->fails >= STRIKES)
+        LOG_WARN("p2p store: '%s': holder %s failed (%s); excluded for this fetch", f->p->name, seg,
+                 id < 0 ? "its segment cannot be opened" : "READs failed");
+      c->excluded |= c->fails >= STRIKES;
+      x->state[j] = 0;
+    } else {
+      x->state[j] = 2;
+      x->served[j] = h.src;
+      atomic_fetch_add(&s->bytes_done, len);
+      if (++x->done == x->nstripes) verify(f, i);
+    }
+    atomic_store(&s->sources_in_use, sources_busy(f));
+    pthread_cond_broadcast(&f->cv);
+  }
+  f->workers--;
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+/* ---- the call ---- */
+
+/* The shards of a previous failed attempt at name into the same buffers, checked again (resume); with all,
+ * every shard is checked (the destination may hold a previous process's bytes). */
+static void take_partial(struct mc_p2p_store *s, struct fetch *f, int all) {
+  struct p2p_payload *old = NULL;
+  pthread_mutex_lock(&s->mu);
+  for (struct p2p_partial **q = &s->partials; *q; q = &(*q)->next) {
+    struct p2p_partial *e = *q;
+    if (strcmp(e->name, f->p->name)) continue;
+    *q = e->next;
+    old = e->p;
+    mc_free(e->name);
+    mc_free(e);
+    break;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (!old && !all) return;
+  int same = all || old->nshards == f->nsh;
+  for (size_t i = 0; !all && same && i < f->nsh; i++)
+    same = old->shard_addr[i] == f->sh[i].addr && old->shard_size[i] == f->sh[i].size;
+  size_t kept = 0;
+  for (size_t i = 0; same && i < f->nsh; i++) {
+    struct fshard *x = &f->sh[i];
+    if ((!all && !old->have[i]) || !x->has_crc || (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)x->addr, x->size) != x->crc)
+      continue;
+    x->complete = 1;
+    f->left--;
+    f->p->have[i] = 1;
+    f->newly = 1;
+    kept++;
+  }
+  if (same) LOG_INFO("p2p store: '%s': resuming with %zu of %zu shards already here", f->p->name, kept, f->nsh);
+  p2p_payload_free(old);
+}
+
+/* Keeps what arrived of a failed fetch for the next attempt. */
+static void keep_partial(struct mc_p2p_store *s, struct p2p_payload *p) {
+  struct p2p_partial *e = mc_calloc(1, sizeof(*e));
+  e->name = mc_strdup(p->name);
+  pthread_mutex_lock(&s->mu);
+  e->p = p2p_snapshot(p);
+  e->next = s->partials;
+  s->partials = e;
+  size_t n = 0; /* the newest MAX_PARTIALS are kept */
+  for (struct p2p_partial **q = &s->partials; *q; q = &(*q)->next)
+    if (++n == MAX_PARTIALS) {
+      p2p_partials_free((*q)->next);
+      (*q)->next = NULL;
+      break;
+    }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Advertises newly finished shards and takes in new holders, every ADVERTISE_MS until the workers end. */
+static void advertise_loop(struct fetch *f) {
+  pthread_mutex_lock(&f->mu);
+  while (!f->err && f->left && f->workers) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long ns = until.tv_nsec + ADVERTISE_MS * 1000000L;
+    until.tv_sec += ns / 1000000000L;
+    until.tv_nsec = ns % 1000000000L;
+    pthread_cond_timedwait(&f->cv, &f->mu, &until);
+    if (f->err || !f->left || !f->workers) break;
+    int newly = f->newly;
+    f->newly = 0;
+    pthread_mutex_unlock(&f->mu);
+    if (newly) {
+      pthread_mutex_lock(&f->s->mu);
+      struct p2p_payload *snap = p2p_snapshot(f->p);
+      pthread_mutex_unlock(&f->s->mu);
+      p2p_publish(f->s, snap);
+      p2p_payload_free(snap);
+    }
+    char *key = p2p_key(f->p->name), *text = NULL;
+    uint64_t rev;
+    struct p2p_record r;
+    const char *why;
+    int got = !mc_meta_get_rev(f->s->meta, key, &text, &rev) && !p2p_record_decode(text, f->p->name, &r, &why);
+    mc_free(key);
+    mc_free(text);
+    pthread_mutex_lock(&f->mu);
+    if (got) {
+      if (r.nshards == f->nsh) merge_holders(f, &r);
+      p2p_record_free(&r);
+      pthread_cond_broadcast(&f->cv);
+    }
+  }
+  pthread_mutex_unlock(&f->mu);
+}
+
+/* Checks the destination against the record and sets up f. 0 or MC_P2P_INVALID_ARGUMENT. */
+static int setup(struct fetch *f, const struct p2p_record *r, const size_t *sizes, size_t n) {
+  if (n != r->nsize) return MC_P2P_INVALID_ARGUMENT;
+  for (size_t i = 0; i < n; i++)
+    if (sizes[i] != r->size_list[i]) return MC_P2P_INVALID_ARGUMENT;
+  if (f->p->nshards != r->nshards) return MC_P2P_INVALID_ARGUMENT;
+  f->nsh = f->left = r->nshards;
+  f->sh = mc_calloc(f->nsh, sizeof(*f->sh));
+  for (size_t i = 0; i < f->nsh; i++) {
+    struct fshard *x = &f->sh[i];
+    x->addr = f->p->shard_addr[i];
+    x->size = r->shards[i].size;
+    x->crc = r->shards[i].crc;
+    x->has_crc = r->shards[i].has_crc;
+    x->nstripes = (x->size + STRIPE - 1) / STRIPE;
+    x->state = mc_calloc(x->nstripes, 1);
+    x->served = mc_calloc(x->nstripes, sizeof(size_t));
+  }
+  merge_holders(f, r);
+  f->start = f->nsh ? (size_t)rand_r(&f->seed) % f->nsh : 0; /* consumers start at different shards */
+  return 0;
+}
+
+static void fetch_free(struct fetch *f) {
+  for (size_t i = 0; i < f->nsh; i++) {
+    mc_free(f->sh[i].state);
+    mc_free(f->sh[i].served);
+    mc_free(f->sh[i].h);
+  }
+  mc_free(f->sh);
+  mc_free(f->src);
+  pthread_mutex_destroy(&f->mu);
+  pthread_cond_destroy(&f->cv);
+}
+
+/* Runs the workers and the advertiser. 0 or the fetch's error. */
+static int run(struct fetch *f) {
+  size_t stripes = 0;
+  for (size_t i = 0; i < f->nsh; i++) stripes += f->sh[i].complete ? 0 : f->sh[i].nstripes;
+  size_t nw = stripes < WORKERS ? stripes : WORKERS;
+  pthread_t th[WORKERS];
+  size_t started = 0;
+  f->workers = nw; /* (before any starts: one that ends at once must not see 0 early) */
+  for (; started < nw; started++)
+    if (pthread_create(&th[started], NULL, worker_main, f)) break;
+  pthread_mutex_lock(&f->mu);
+  f->workers -= nw - started;
+  pthread_mutex_unlock(&f->mu);
+  if (nw && !started) return MC_P2P_TRANSFER_ENGINE;
+  advertise_loop(f);
+  for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
+  atomic_store(&f->s->sources_in_use, 0);
+  return f->err ? f->err : f->left ? MC_P2P_TOO_MANY_RETRIES : 0;
+}
+
+static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n,
+                       int resume_all) {
+  if (!s || !p2p_name_ok(name) || p2p_check_buffers(addrs, sizes, n)) return MC_P2P_INVALID_ARGUMENT;
+  char *key = p2p_key(name), *text = NULL;
+  uint64_t rev;
+  int g = mc_meta_get_rev(s->meta, key, &text, &rev);
+  struct p2p_record r;
+  const char *why = "";
+  if (!g && p2p_record_decode(text, name, &r, &why)) {
+    LOG_WARN("p2p store: the record %s is unusable (%s): treated as absent", key, why);
+    g = MC_META_NOT_FOUND;
+  }
+  mc_free(key);
+  mc_free(text);
+  if (g) return g == MC_META_NOT_FOUND ? MC_P2P_PAYLOAD_NOT_FOUND : MC_P2P_METADATA;
+  struct p2p_payload *p = p2p_payload_new(name, 0, addrs, sizes, n, r.max_shard);
+  struct fetch f = {.s = s, .p = p, .seed = s->seed ^ (unsigned)p2p_wall_ms()};
+  pthread_mutex_init(&f.mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&f.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  int rc = setup(&f, &r, sizes, n);
+  p2p_record_free(&r);
+  pthread_mutex_lock(&s->mu);
+  if (!rc && p2p_find(s, name)) rc = MC_P2P_PAYLOAD_OPENED;
+  if (!rc) {
+    p->pending = 1;
+    p->next = s->payloads;
+    s->payloads = p;
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (rc) {
+    fetch_free(&f);
+    p2p_payload_free(p);
+    return rc;
+  }
+  int64_t t0 = p2p_wall_ms();
+  rc = p2p_mem_acquire(s, p->addrs, p->sizes, n, "cpu:0");
+  int acquired = !rc;
+  int64_t t1 = p2p_wall_ms(), t2 = t1;
+  if (!rc) {
+    take_partial(s, &f, resume_all);
+    rc = run(&f);
+    t2 = p2p_wall_ms();
+  }
+  if (!rc) { /* every shard: this node is a replica of all of it now */
+    pthread_mutex_lock(&s->mu);
+    struct p2p_payload *snap = p2p_snapshot(p);
+    pthread_mutex_unlock(&s->mu);
+    rc = p2p_publish(s, snap);
+    p2p_payload_free(snap);
+  }
+  LOG_INFO("p2p store: '%s': %zu shards; registering the destination %lld ms, reading %lld ms, publishing %lld ms",
+           name, f.nsh, (long long)(t1 - t0), (long long)(t2 - t1), (long long)(p2p_wall_ms() - t2));
+  pthread_mutex_lock(&s->mu);
+  if (rc) p2p_unlink(s, p);
+  p->pending = 0;
+  pthread_mutex_unlock(&s->mu);
+  if (rc) {
+    LOG_ERROR("p2p store: fetching '%s' failed: %s", name, mc_p2p_strerror(rc));
+    p2p_withdraw(s, name, 0);
+    if (acquired) {
+      keep_partial(s, p);
+      p2p_mem_release(s, p->addrs, p->sizes, n);
+    }
+    p2p_payload_free(p);
+  }
+  fetch_free(&f);
+  return rc;
+}
+
+int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n) {
+  return get_replica(s, name, addrs, sizes, n, 0);
+}
+
+int mc_p2p_get_replica_resume(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
+                              size_t n) {
+  return get_replica(s, name, addrs, sizes, n, 1);
+}

@@ -1,0 +1,12 @@
+# The P2P store (docs/p2p-store.md) with real processes, engines and metadata services (our HTTP server, etcd).
+mc_test(test_p2p ${CMAKE_CURRENT_SOURCE_DIR}/test_p2p.c)
+target_link_libraries(test_p2p PRIVATE mc_p2p)
+set_tests_properties(test_p2p PROPERTIES TIMEOUT 600)
+add_dependencies(test_p2p p2p-store-example mooncake_p2p_tool)
+# mooncake.p2p (tests/python/test_p2p.py), as the Python tests of python.cmake are run (not in the sanitizer build)
+if(TARGET mooncake_py AND NOT MC_SANITIZE)
+  add_test(NAME py_p2p COMMAND ${MC_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider
+           ${CMAKE_CURRENT_SOURCE_DIR}/python/test_p2p.py WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
+  set_tests_properties(py_p2p PROPERTIES TIMEOUT 300 ENVIRONMENT
+    "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_BUILD_DIR=${CMAKE_BINARY_DIR}")
+endif()
