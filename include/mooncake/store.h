@@ -270,6 +270,14 @@ MC_API int mc_store_write(mooncake_store_t store, const char *key, const void *v
 MC_API int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                                 size_t count, const mc_replicate_config_t *config, int flags, int *results_out);
 
+/* mc_store_batch_write with key groups: group_ids NULL (none), or one per key (NULL or "" = ungrouped). The
+ * keys of one group share placement (the segment its first member went to is tried first) and eviction
+ * (when the master evicts one, it evicts the group's other evictable members with it); grouped keys
+ * always take the PutStart path. docs/master.md, "Key groups". */
+MC_API int mc_store_batch_write_grouped(mooncake_store_t store, const char **keys, const void *const *values,
+                                        const size_t *sizes, size_t count, const mc_replicate_config_t *config,
+                                        const char *const *group_ids, int flags, int *results_out);
+
 /* Multi-buffer batch write: object i is the concatenation, in order, of the nbufs[i] buffers that follow
  * those of object i-1 in bufs/sizes (flattened). Zero-copy semantics (flags: MC_WRITE_UPSERT only).
  * -1 without touching results_out for NULL arrays, a NULL key or a NULL buffer with a size > 0. Per key

@@ -154,7 +154,8 @@ static void batch_write(StoreObj *self, const struct mcpy_strs *keys, const void
   size_t n = keys->n;
   int rc = c->bad;
   if (!rc) {
-    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write(self->h, keys->v, ptrs, sizes, n, &c->c, flags, r);
+    const char *const *g = c->groups.n == n ? (const char *const *)c->groups.v : NULL; /* docs/master.md, "Key groups" */
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_grouped(self->h, keys->v, ptrs, sizes, n, &c->c, g, flags, r);
     Py_END_ALLOW_THREADS if (rc) rc = MC_INVALID_PARAMS;
   }
   for (size_t i = 0; rc && i < n; i++) r[i] = rc;

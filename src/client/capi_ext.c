@@ -121,7 +121,7 @@ int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const 
     k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
   }
   int *r = mc_calloc(n ? n : 1, sizeof(int));
-  mc_write_batch(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, r); /* zero-copy */
+  mc_write_batch(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, NULL, r); /* zero-copy */
   for (size_t j = 0; j < n; j++) results_out[pos[j]] = r[j];
   mc_free(r);
   mc_free(pos);

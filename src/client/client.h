@@ -382,9 +382,11 @@ int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo);
 /* One write (flags: MC_WRITE_COPY, MC_WRITE_UPSERT; cfg NULL = defaults), the put contract. 0 or an error. */
 int mc_write(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
              const mc_replicate_config_t *cfg);
-/* A batch of writes (flags as mc_write), one result per key. */
+/* A batch of writes (flags as mc_write), one result per key. groups: NULL, or each key's key group (NULL or
+ * "" = none; docs/master.md, "Key groups"). */
 void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, int *results);
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, const char *const *groups,
+                    int *results);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
 void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                   int64_t *results);

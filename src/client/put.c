@@ -67,7 +67,8 @@ static int extent_value(const char *key, uint64_t len) { return len && len <= EX
 
 /* Whether writes of ops with cfg may go through write extents at all. */
 static int extents_for(const struct mc_store *s, const struct mc_write_ops *ops, const struct mc_put_config *cfg) {
-  return ops == &mc_put_ops && s->fastput && cfg->replica_num == 1;
+  /* a grouped key goes through PutStart: the master places it with its group (docs/master.md, "Key groups") */
+  return ops == &mc_put_ops && s->fastput && cfg->replica_num == 1 && !cfg->group;
 }
 
 /* ------------------------------------------------------------------ PutStart/PutEnd */
@@ -431,12 +432,55 @@ static void put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, c
   mc_free(k);
 }
 
-void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, int *results) {
+/* The keys of one group: one sub-batch (the master's config carries one group per request). */
+static void write_batch_group(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                              const size_t *sizes, size_t n, const mc_replicate_config_t *config, const char *group,
+                              int *results) {
   struct mc_put_config cfg;
   int rc = put_config(s, config, &cfg);
+  if (!rc && group && *group) cfg.group = mc_strdup(group);
   if (rc) mc_fill_int(results, n, rc);
   else if (flags & MC_WRITE_COPY) put_batch_copy(s, write_ops(flags), keys, values, sizes, n, &cfg, results);
   else put_batch(s, write_ops(flags), keys, (void *const *)values, sizes, n, &cfg, results);
   mc_put_config_free(&cfg);
+}
+
+struct grouped {
+  const char *g;
+  size_t i;
+};
+
+static int by_group(const void *a, const void *b) {
+  const struct grouped *x = a, *y = b;
+  int c = strcmp(x->g, y->g);
+  return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, const char *const *groups,
+                    int *results) {
+  if (!groups || !n) {
+    write_batch_group(s, flags, keys, values, sizes, n, config, NULL, results);
+    return;
+  }
+  /* keys ordered by group (request order within one), each group one sub-batch */
+  struct grouped *o = mc_calloc(n, sizeof(*o));
+  for (size_t i = 0; i < n; i++) o[i] = (struct grouped){groups[i] ? groups[i] : "", i};
+  qsort(o, n, sizeof(*o), by_group);
+  const char **k = mc_calloc(n, sizeof(*k));
+  const void **v = mc_calloc(n, sizeof(*v));
+  size_t *z = mc_calloc(n, sizeof(*z));
+  int *r = mc_calloc(n, sizeof(*r));
+  for (size_t a = 0, b; a < n; a = b) {
+    for (b = a; b < n && !strcmp(o[b].g, o[a].g); b++) {
+      k[b - a] = keys[o[b].i], v[b - a] = values[o[b].i], z[b - a] = sizes[o[b].i];
+    }
+    write_batch_group(s, flags, k, v, z, b - a, config, o[a].g, r);
+    for (size_t j = a; j < b; j++) results[o[j].i] = r[j - a];
+  }
+  mc_free(r);
+  mc_free(z);
+  mc_free(v);
+  mc_free(k);
+  mc_free(o);
 }

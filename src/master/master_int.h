@@ -145,6 +145,7 @@ struct object {
   uint64_t soft_pin_ttl_ms, soft_pin_deadline_ns; /* deadline 0 = clock not started */
   struct mc_uuid owner;
   uint8_t hard_pin;
+  struct kgroup *kg; /* its key group (kgroup.c), holding a reference, or NULL */
   uint32_t nrep;
   struct replica *rep; /* &rep1 for a single replica (most objects: no allocation of its own), else an array */
   struct replica rep1;
@@ -226,6 +227,8 @@ struct mc_master {
   struct mc_mstats *ms; /* metrics (metrics.h) */
   struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
   struct mc_restore *restore; /* a snapshot's entries waiting for their segments (snapshot.c), or NULL */
+  pthread_mutex_t kgroup_mu;  /* a leaf lock: guards kgroups and each group's refs and segment */
+  struct mc_htab kgroups;     /* struct kgroup by name (kgroup.c; docs/master.md, "Key groups") */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -267,6 +270,20 @@ void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
 struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
 /* Drops replicas on UNMOUNTING segments without freeing (their allocators are going away). */
 void mc_obj_drop_dead(struct object *o);
+/* ---- key groups (kgroup.c; docs/master.md, "Key groups") ---- */
+void mc_kgroup_init(struct mc_master *m);
+void mc_kgroup_destroy(struct mc_master *m);
+/* The group of that name with a reference taken (created when new); NULL for NULL or "". */
+struct kgroup *mc_kgroup_get(struct mc_master *m, const char *name);
+void mc_kgroup_hold(struct mc_master *m, struct kgroup *g);
+/* Drops a reference (NULL: nothing); the last one frees the group. */
+void mc_kgroup_put(struct mc_master *m, struct kgroup *g);
+/* A copy of the group's segment name (mc_free), or NULL before its first member was placed. */
+char *mc_kgroup_segment(struct mc_master *m, struct kgroup *g);
+/* Records where a member went: the group's segment from now on. */
+void mc_kgroup_placed(struct mc_master *m, struct kgroup *g, const char *seg);
+/* o now names g (taking over the caller's reference); its previous group's reference is dropped. */
+void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g);
 void mc_objects_init(struct mc_master *m);
 void mc_objects_destroy(struct mc_master *m);
 /* A put whose one replica is already written (extent commit, extents.c): validates like PutStart, then

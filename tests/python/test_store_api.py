@@ -364,6 +364,44 @@ def test_zero_copy_batches(make_store):
     assert (big[:n] == src[n:2 * n]).all()
 
 
+def test_group_ids_share_a_segment(make_store):
+    """ReplicateConfig.group_ids: the keys of a group land on one segment (docs/master.md, "Key groups");
+    with two segments, 8 keys of a group on one by chance is 1 in 128 per group, 3 groups 1 in 2M."""
+    a, b = make_store(), make_store()
+    src = np.random.default_rng(7).integers(0, 255, 64 * 1024, dtype=np.uint8)
+    assert a.register_buffer(addr(src), src.nbytes) == 0
+    groups = ["g1"] * 8 + ["g2"] * 8 + ["g3"] * 8 + ["", ""]
+    keys = ["grp_%d" % i for i in range(len(groups))]
+    n = 2048
+    cfg = ReplicateConfig()
+    cfg.group_ids = groups[:-1]  # one short: every key -600, nothing written
+    assert a.batch_put_from(keys, [addr(src) + i * n for i in range(len(keys))], [n] * len(keys), cfg) == \
+        [-600] * len(keys)
+    assert a.batch_is_exist(keys) == [0] * len(keys)
+    # interleaved groups: the client splits the batch by group, results come back in request order
+    order = list(range(0, len(keys), 2)) + list(range(1, len(keys), 2))
+    got = a.batch_put_from([keys[i] for i in order], [addr(src) + i * n for i in order], [n] * len(keys),
+                           _cfg_groups([groups[i] for i in order]))
+    assert got == [0] * len(keys)
+    for g in ("g1", "g2", "g3"):
+        eps = {a.get_replica_desc(k)[0].get_memory_descriptor().buffer_descriptor.transport_endpoint
+               for k, kg in zip(keys, groups) if kg == g}
+        assert len(eps) == 1, (g, eps)
+    out = np.zeros(n, dtype=np.uint8)
+    for i, k in enumerate(keys):
+        assert b.get_into(k, addr(out), n) == n and (out == src[i * n:(i + 1) * n]).all(), k
+    # the copying batch takes them too
+    assert b.put_batch(["grp_c0", "grp_c1"], [b"x" * 10, b"y" * 20], _cfg_groups(["gc", "gc"])) == 0
+    assert b.get("grp_c0") == b"x" * 10 and b.get("grp_c1") == b"y" * 20
+    assert b.put_batch(["grp_c2"], [b"z"], _cfg_groups(["gc", "gc"])) == -600
+
+
+def _cfg_groups(groups):
+    cfg = ReplicateConfig()
+    cfg.group_ids = groups
+    return cfg
+
+
 def test_multi_buffers(make_store):
     s = make_store()
     parts = [np.full(1000 + i, i, dtype=np.uint8) for i in range(4)]
