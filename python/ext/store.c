@@ -579,21 +579,67 @@ static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
 
 static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromLong(self->ready); }
 
-#define M(name, flags) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, NULL}
-#define MK(name) M(name, METH_VARARGS | METH_KEYWORDS)
+/* Docstrings: the contract in brief (docs/python.md has the details). */
+#define M(name, flags, doc) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, doc}
+#define MK(name, doc) M(name, METH_VARARGS | METH_KEYWORDS, doc)
 static PyMethodDef Store_methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))Store_setup, METH_VARARGS | METH_KEYWORDS, NULL},
     {"_batch_replica_clear", (PyCFunction)(void (*)(void))Store_batch_replica_clear, METH_VARARGS | METH_KEYWORDS,
      NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
-    M(close, METH_NOARGS), M(health_check, METH_NOARGS), M(get_hostname, METH_NOARGS),
-    MK(put), MK(upsert), MK(put_from), MK(upsert_from), MK(put_batch), MK(upsert_batch),
-    MK(batch_put_from), MK(batch_upsert_from), MK(batch_put_from_multi_buffers),
-    MK(get), MK(get_batch), MK(get_buffer), MK(batch_get_buffer), MK(get_into), MK(batch_get_into),
-    MK(batch_get_into_multi_buffers), MK(get_size), MK(is_exist), MK(batch_is_exist),
-    MK(remove), MK(batch_remove), MK(remove_by_regex), MK(remove_all),
-    MK(register_buffer), MK(unregister_buffer),
+    M(close, METH_NOARGS,
+      "close() -> 0\n\nTears the client down (idempotent): unregisters buffers, unmounts this client's segments (objects "
+      "only there are gone), stops its threads. setup() may be called again."),
+    M(health_check, METH_NOARGS, "health_check() -> int\n\n0 healthy, 1 not set up or closed, 2 master unreachable."),
+    M(get_hostname, METH_NOARGS,
+      "get_hostname() -> str\n\nThis client's segment name \"host:port\" (usable as preferred_segment); \"\" before "
+      "setup."),
+    MK(put, "put(key, value, config=None) -> int\n\nCopies value (any bytes-like object) through the staging buffer "
+            "and stores it. 0, also when the key exists (value kept); -600 no staging room; -200 no space."),
+    MK(upsert, "upsert(key, value, config=None) -> int\n\nInsert or replace through the staging buffer; never -705."),
+    MK(put_from, "put_from(key, buffer_ptr, size, config=None) -> int\n\nZero-copy put from caller memory (size 0: "
+                 "0, nothing stored). 0 or a negative ErrorCode."),
+    MK(upsert_from, "upsert_from(key, buffer_ptr, size, config=None) -> int\n\nZero-copy insert or replace."),
+    MK(put_batch, "put_batch(keys, values, config=None) -> int\n\nCopying batch put: 0, or the first failing key's "
+                  "code; length mismatch -600. config.group_ids groups the keys."),
+    MK(upsert_batch, "upsert_batch(keys, values, config=None) -> int\n\nCopying batch upsert: 0 or the first error."),
+    MK(batch_put_from, "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> list[int]\n\nZero-copy batch put, "
+                       "one status per key; mismatched lengths: every key -600. config.group_ids (one per key, \"\" = "
+                       "none) groups keys: they share a segment and are evicted together."),
+    MK(batch_upsert_from, "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> list[int]\n\nZero-copy batch "
+                          "insert or replace, one status per key."),
+    MK(batch_put_from_multi_buffers,
+       "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list[int]\n\nObject i is the "
+       "concatenation of its buffers; a shape mismatch gives every key -600."),
+    MK(get, "get(key) -> bytes\n\nThe whole value through the staging buffer, or b\"\" on any failure."),
+    MK(get_batch, "get_batch(keys) -> list[bytes]\n\nPer key the value or b\"\" ([b\"\"] when there is no result at "
+                  "all, as upstream)."),
+    MK(get_buffer, "get_buffer(key) -> BufferHandle or None\n\nThe value copied into the staging buffer, exposed "
+                   "zero-copy (buffer protocol, ptr(), size())."),
+    MK(batch_get_buffer, "batch_get_buffer(keys) -> list\n\nget_buffer per key (None for a failed key)."),
+    MK(get_into, "get_into(key, buffer_ptr, size) -> int\n\nReads the object into caller memory: its size, or "
+                 "negative (-600 buffer too small, -704 missing, -703 being written)."),
+    MK(batch_get_into, "batch_get_into(keys, buffer_ptrs, sizes) -> list[int]\n\nget_into per key; mismatched "
+                       "lengths: every key -600."),
+    MK(batch_get_into_multi_buffers,
+       "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False) -> "
+       "list[int]\n\nScatters object i over its buffers in order: bytes read, or negative (-600 buffers too small)."),
+    MK(get_size, "get_size(key) -> int\n\nThe object's size, or -704 / -703. Grants a read lease."),
+    MK(is_exist, "is_exist(key) -> int\n\n1 when a complete replica exists, 0 when not, negative on error. A 1 grants "
+                 "a read lease."),
+    MK(batch_is_exist, "batch_is_exist(keys) -> list[int]\n\nis_exist per key."),
+    MK(remove, "remove(key, force=False) -> int\n\n0, -704 missing, -706 leased (unless force), -703 being written "
+               "(even with force: force bypasses the read lease only)."),
+    MK(batch_remove, "batch_remove(keys, force=False) -> list[int]\n\nremove per key; force bypasses read leases "
+                     "only. A key repeated in the batch: first 0, later -704."),
+    MK(remove_by_regex, "remove_by_regex(regex_pattern, force=False) -> int\n\nRemoves the keys the pattern matches "
+                        "anywhere (search semantics): the count, or -600 for an invalid pattern."),
+    MK(remove_all, "remove_all(force=False) -> int\n\nRemoves every object (leased ones only with force): the count."),
+    MK(register_buffer, "register_buffer(buffer_ptr, size) -> int\n\nRegisters caller memory for zero-copy calls; "
+                        "-600 on null/zero size, overlap or transport failure."),
+    MK(unregister_buffer, "unregister_buffer(buffer_ptr) -> int\n\nbuffer_ptr must start a registered range, else "
+                          "-600."),
     {NULL}};
 
 static PyGetSetDef Store_getset[] = {{"_ready", (getter)Store_ready, NULL, NULL, NULL}, {NULL}};

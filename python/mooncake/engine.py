@@ -46,6 +46,7 @@ class InnerTransferEngine:
         self._engine = engine
 
     def get_engine_ptr(self):
+        """The engine's native handle as an int (0 before initialize)."""
         return self._engine.get_engine_ptr()
 
 
@@ -53,9 +54,14 @@ _BACKENDS = ("etcd", "redis", "http", "https")
 
 
 class TransferEngine(_mooncake.Engine):
+    """The transfer engine (docs/python.md, "What is there"): registered memory, one-sided reads and writes to
+    peers by session id, notifies. Before a successful initialize() every method returns its failure value."""
+
     TransferOpcode = TransferOpcode
 
     def initialize(self, local_hostname, metadata_server, protocol, device_name):
+        """Starts the engine: local_hostname ("host[:port]"), metadata_server (P2PHANDSHAKE, http://, etcd://,
+        redis:// or bare host:port = etcd), protocol and device_name (a NIC allow-list or ""). 0 or -1."""
         for name, v in (("local_hostname", local_hostname), ("metadata_server", metadata_server),
                         ("protocol", protocol), ("device_name", device_name)):
             if not isinstance(v, str):
@@ -66,6 +72,7 @@ class TransferEngine(_mooncake.Engine):
         return self._initialize(local_hostname, metadata_server, protocol, device_name)
 
     def initialize_ext(self, local_hostname, metadata_server, protocol, device_name, metadata_type):
+        """initialize() with the metadata backend named separately ("etcd", "redis", "http", "P2PHANDSHAKE")."""
         if not isinstance(metadata_type, str):
             raise TypeError("initialize_ext(): metadata_type must be str")
         conn = metadata_server
@@ -78,6 +85,7 @@ class TransferEngine(_mooncake.Engine):
         return self._session_id()
 
     def get_first_buffer_address(self, segment_name):
+        """Lowest registered buffer address of a segment (this engine's own allowed), or 0."""
         if not isinstance(segment_name, str):
             raise TypeError("segment_name: expected str")
         text = self._segment_json(segment_name)
@@ -88,16 +96,20 @@ class TransferEngine(_mooncake.Engine):
             return 0
 
     def get_notifies(self):
+        """Drains the notifies received so far: [TransferNotify] (each returned once)."""
         return [TransferNotify(n, m) for n, m in self._notifies()]
 
     def get_engine(self):
+        """An InnerTransferEngine for MooncakeDistributedStore.setup(engine=...), or None before initialize."""
         return InnerTransferEngine(self) if self.get_engine_ptr() else None
 
     # P2
     def get_local_topology(self, device_name=None):
+        """The engine's topology as JSON (devices discovered)."""
         return json.dumps({})
 
     def warmup_efa_segment(self, segment_name):
+        """EFA warm-up: no EFA transport here, so nothing to do; 0."""
         return 0
 
     def _no_cuda(self, *args, **kwargs):

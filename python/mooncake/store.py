@@ -327,6 +327,10 @@ class MooncakeDistributedStore(_mooncake.Store):
               master_server_addr=_MISSING, engine=None, enable_ssd_offload=False, ssd_offload_path="",
               tenant_id="default", enable_client_http_server=False, client_http_port=9300, *,
               device_name=_MISSING, master_server_address=_MISSING, zone=None):
+        """Connects to the master and metadata service and mounts global_segment_size bytes (0: a pure client).
+
+        Also setup(config_dict). Returns 0, -600 for bad input or an unreachable dependency, -1 when no auto-picked
+        port worked, else the failing mount's code (docs/python.md, "setup")."""
         if isinstance(local_hostname, dict) and metadata_server is _MISSING:
             parsed = _dict_setup_args(local_hostname)
             if isinstance(parsed, int):
@@ -372,14 +376,17 @@ class MooncakeDistributedStore(_mooncake.Store):
     # ---------------------------------------------------------------- P1 implemented in Python
 
     def put_parts(self, key, *parts, config=None):
+        """Stores the concatenation of parts (bytes-like) through the staging buffer: 0 or an error (empty: 0)."""
         value = _join_parts(parts)
         return 0 if not value else self.put(key, value, config)
 
     def upsert_parts(self, key, *parts, config=None):
+        """Insert or replace with the concatenation of parts: 0 or an error."""
         value = _join_parts(parts)
         return 0 if not value else self.upsert(key, value, config)
 
     def get_replica_desc(self, key):
+        """The key's readable replicas as [ReplicaDescriptor] ([] on any failure); grants a read lease."""
         if not isinstance(key, str):
             raise TypeError("key: expected str")
         r = self._replica_desc(key)
@@ -389,6 +396,7 @@ class MooncakeDistributedStore(_mooncake.Store):
                 for st, size, addr, ep, _seg in r]
 
     def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor]} for keys that have readable replicas (failed keys omitted)."""
         out = {}
         for k in _str_list(keys, "keys"):
             d = self.get_replica_desc(k)
@@ -405,6 +413,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         return self._batch_replica_clear(keys, segment_name)
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+        """Buffer-major ranged reads: buffer b, key j, fragment f copies all_sizes[b][j][f] bytes from object
+        offset all_src_offsets[b][j][f] to buffer offset all_dst_offsets[b][j][f]. Result shaped like all_dst_offsets:
+        bytes read or negative (-600 outside the object or the registered buffer, -704 missing key)."""
         ptrs = [_check_uint("buffer_ptrs", p) for p in _seq(buffer_ptrs, "buffer_ptrs")]
         keys = [_str_list(k, "all_keys") for k in _seq(all_keys, "all_keys")]
         dst = [[_uint_list(f, "all_dst_offsets") for f in _seq(b, "all_dst_offsets")]
@@ -447,6 +458,7 @@ class MooncakeDistributedStore(_mooncake.Store):
         return size
 
     def init_all(self, protocol, device_name, mount_segment_size=16 * 1024 * 1024):
+        """Legacy setup on fixed local addresses (localhost:12345, etcd 127.0.0.1:2379, master 127.0.0.1:50051)."""
         if self._ready:
             return INVALID_PARAMS
         return self._setup("localhost:12345", "127.0.0.1:2379", mount_segment_size, 1 << 30, protocol or "tcp",
@@ -458,24 +470,35 @@ class MooncakeDistributedStore(_mooncake.Store):
         return [NOT_SUPPORTED if self._ready else INVALID_PARAMS] * len(_str_list(keys, "keys"))
 
     def batch_put_session_start(self, keys, sizes, config=None):
+        """Layer-wise put, step 1: PutStart for each key (sizes[i] bytes), nothing written yet. Per key 0 or negative."""
         return self._fail_list(keys)
 
     def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+        """Layer-wise put, step 2: writes buffers (registered memory) at all_dst_offsets of each
+        key's started object. Per key the bytes written, or negative (-600 no session, range outside the object or the
+        registered buffers)."""
         return self._fail_list(keys)
 
     def batch_put_session_end(self, keys):
+        """Layer-wise put, step 3: PutEnd, the objects become readable. Per key 0 or negative."""
         return self._fail_list(keys)
 
     def batch_put_session_revoke(self, keys):
+        """Layer-wise put: abandons started objects (PutRevoke), leaving nothing. Per key 0 or negative."""
         return self._fail_list(keys)
 
     def batch_get_session_start(self, keys):
+        """Layer-wise get, step 1: looks the keys' replicas up once (granting read leases). Per key 0 or
+        negative."""
         return self._fail_list(keys)
 
     def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
+        """Layer-wise get, step 2: reads ranges at all_src_offsets of each key into its buffers
+        (registered memory), using the replica cached by batch_get_session_start. Per key bytes read or negative."""
         return self._fail_list(keys)
 
     def batch_get_session_end(self, keys):
+        """Layer-wise get: drops the cached replica lookups of keys. 0."""
         return 0
 
     def create_copy_task(self, key, targets):
@@ -488,18 +511,26 @@ class MooncakeDistributedStore(_mooncake.Store):
         return None, NOT_SUPPORTED
 
     def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
+        """Mounts size bytes of the file at path (from offset) as one more segment of this client.
+        {"ret": status, "segment_ids": [id]}."""
         return {"ret": NOT_SUPPORTED, "segment_ids": []}
 
     def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
+        """Allocates size bytes and mounts them as one more segment of this client.
+        {"ret": status, "segment_ids": [id], "allocated_size": bytes}."""
         return {"ret": NOT_SUPPORTED, "segment_ids": [], "allocated_size": 0}
 
     def unmount_segment(self, segment_ids, grace_period_seconds=0):
+        """Unmounts segments mounted by mount_segment (grace_period_seconds > 0: they stay readable, take no
+        new allocations, and are unmounted when the grace ends). Status."""
         return NOT_SUPPORTED
 
     def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
+        """unmount_segment, then frees the memory allocate_and_mount_segment took. Status."""
         return NOT_SUPPORTED
 
     def unmount_local_disk_segment(self, grace_period_seconds=0):
+        """Unmounts this client's local-disk (SSD offload) segment: none exists here. Status."""
         return NOT_SUPPORTED
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
@@ -510,9 +541,12 @@ class MooncakeDistributedStore(_mooncake.Store):
         return 0
 
     def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
+        """put_from of size value bytes followed by metadata_size metadata bytes, as one object.
+        0 on success; on failure the positive ErrorCode (an upstream quirk), -1 when not set up."""
         return -1 if not self._ready else -NOT_SUPPORTED  # upstream quirk: a positive code on failure
 
     def get_offload_rpc_read_count(self):
+        """Reads served through SSD offload RPCs: always 0 (no SSD offload here)."""
         return 0
 
 
