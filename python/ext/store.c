@@ -319,11 +319,16 @@ static void get_many(StoreObj *self, const struct mcpy_strs *keys, void **vals, 
   Py_END_ALLOW_THREADS
 }
 
-static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int handles) {
+/* The one argument `keys` (a list of str): 0, or -1 with an exception. */
+static int keys_arg(PyObject *args, PyObject *kw, struct mcpy_strs *keys) {
   KW("keys");
   PyObject *k_o;
+  return !PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, keys, "keys") ? -1 : 0;
+}
+
+static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int handles) {
   struct mcpy_strs keys;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  if (keys_arg(args, kw, &keys)) return NULL;
   size_t n = keys.n;
   if (!handles && (!n || !self->ready)) { /* upstream quirk (docs/python.md): no result at all -> [b""] */
     mcpy_strs_free(&keys);
@@ -429,6 +434,132 @@ static PyObject *Store_batch_get_into_multi_buffers(StoreObj *self, PyObject *ar
   }
   multi_free(&m);
   return res;
+}
+
+/* ------------------------------------------------------------------ layer-wise sessions */
+
+/* keys -> list[int] of a session call (start / end / revoke / get start); docs/python.md, "Sessions". */
+static PyObject *session_keys(StoreObj *self, PyObject *args, PyObject *kw, int which) {
+  struct mcpy_strs keys;
+  if (keys_arg(args, kw, &keys)) return NULL;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = 0;
+  Py_BEGIN_ALLOW_THREADS
+  if (which == 2) rc = mc_store_get_session_start(self->h, keys.v, n, r);
+  else rc = mc_store_put_session_end(self->h, keys.v, n, which, r);
+  Py_END_ALLOW_THREADS
+  for (size_t i = 0; rc && i < n; i++) r[i] = MC_INVALID_PARAMS;
+  PyObject *res = mcpy_int_list(r, n);
+  PyMem_Free(r);
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+static PyObject *Store_batch_put_session_end(StoreObj *self, PyObject *a, PyObject *k) { return session_keys(self, a, k, 0); }
+static PyObject *Store_batch_put_session_revoke(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_keys(self, a, k, 1);
+}
+static PyObject *Store_batch_get_session_start(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_keys(self, a, k, 2);
+}
+
+static PyObject *Store_batch_get_session_end(StoreObj *self, PyObject *args, PyObject *kw) {
+  struct mcpy_strs keys;
+  if (keys_arg(args, kw, &keys)) return NULL;
+  Py_BEGIN_ALLOW_THREADS mc_store_get_session_end(self->h, keys.v, keys.n);
+  Py_END_ALLOW_THREADS mcpy_strs_free(&keys);
+  return PyLong_FromLong(0);
+}
+
+/* batch_put_session_start(keys, sizes, config=None) -> list[int] */
+static PyObject *Store_batch_put_session_start(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "sizes", "config");
+  PyObject *k_o, *s_o, *cfg_o = Py_None, *res = NULL;
+  struct mcpy_strs keys;
+  struct mcpy_u64s sizes;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwl, &k_o, &s_o, &cfg_o) || mcpy_strs(k_o, &keys, "keys"))
+    return NULL;
+  if (mcpy_u64s(s_o, &sizes, "sizes")) goto out_k;
+  if (mcpy_config(cfg_o, keys.n, &c)) goto out_s;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = sizes.n != n ? MC_INVALID_PARAMS : c.bad;
+  if (!rc) {
+    const char *const *g = c.groups.n == n ? (const char *const *)c.groups.v : NULL;
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_put_session_start(self->h, keys.v, (const size_t *)sizes.v, n, &c.c, g, r);
+    Py_END_ALLOW_THREADS if (rc) rc = MC_INVALID_PARAMS;
+  }
+  for (size_t i = 0; rc && i < n; i++) r[i] = rc;
+  res = mcpy_int_list(r, n);
+  PyMem_Free(r);
+  mcpy_config_free(&c);
+out_s:
+  mcpy_u64s_free(&sizes);
+out_k:
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+/* The ranged calls: keys, rows of buffer pointers, sizes and offsets. Row counts other than the number of
+ * keys: every key -600; a key whose three rows differ in length (or a null pointer with a size): that key
+ * -600, the others go ahead (as upstream). */
+static PyObject *session_ranges(StoreObj *self, PyObject *args, PyObject *kw, int put) {
+  static char *kw_put[] = {"keys", "all_buffer_ptrs", "all_sizes", "all_dst_offsets", NULL};
+  static char *kw_get[] = {"keys", "all_buffer_ptrs", "all_sizes", "all_src_offsets", NULL};
+  PyObject *k_o, *p_o, *s_o, *o_o, *res = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO", put ? kw_put : kw_get, &k_o, &p_o, &s_o, &o_o)) return NULL;
+  const char *what = put ? "all_dst_offsets" : "all_src_offsets";
+  struct mcpy_strs keys = {0};
+  struct mcpy_u64s p = {0}, z = {0}, o = {0};
+  size_t *np = NULL, *nz = NULL, *no = NULL, rp = 0, rz = 0, ro = 0;
+  if (mcpy_strs(k_o, &keys, "keys") || mcpy_u64_rows(p_o, &p, &np, &rp, "all_buffer_ptrs") ||
+      mcpy_u64_rows(s_o, &z, &nz, &rz, "all_sizes") || mcpy_u64_rows(o_o, &o, &no, &ro, what))
+    goto out;
+  size_t n = keys.n, m = 0, at = 0, f = 0;
+  int64_t *r = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+  for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+  if (rp == n && rz == n && ro == n) {
+    const char **k = PyMem_Calloc(n ? n : 1, sizeof(char *));
+    size_t *nb = PyMem_Calloc(n ? n : 1, sizeof(size_t)), *idx = PyMem_Calloc(n ? n : 1, sizeof(size_t));
+    for (size_t i = 0; i < n; at += np[i], i++) { /* compacts the well-formed keys' ranges in place */
+      int ok = np[i] == nz[i] && np[i] == no[i];
+      for (size_t j = at; ok && j < at + np[i]; j++) ok = p.v[j] || !z.v[j];
+      if (!ok) continue;
+      for (size_t j = at; j < at + np[i]; j++, f++) p.v[f] = p.v[j], z.v[f] = z.v[j], o.v[f] = o.v[j];
+      k[m] = keys.v[i], nb[m] = np[i], idx[m++] = i;
+    }
+    int64_t *r2 = PyMem_Calloc(m ? m : 1, sizeof(int64_t));
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (put) rc = mc_store_put_session_write(self->h, k, (const void *const *)p.v, (const size_t *)z.v,
+                                             (const size_t *)o.v, nb, m, r2);
+    else rc = mc_store_get_session_read(self->h, k, (void *const *)p.v, (const size_t *)z.v, (const size_t *)o.v, nb,
+                                        m, r2);
+    Py_END_ALLOW_THREADS
+    for (size_t q = 0; q < m; q++) r[idx[q]] = rc ? MC_INVALID_PARAMS : r2[q];
+    PyMem_Free(r2);
+    PyMem_Free(idx);
+    PyMem_Free(nb);
+    PyMem_Free(k);
+  }
+  res = mcpy_i64_list(r, n);
+  PyMem_Free(r);
+out:
+  mcpy_strs_free(&keys);
+  mcpy_u64s_free(&p);
+  mcpy_u64s_free(&z);
+  mcpy_u64s_free(&o);
+  PyMem_Free(np);
+  PyMem_Free(nz);
+  PyMem_Free(no);
+  return res;
+}
+
+static PyObject *Store_batch_put_from_multi_buffer_ranges(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_ranges(self, a, k, 1);
+}
+static PyObject *Store_batch_get_into_multi_buffer_ranges(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_ranges(self, a, k, 0);
 }
 
 /* ------------------------------------------------------------------ keyed queries and removal */
@@ -636,6 +767,28 @@ static PyMethodDef Store_methods[] = {
     MK(remove_by_regex, "remove_by_regex(regex_pattern, force=False) -> int\n\nRemoves the keys the pattern matches "
                         "anywhere (search semantics): the count, or -600 for an invalid pattern."),
     MK(remove_all, "remove_all(force=False) -> int\n\nRemoves every object (leased ones only with force): the count."),
+    MK(batch_put_session_start,
+       "batch_put_session_start(keys, sizes, config=None) -> list[int]\n\nLayer-wise put, step 1: PutStart for each "
+       "key (sizes[i] bytes), nothing written yet. Per key 0, -600 (bad key or size, a session already open), -705 "
+       "(exists) or the master's code. config.group_ids groups the keys."),
+    MK(batch_put_from_multi_buffer_ranges,
+       "batch_put_from_multi_buffer_ranges(keys, all_buffer_ptrs, all_sizes, all_dst_offsets) -> list[int]\n\n"
+       "Layer-wise put, step 2: writes each buffer (inside registered memory) at its offset of the key's started "
+       "object, to every replica. Per key the bytes written, or -600 (no open session, a range outside the object "
+       "or the registered memory, mismatched row lengths)."),
+    MK(batch_put_session_end, "batch_put_session_end(keys) -> list[int]\n\nLayer-wise put, step 3: PutEnd, the "
+                              "objects become readable. Per key 0, or negative (-600 no session)."),
+    MK(batch_put_session_revoke, "batch_put_session_revoke(keys) -> list[int]\n\nAbandons started objects "
+                                 "(PutRevoke): nothing is left. Per key 0, or negative (-600 no session)."),
+    MK(batch_get_session_start, "batch_get_session_start(keys) -> list[int]\n\nLayer-wise get, step 1: looks the "
+                                "replicas up once (a read lease each). Per key 0, -704 missing, -702 no complete "
+                                "replica."),
+    MK(batch_get_into_multi_buffer_ranges,
+       "batch_get_into_multi_buffer_ranges(keys, all_buffer_ptrs, all_sizes, all_src_offsets) -> list[int]\n\n"
+       "Layer-wise get, step 2: reads each range (object offset, size) into its buffer (inside registered memory) "
+       "from the replica batch_get_session_start chose, without asking the master. Per key bytes read, -600 (no "
+       "session, range outside the object or registered memory), -707 (the lease ended)."),
+    MK(batch_get_session_end, "batch_get_session_end(keys) -> 0\n\nDrops the keys' get sessions."),
     MK(register_buffer, "register_buffer(buffer_ptr, size) -> int\n\nRegisters caller memory for zero-copy calls; "
                         "-600 on null/zero size, overlap or transport failure."),
     MK(unregister_buffer, "unregister_buffer(buffer_ptr) -> int\n\nbuffer_ptr must start a registered range, else "

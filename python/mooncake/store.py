@@ -330,7 +330,7 @@ class MooncakeDistributedStore(_mooncake.Store):
         """Connects to the master and metadata service and mounts global_segment_size bytes (0: a pure client).
 
         Also setup(config_dict). Returns 0, -600 for bad input or an unreachable dependency, -1 when no auto-picked
-        port worked, else the failing mount's code (docs/python.md, "setup")."""
+        port worked, else the failing mount's code (docs/python.md)."""
         if isinstance(local_hostname, dict) and metadata_server is _MISSING:
             parsed = _dict_setup_args(local_hostname)
             if isinstance(parsed, int):
@@ -465,41 +465,6 @@ class MooncakeDistributedStore(_mooncake.Store):
                            device_name or "", "127.0.0.1:50051")
 
     # ---------------------------------------------------------------- P2: documented failure values
-
-    def _fail_list(self, keys):
-        return [NOT_SUPPORTED if self._ready else INVALID_PARAMS] * len(_str_list(keys, "keys"))
-
-    def batch_put_session_start(self, keys, sizes, config=None):
-        """Layer-wise put, step 1: PutStart for each key (sizes[i] bytes), nothing written yet. Per key 0 or negative."""
-        return self._fail_list(keys)
-
-    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
-        """Layer-wise put, step 2: writes buffers (registered memory) at all_dst_offsets of each
-        key's started object. Per key the bytes written, or negative (-600 no session, range outside the object or the
-        registered buffers)."""
-        return self._fail_list(keys)
-
-    def batch_put_session_end(self, keys):
-        """Layer-wise put, step 3: PutEnd, the objects become readable. Per key 0 or negative."""
-        return self._fail_list(keys)
-
-    def batch_put_session_revoke(self, keys):
-        """Layer-wise put: abandons started objects (PutRevoke), leaving nothing. Per key 0 or negative."""
-        return self._fail_list(keys)
-
-    def batch_get_session_start(self, keys):
-        """Layer-wise get, step 1: looks the keys' replicas up once (granting read leases). Per key 0 or
-        negative."""
-        return self._fail_list(keys)
-
-    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
-        """Layer-wise get, step 2: reads ranges at all_src_offsets of each key into its buffers
-        (registered memory), using the replica cached by batch_get_session_start. Per key bytes read or negative."""
-        return self._fail_list(keys)
-
-    def batch_get_session_end(self, keys):
-        """Layer-wise get: drops the cached replica lookups of keys. 0."""
-        return 0
 
     def create_copy_task(self, key, targets):
         return (0, 0), NOT_SUPPORTED

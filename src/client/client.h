@@ -121,6 +121,7 @@ struct mc_store {
 
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
   struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
+  struct mc_sessions *sessions; /* layer-wise put and get sessions (session.c); lives as long as the handle */
 
   struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
     struct MHD_Daemon *daemon;
@@ -142,6 +143,11 @@ static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
+/* ---- session.c ---- */
+void mc_sessions_init(struct mc_store *s);
+void mc_sessions_free(struct mc_store *s);
+/* Teardown: revokes the open put sessions (best effort) and drops every session. */
+void mc_sessions_teardown(struct mc_store *s);
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);
@@ -387,6 +393,12 @@ int mc_write(struct mc_store *s, int flags, const char *key, const void *value, 
 void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, const char *const *groups,
                     int *results);
+/* The master-protocol config of a write in key group `group` (NULL or "": none); free with
+ * mc_put_config_free, also after an error (-600 for an invalid config). */
+int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const char *group, struct mc_put_config *out);
+/* 0..n-1 ordered by groups[i] (NULL array or entry = ""), request order within a group (mc_free). */
+size_t *mc_group_order(const char *const *groups, size_t n);
+const char *mc_group_of(const char *const *groups, size_t i);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
 void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                   int64_t *results);

@@ -40,6 +40,7 @@ struct mc_store *mc_store_alloc(void) {
   pthread_mutex_init(&s->shun.mu, NULL);
   pthread_mutex_init(&s->stats.mu, NULL);
   mc_heartbeat_init(s);
+  mc_sessions_init(s);
   s->self.port_fd = -1;
   return s;
 }
@@ -50,6 +51,7 @@ void mc_store_free(struct mc_store *s) {
   pthread_mutex_destroy(&s->shun.mu);
   pthread_mutex_destroy(&s->stats.mu);
   mc_heartbeat_destroy(s);
+  mc_sessions_free(s);
   mc_free(s);
 }
 
@@ -393,6 +395,7 @@ static void release_engine_memory(struct mc_store *s) {
 
 void mc_store_do_teardown(struct mc_store *s) {
   mc_http_stop(s); /* first: its handlers read the master connection and the name */
+  mc_sessions_teardown(s); /* open put sessions revoked while the master line is up */
   mc_leader_close(s); /* it retargets the master line and kicks the heartbeat */
   mc_heartbeat_stop(s);
   mc_hindex_stop(s);

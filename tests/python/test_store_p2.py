@@ -1,0 +1,161 @@
+"""The long-tail (P2) store methods with real behaviour (docs/python.md, "Sessions"): layer-wise put and
+get sessions, against a real master and real store clients; byte checks throughout."""
+import ctypes
+import time
+
+import numpy as np
+import pytest
+
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from conftest import Master, run_py
+
+LEASE_S = 0.6  # the master's 500 ms lease, plus margin
+
+
+def addr(a):
+    return a.ctypes.data
+
+
+@pytest.fixture(scope="module")
+def p2master():
+    """500 ms read leases; an unfinished put may be taken over after 1 s (a dead writer's session)."""
+    m = Master("--default_kv_lease_ttl=500", "--put_start_discard_timeout_sec=1")
+    yield m
+    m.stop()
+
+
+@pytest.fixture
+def store(p2master):
+    made = []
+
+    def make(gss=64 << 20):
+        s = MooncakeDistributedStore()
+        assert s.setup("127.0.0.1", p2master.metadata, gss, 16 << 20, "tcp", "", p2master.addr) == 0
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def _data(n, seed):
+    return np.random.default_rng(seed).integers(0, 255, n, dtype=np.uint8)
+
+
+def test_put_session_layer_by_layer(store):
+    s, reader = store(), store()
+    src = _data(8192, 1)
+    assert s.register_buffer(addr(src), src.nbytes) == 0
+    keys = ["ps_a", "ps_b"]
+    assert s.batch_put_session_start(keys, [4096, 1000]) == [0, 0]
+    assert s.is_exist("ps_a") == 0  # started, not readable yet
+    # "layer" 1: the first halves; "layer" 2: the rest, in two fragments for ps_a
+    assert s.batch_put_from_multi_buffer_ranges(keys, [[addr(src)], [addr(src) + 5000]], [[2048], [500]],
+                                                [[0], [0]]) == [2048, 500]
+    assert s.batch_put_from_multi_buffer_ranges(
+        keys, [[addr(src) + 2048, addr(src) + 3072], [addr(src) + 5500]], [[1024, 1024], [500]],
+        [[2048, 3072], [500]]) == [2048, 500]
+    assert s.batch_put_session_end(keys) == [0, 0]
+    out = np.zeros(4096, dtype=np.uint8)
+    assert reader.get_into("ps_a", addr(out), 4096) == 4096 and (out == src[:4096]).all()
+    assert reader.get("ps_b") == src[5000:6000].tobytes()
+    # the session is gone: writing, ending or revoking it again fails
+    assert s.batch_put_from_multi_buffer_ranges(["ps_a"], [[addr(src)]], [[8]], [[0]]) == [-600]
+    assert s.batch_put_session_end(["ps_a"]) == [-600] and s.batch_put_session_revoke(["ps_a"]) == [-600]
+    # an existing key cannot start (nor a key twice in one batch: the master has it already); bad sizes
+    assert s.batch_put_session_start(["ps_a", "ps_c", "ps_c", "ps_d", ""], [10, 10, 10, 0, 5]) == \
+        [-705, 0, -705, -600, -600]
+    assert s.batch_put_session_start(["ps_c"], [10]) == [-600]  # a session is open for it
+    assert s.batch_put_session_start(["x"], [1, 2]) == [-600]
+    assert s.batch_put_session_revoke(["ps_c"]) == [0]
+
+
+def test_put_session_revoke_leaves_nothing(store):
+    s, other = store(), store()
+    src = _data(4096, 2)
+    assert s.register_buffer(addr(src), src.nbytes) == 0
+    assert s.batch_put_session_start(["rv_a", "rv_b"], [4096, 4096]) == [0, 0]
+    assert s.batch_put_from_multi_buffer_ranges(["rv_a"], [[addr(src)]], [[4096]], [[0]]) == [4096]
+    assert s.batch_put_session_revoke(["rv_a", "rv_b", "rv_none"]) == [0, 0, -600]
+    assert other.is_exist("rv_a") == 0 and other.get_size("rv_a") == -704 and other.get("rv_a") == b""
+    # the key is free again, for anyone
+    assert other.put("rv_a", b"fresh") == 0 and s.get("rv_a") == b"fresh"
+
+
+def test_put_session_ranges_are_checked(store):
+    s = store()
+    src = _data(4096, 3)
+    unreg = _data(4096, 4)
+    assert s.register_buffer(addr(src), src.nbytes) == 0
+    assert s.batch_put_session_start(["rg"], [1024]) == [0]
+    w = s.batch_put_from_multi_buffer_ranges
+    assert w(["rg"], [[addr(unreg)]], [[16]], [[0]]) == [-600]  # not registered
+    assert w(["rg"], [[addr(src) + 4000]], [[200]], [[0]]) == [-600]  # runs past the registered buffer
+    assert w(["rg"], [[addr(src)]], [[16]], [[1020]]) == [-600]  # past the object's end
+    assert w(["rg"], [[addr(src)]], [[16]], [[1 << 63]]) == [-600]
+    assert w(["rg"], [[0]], [[16]], [[0]]) == [-600]  # null pointer
+    assert w(["rg"], [[addr(src)]], [[16, 16]], [[0]]) == [-600]  # rows of different lengths
+    assert w(["rg", "nosession"], [[addr(src)], [addr(src)]], [[1024], [4]], [[0], [0]]) == [1024, -600]
+    assert w(["rg"], [[addr(src)], [addr(src)]], [[1]], [[0]]) == [-600]  # top-level mismatch
+    with pytest.raises(TypeError):
+        w(["rg"], [[-1]], [[1]], [[0]])
+    assert s.batch_put_session_end(["rg"]) == [0]
+    assert s.get("rg") == src[:1024].tobytes()
+
+
+def test_get_session(store):
+    s, reader = store(), store()
+    src = _data(10000, 5)
+    assert s.put_from is not None and s.register_buffer(addr(src), src.nbytes) == 0
+    assert s.put_from("gs_a", addr(src), 10000) == 0 and s.put_from("gs_b", addr(src) + 100, 300) == 0
+    dst = np.zeros(10000, dtype=np.uint8)
+    unreg = np.zeros(100, dtype=np.uint8)
+    assert reader.register_buffer(addr(dst), dst.nbytes) == 0
+    assert reader.batch_get_session_start(["gs_a", "gs_b", "gs_none"]) == [0, 0, -704]
+    r = reader.batch_get_into_multi_buffer_ranges(
+        ["gs_a", "gs_b", "gs_none"], [[addr(dst), addr(dst) + 100], [addr(dst) + 1000], [addr(dst)]],
+        [[50, 70], [300], [1]], [[9000, 0], [0], [0]])
+    assert r == [120, 300, -600]
+    assert (dst[:50] == src[9000:9050]).all() and (dst[100:170] == src[:70]).all()
+    assert (dst[1000:1300] == src[100:400]).all()
+    g = reader.batch_get_into_multi_buffer_ranges
+    assert g(["gs_b"], [[addr(dst)]], [[10]], [[295]]) == [-600]  # past the object's end
+    assert g(["gs_b"], [[addr(unreg)]], [[10]], [[0]]) == [-600]  # destination not registered
+    assert g(["gs_b"], [[addr(dst) + 9995]], [[10]], [[0]]) == [-600]  # runs past the registered buffer
+    assert reader.batch_get_session_end(["gs_b"]) == 0
+    assert g(["gs_b"], [[addr(dst)]], [[10]], [[0]]) == [-600]  # ended
+    time.sleep(LEASE_S)
+    assert g(["gs_a"], [[addr(dst)]], [[10]], [[0]]) == [-707]  # the lookup's lease is over
+    assert g(["gs_a"], [[addr(dst)]], [[10]], [[0]]) == [-600]  # and the session went with it
+    assert reader.batch_get_session_end(["gs_a", "never"]) == 0
+
+
+def test_sessions_before_setup_and_after_close(store):
+    s = MooncakeDistributedStore()
+    assert s.batch_put_session_start(["k"], [1]) == [-600]
+    assert s.batch_put_from_multi_buffer_ranges(["k"], [[1]], [[1]], [[0]]) == [-600]
+    assert s.batch_put_session_end(["k"]) == [-600] and s.batch_put_session_revoke(["k"]) == [-600]
+    assert s.batch_get_session_start(["k"]) == [-600] and s.batch_get_session_end(["k"]) == 0
+    assert s.batch_get_into_multi_buffer_ranges(["k"], [[1]], [[1]], [[0]]) == [-600]
+    # close() revokes the open put sessions: the key is free at once
+    a, b = store(), store()
+    assert a.batch_put_session_start(["cl_k"], [64]) == [0]
+    a.close()
+    assert b.put("cl_k", b"after close") == 0 and b.get("cl_k") == b"after close"
+
+
+def test_session_of_a_dying_client_is_cleaned_up(p2master, store):
+    other = store()
+    code = ("import os\nfrom mooncake.store import *\ns = MooncakeDistributedStore()\n"
+            "assert s.setup('127.0.0.1', %r, 16 << 20, 16 << 20, 'tcp', '', %r) == 0\n"
+            "assert s.batch_put_session_start(['dead_k'], [4096]) == [0]\n"
+            "os._exit(0)\n") % (p2master.metadata, p2master.addr)
+    r = run_py(code)
+    assert r.returncode == 0, r.stderr.decode()
+    assert other.is_exist("dead_k") == 0  # started, never ended: not readable
+    deadline = time.time() + 10
+    while other.put("dead_k", b"taken over") != 0 or other.get("dead_k") != b"taken over":
+        assert time.time() < deadline, "the abandoned session was never cleaned up"
+        time.sleep(0.2)
+    assert other.get_size("dead_k") == len(b"taken over")
