@@ -426,7 +426,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         result = [[[INVALID_PARAMS] * len(f) for f in b] for b in dst]
         if not (len(ptrs) == len(keys) == len(dst) == len(src) == len(sizes)):
             return result
-        cache = {}
+        # zero-copy: one get session for the distinct keys (one lookup), then every fragment as its own
+        # ranged read straight into its destination, so each fragment gets its own result
+        where, ek, ep, ez, eo = [], [], [], [], []
         for b, base in enumerate(ptrs):
             if not (len(keys[b]) == len(dst[b]) == len(src[b]) == len(sizes[b])):
                 continue
@@ -434,28 +436,21 @@ class MooncakeDistributedStore(_mooncake.Store):
                 d, s, z = dst[b][j], src[b][j], sizes[b][j]
                 if not (len(d) == len(s) == len(z)):
                     continue
-                if key not in cache:
-                    cache[key] = self._read_whole(key)
-                data = cache[key]
                 for f in range(len(d)):
-                    result[b][j][f] = self._copy_range(data, base + d[f], s[f], z[f])
+                    if base + d[f] < _U64:
+                        where.append((b, j, f))
+                        ek.append(key), ep.append([base + d[f]]), ez.append([z[f]]), eo.append([s[f]])
+        if not ek:
+            return result
+        uniq = list(dict.fromkeys(ek))
+        started = dict(zip(uniq, self.batch_get_session_start(uniq)))
+        try:
+            got = self.batch_get_into_multi_buffer_ranges(ek, ep, ez, eo)
+        finally:
+            self.batch_get_session_end(uniq)
+        for (b, j, f), key, r in zip(where, ek, got):
+            result[b][j][f] = started[key] if started[key] < 0 else r
         return result
-
-    def _read_whole(self, key):
-        size = self.get_size(key)
-        if size < 0:
-            return size
-        buf = ctypes.create_string_buffer(max(size, 1))
-        n = self.get_into(key, ctypes.addressof(buf), size)
-        return buf.raw[:n] if n >= 0 else n
-
-    def _copy_range(self, data, dst, off, size):
-        if isinstance(data, int):
-            return data
-        if off + size > len(data) or not self._is_registered(dst, max(size, 1)):
-            return INVALID_PARAMS
-        ctypes.memmove(dst, data[off:off + size], size)
-        return size
 
     def init_all(self, protocol, device_name, mount_segment_size=16 * 1024 * 1024):
         """Legacy setup on fixed local addresses (localhost:12345, etcd 127.0.0.1:2379, master 127.0.0.1:50051)."""
@@ -506,9 +501,20 @@ class MooncakeDistributedStore(_mooncake.Store):
         return 0
 
     def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
-        """put_from of size value bytes followed by metadata_size metadata bytes, as one object.
-        0 on success; on failure the positive ErrorCode (an upstream quirk), -1 when not set up."""
-        return -1 if not self._ready else -NOT_SUPPORTED  # upstream quirk: a positive code on failure
+        """Stores metadata_size bytes at metadata_buffer_ptr followed by size bytes at buffer_ptr as one object
+        (zero-copy, as batch_put_from_multi_buffers). 0 on success (size 0: 0, nothing stored; an existing key:
+        0, value kept); on failure the positive ErrorCode (an upstream quirk: 600, 200, ...); -1 when not set up
+        or with prefer_alloc_in_same_node."""
+        if not isinstance(key, str):
+            raise TypeError("key: expected str")
+        ptrs = [_check_uint("metadata_buffer_ptr", metadata_buffer_ptr), _check_uint("buffer_ptr", buffer_ptr)]
+        lens = [_check_uint("metadata_size", metadata_size), _check_uint("size", size)]
+        if not self._ready or (config is not None and getattr(config, "prefer_alloc_in_same_node", False)):
+            return -1
+        if lens[1] == 0:
+            return 0
+        rc = self.batch_put_from_multi_buffers([key], [ptrs], [lens], config)[0]
+        return -rc if rc < 0 else 0
 
     def get_offload_rpc_read_count(self):
         """Reads served through SSD offload RPCs: always 0 (no SSD offload here)."""

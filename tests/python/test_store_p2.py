@@ -159,3 +159,21 @@ def test_session_of_a_dying_client_is_cleaned_up(p2master, store):
         assert time.time() < deadline, "the abandoned session was never cleaned up"
         time.sleep(0.2)
     assert other.get_size("dead_k") == len(b"taken over")
+
+
+def test_put_from_with_metadata(store):
+    s, reader = store(), store()
+    data, meta = _data(3000, 6), _data(100, 7)
+    assert s.register_buffer(addr(data), data.nbytes) == 0 and s.register_buffer(addr(meta), meta.nbytes) == 0
+    assert s.put_from_with_metadata("pm_k", addr(data), addr(meta), 3000, 100) == 0
+    assert reader.get("pm_k") == meta.tobytes() + data.tobytes()  # metadata first, as upstream
+    assert s.put_from_with_metadata("pm_k", addr(data), addr(meta), 10, 10) == 0  # exists: kept
+    assert reader.get_size("pm_k") == 3100
+    assert s.put_from_with_metadata("pm_zero", addr(data), addr(meta), 0, 100) == 0 and s.is_exist("pm_zero") == 0
+    assert s.put_from_with_metadata("pm_bad", 0, addr(meta), 10, 10) == 600  # failure: the positive code
+    cfg = ReplicateConfig()
+    cfg.prefer_alloc_in_same_node = True
+    assert s.put_from_with_metadata("pm_bad", addr(data), addr(meta), 10, 10, cfg) == -1
+    assert MooncakeDistributedStore().put_from_with_metadata("pm_k", addr(data), addr(meta), 1, 1) == -1
+    with pytest.raises(TypeError):
+        s.put_from_with_metadata("pm_k", -1, 0, 1, 1)
