@@ -710,6 +710,18 @@ static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
 
 static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromLong(self->ready); }
 
+/* _get_pyclient_capsule() -> a PyCapsule named "mooncake_store_t" holding the native handle (store.h), for C
+ * code in other extensions; it keeps this store object alive (docs/python.md, "Native handle"). */
+static void capsule_done(PyObject *cap) { Py_XDECREF((PyObject *)PyCapsule_GetContext(cap)); }
+
+static PyObject *Store_get_pyclient_capsule(StoreObj *self, PyObject *unused) {
+  PyObject *cap = PyCapsule_New(self->h, "mooncake_store_t", capsule_done);
+  if (!cap) return NULL;
+  Py_INCREF(self);
+  PyCapsule_SetContext(cap, self);
+  return cap;
+}
+
 /* Docstrings: the contract in brief (docs/python.md has the details). */
 #define M(name, flags, doc) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, doc}
 #define MK(name, doc) M(name, METH_VARARGS | METH_KEYWORDS, doc)
@@ -719,6 +731,8 @@ static PyMethodDef Store_methods[] = {
      NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
+    {"_get_pyclient_capsule", (PyCFunction)Store_get_pyclient_capsule, METH_NOARGS,
+     "_get_pyclient_capsule() -> PyCapsule \"mooncake_store_t\" of the native store handle (keeps the store alive)."},
     M(close, METH_NOARGS,
       "close() -> 0\n\nTears the client down (idempotent): unregisters buffers, unmounts this client's segments (objects "
       "only there are gone), stops its threads. setup() may be called again."),

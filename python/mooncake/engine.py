@@ -6,6 +6,7 @@ initialize() every method returns its failure value (-1, 0, [] or b"").
 """
 
 import json
+import os
 
 from . import _mooncake
 from ._util import PybindEnum
@@ -51,6 +52,37 @@ class InnerTransferEngine:
 
 
 _BACKENDS = ("etcd", "redis", "http", "https")
+
+
+def _read_int(path, default):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return default
+
+
+def _topology(allow, root="/sys"):
+    """The NIC priority matrix of the RDMA devices under <root>/class/infiniband (what ibv_get_device_list
+    lists), each on its NUMA node (device/numa_node; -1 counts as node 0): per node of the host, the devices on
+    it first, then the rest (docs/python.md, "Topology")."""
+    want = {d.strip() for d in allow.split(",") if d.strip()}
+    try:
+        devs = sorted(os.listdir(os.path.join(root, "class", "infiniband")))
+    except OSError:
+        devs = []
+    devs = [d for d in devs if not want or d in want]
+    if not devs:
+        return {}
+    numa = {d: max(_read_int(os.path.join(root, "class", "infiniband", d, "device", "numa_node"), 0), 0)
+            for d in devs}
+    try:
+        nodes = sorted(int(n[4:]) for n in os.listdir(os.path.join(root, "devices", "system", "node"))
+                       if n.startswith("node") and n[4:].isdigit())
+    except OSError:
+        nodes = []
+    nodes = sorted(set(nodes or [0]) | set(numa.values()))
+    return {"cpu:%d" % n: [[d for d in devs if numa[d] == n], [d for d in devs if numa[d] != n]] for n in nodes}
 
 
 class TransferEngine(_mooncake.Engine):
@@ -105,8 +137,12 @@ class TransferEngine(_mooncake.Engine):
 
     # P2
     def get_local_topology(self, device_name=None):
-        """The engine's topology as JSON (devices discovered)."""
-        return json.dumps({})
+        """The engine's topology as JSON (devices discovered): {"cpu:<numa node>": [[the RDMA devices on that
+        node], [the others]]}, as upstream's NIC priority matrix; device_name = a comma-separated allow-list
+        ("" / None: every device). "{}" on a host without RDMA devices. Works before initialize() too."""
+        if device_name is not None and not isinstance(device_name, str):
+            raise TypeError("device_name: expected str or None")
+        return json.dumps(_topology(device_name or ""))
 
     def warmup_efa_segment(self, segment_name):
         """EFA warm-up: no EFA transport here, so nothing to do; 0."""
@@ -117,5 +153,7 @@ class TransferEngine(_mooncake.Engine):
         return None
 
     transfer_sync_write_on_cuda = transfer_sync_read_on_cuda = _no_cuda
+    transfer_write_on_cuda = transfer_read_on_cuda = _no_cuda  # upstream's spellings
+    batch_transfer_write_on_cuda = batch_transfer_read_on_cuda = _no_cuda
     batch_transfer_sync_write_on_cuda = batch_transfer_sync_read_on_cuda = _no_cuda
     batch_transfer_async_write_on_cuda = batch_transfer_async_read_on_cuda = _no_cuda

@@ -247,6 +247,13 @@ def bind_to_numa_node(node):  # P2: NUMA binding is not implemented
     return -1
 
 
+def _get_pyclient_from_wrapper(wrapper):
+    """The native store handle of a MooncakeDistributedStore as a PyCapsule ("mooncake_store_t"), or None for
+    anything else (upstream hands its C++ client to its own extensions this way)."""
+    get = getattr(wrapper, "_get_pyclient_capsule", None)
+    return get() if isinstance(wrapper, _mooncake.Store) and get else None
+
+
 def get_alloc_func_addr():
     return ctypes.cast(_libc.malloc, ctypes.c_void_p).value
 
