@@ -309,6 +309,18 @@ MC_API int mc_store_get_session_read(mooncake_store_t store, const char **keys, 
                                      const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out);
 MC_API int mc_store_get_session_end(mooncake_store_t store, const char **keys, size_t count);
 
+/* Extra segments (docs/store-client.md, "Extra segments"): mounts size bytes more under this client's segment
+ * name — path NULL: allocated here; else [offset, offset + size) of that file mapped shared (offset
+ * page-aligned, the file at least offset + size long) — registered with the engine at `location` (NULL or
+ * "": "cpu:0"). 0 with the segment id (a UUID text, 36 characters + NUL) in id_out; -600 (not set up, size 0,
+ * a file that cannot be mapped), or the master's code; -1 for a NULL store or id_out, id_len < 37. */
+MC_API int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint64_t offset, uint64_t size,
+                                        const char *location, char *id_out, size_t id_len);
+/* Unmounts an extra segment: grace_ms 0 at once; else gracefully (readable, no new allocations, unmounted by
+ * the master after grace_ms). free_memory != 0 also gives its memory back (after the grace period). 0, -600
+ * (not set up), -101 (no mounted extra segment of that id), or the master's code; -1 for NULL arguments. */
+MC_API int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint64_t grace_ms, int free_memory);
+
 /* Multi-buffer batch write: object i is the concatenation, in order, of the nbufs[i] buffers that follow
  * those of object i-1 in bufs/sizes (flattened). Zero-copy semantics (flags: MC_WRITE_UPSERT only).
  * -1 without touching results_out for NULL arrays, a NULL key or a NULL buffer with a size > 0. Per key

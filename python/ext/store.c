@@ -710,6 +710,30 @@ static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
 
 static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromLong(self->ready); }
 
+/* _mount_extra(path or None, offset, size, location) -> (status, segment id or "") */
+static PyObject *Store_mount_extra(StoreObj *self, PyObject *args) {
+  PyObject *path_o, *off_o, *size_o;
+  const char *loc, *path = NULL;
+  uint64_t off, size;
+  char id[40] = "";
+  if (!PyArg_ParseTuple(args, "OOOs", &path_o, &off_o, &size_o, &loc) || mcpy_u64(off_o, &off, "offset") ||
+      mcpy_u64(size_o, &size, "size") || (path_o != Py_None && mcpy_str(path_o, &path, "path")))
+    return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_mount_extra_segment(self->h, path, off, size, loc, id, sizeof(id));
+  Py_END_ALLOW_THREADS return Py_BuildValue("(is)", rc, id);
+}
+
+/* _unmount_extra(segment id, grace_ms, free) -> status */
+static PyObject *Store_unmount_extra(StoreObj *self, PyObject *args) {
+  const char *id;
+  unsigned long long grace;
+  int free_memory, rc;
+  if (!PyArg_ParseTuple(args, "sKp", &id, &grace, &free_memory)) return NULL;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_unmount_extra_segment(self->h, id, grace, free_memory);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
+}
+
 /* _get_pyclient_capsule() -> a PyCapsule named "mooncake_store_t" holding the native handle (store.h), for C
  * code in other extensions; it keeps this store object alive (docs/python.md, "Native handle"). */
 static void capsule_done(PyObject *cap) { Py_XDECREF((PyObject *)PyCapsule_GetContext(cap)); }
@@ -731,6 +755,8 @@ static PyMethodDef Store_methods[] = {
      NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
+    {"_mount_extra", (PyCFunction)Store_mount_extra, METH_VARARGS, NULL},
+    {"_unmount_extra", (PyCFunction)Store_unmount_extra, METH_VARARGS, NULL},
     {"_get_pyclient_capsule", (PyCFunction)Store_get_pyclient_capsule, METH_NOARGS,
      "_get_pyclient_capsule() -> PyCapsule \"mooncake_store_t\" of the native store handle (keeps the store alive)."},
     M(close, METH_NOARGS,

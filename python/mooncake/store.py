@@ -323,6 +323,12 @@ def _dict_setup_args(cfg):
             get("master_server_addr", "master_server_address", "127.0.0.1:50051")), kw
 
 
+def _loc(protocol, location):
+    if not isinstance(protocol, str) or not isinstance(location, str):
+        raise TypeError("protocol and location: expected str")
+    return location
+
+
 class MooncakeDistributedStore(_mooncake.Store):
     """A store client (docs/python.md, "Conventions"). States: NEW -> setup -> READY -> close -> CLOSED -> setup ..."""
 
@@ -478,27 +484,45 @@ class MooncakeDistributedStore(_mooncake.Store):
         return None, NOT_SUPPORTED
 
     def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
-        """Mounts size bytes of the file at path (from offset) as one more segment of this client.
-        {"ret": status, "segment_ids": [id]}."""
-        return {"ret": NOT_SUPPORTED, "segment_ids": []}
+        """Mounts size bytes of the file at path (from offset, page-aligned; shared mapping) as one more segment
+        of this client, under its segment name. {"ret": 0 or negative, "segment_ids": [id]} (docs/python.md,
+        "Extra segments")."""
+        if not isinstance(path, str) or not path:
+            raise TypeError("path: expected a non-empty str")
+        rc, sid = self._mount_extra(path, offset, size, _loc(protocol, location))
+        return {"ret": rc, "segment_ids": [sid] if rc == 0 else []}
 
     def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
         """Allocates size bytes and mounts them as one more segment of this client.
-        {"ret": status, "segment_ids": [id], "allocated_size": bytes}."""
-        return {"ret": NOT_SUPPORTED, "segment_ids": [], "allocated_size": 0}
+        {"ret": 0 or negative, "segment_ids": [id], "allocated_size": bytes}."""
+        rc, sid = self._mount_extra(None, 0, size, _loc(protocol, location))
+        return {"ret": rc, "segment_ids": [sid] if rc == 0 else [], "allocated_size": size if rc == 0 else 0}
+
+    def _unmount(self, segment_ids, grace_period_seconds, free):
+        ids = _str_list(segment_ids, "segment_ids")
+        grace = _check_uint("grace_period_seconds", grace_period_seconds)
+        rc = 0
+        for sid in ids:
+            r = self._unmount_extra(sid, min(grace * 1000, _U64 - 1), free)
+            rc = rc or r
+        return rc
 
     def unmount_segment(self, segment_ids, grace_period_seconds=0):
-        """Unmounts segments mounted by mount_segment (grace_period_seconds > 0: they stay readable, take no
-        new allocations, and are unmounted when the grace ends). Status."""
-        return NOT_SUPPORTED
+        """Unmounts extra segments (mount_segment / allocate_and_mount_segment). grace_period_seconds > 0: they
+        stay readable and take no new allocations, and the master unmounts them when the grace ends. 0, or the
+        first failure (-101 an id that is not a mounted extra segment of this client)."""
+        return self._unmount(segment_ids, grace_period_seconds, False)
 
     def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
-        """unmount_segment, then frees the memory allocate_and_mount_segment took. Status."""
-        return NOT_SUPPORTED
+        """unmount_segment, then gives the segments' memory back (the mapping or the allocation; after the
+        grace period). 0 or the first failure."""
+        return self._unmount(segment_ids, grace_period_seconds, True)
 
     def unmount_local_disk_segment(self, grace_period_seconds=0):
-        """Unmounts this client's local-disk (SSD offload) segment: none exists here. Status."""
-        return NOT_SUPPORTED
+        """Unmounts this client's local-disk (SSD offload) segment: there is none here (no SSD offload), so
+        -101; -1 before setup."""
+        _check_uint("grace_period_seconds", grace_period_seconds)
+        return -101 if self._ready else -1
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
         _log.error("setup_dummy: dummy clients (a shared real client) are not supported")

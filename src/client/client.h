@@ -49,6 +49,16 @@ struct mc_cstats {
   int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending */
 };
 
+/* A segment mounted at runtime besides the main one (xseg.c; docs/store-client.md, "Extra segments"). */
+struct mc_xseg {
+  struct mc_segment_rec rec; /* as mounted (strings owned); rec.id names it */
+  char *base;
+  uint64_t size;
+  int file;              /* 1: a mapping of a file (munmap), 0: mc_te_alloc_shared memory */
+  int mounted;           /* 0 once unmounted (or a graceful unmount was asked for) */
+  uint64_t free_at_ms;   /* > 0: its memory goes at this time (unmount_and_free with a grace period) */
+};
+
 struct mc_store {
   /* writer-preferring; read-held by every API call, write-held by setup and teardown (outermost lock) */
   pthread_rwlock_t life;
@@ -122,6 +132,11 @@ struct mc_store {
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
   struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
   struct mc_sessions *sessions; /* layer-wise put and get sessions (session.c); lives as long as the handle */
+  struct { /* extra segments (xseg.c) */
+    pthread_rwlock_t mu; /* guards v/n and the memory: own-segment copies read-hold it (xfer.c); a leaf */
+    struct mc_xseg *v;
+    size_t n, cap;
+  } xsegs;
 
   struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
     struct MHD_Daemon *daemon;
@@ -143,6 +158,10 @@ static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
+/* ---- xseg.c ---- */
+/* Teardown: unmounts the extra segments and frees their memory (before the engine goes). */
+void mc_xsegs_teardown(struct mc_store *s);
+int mcli_graceful_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, uint64_t grace_ms, int tmo);
 /* ---- session.c ---- */
 void mc_sessions_init(struct mc_store *s);
 void mc_sessions_free(struct mc_store *s);

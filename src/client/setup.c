@@ -41,6 +41,7 @@ struct mc_store *mc_store_alloc(void) {
   pthread_mutex_init(&s->stats.mu, NULL);
   mc_heartbeat_init(s);
   mc_sessions_init(s);
+  pthread_rwlock_init(&s->xsegs.mu, NULL);
   s->self.port_fd = -1;
   return s;
 }
@@ -52,6 +53,7 @@ void mc_store_free(struct mc_store *s) {
   pthread_mutex_destroy(&s->stats.mu);
   mc_heartbeat_destroy(s);
   mc_sessions_free(s);
+  pthread_rwlock_destroy(&s->xsegs.mu);
   mc_free(s);
 }
 
@@ -401,6 +403,7 @@ void mc_store_do_teardown(struct mc_store *s) {
   mc_hindex_stop(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
+  mc_xsegs_teardown(s);
   if (s->seg.mounted) {
     int rc = mcli_unmount(s->master.cli, s->seg.rec.id, s->self.client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->self.name, mooncake_store_err_name(rc));

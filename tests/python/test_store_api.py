@@ -627,8 +627,8 @@ def test_client_http_health_master_down(make_store):
 def test_p2_failure_values(make_store):
     s = make_store()
     assert s.create_copy_task("a", ["x"]) == ((0, 0), -1012) and s.query_task((0, 0))[0] is None
-    assert s.mount_segment("/x", 10)["ret"] < 0 and s.allocate_and_mount_segment(10)["segment_ids"] == []
-    assert s.unmount_segment([]) < 0 and s.setup_dummy(1, 1, "x") < 0 and s.alloc_from_mem_pool(10) == 0
+    assert s.mount_segment("/x", 10)["ret"] < 0 and s.allocate_and_mount_segment(0)["segment_ids"] == []
+    assert s.unmount_segment(["nope"]) < 0 and s.setup_dummy(1, 1, "x") < 0 and s.alloc_from_mem_pool(10) == 0
     assert s.put_tensor("t", None) == -1012 and s.get_tensor("t") is None
     assert s.batch_get_tensor(["a", "b"]) == [None, None] and s.batch_put_tensor(["a"], [None]) == [-1012]
     assert s.get_offload_rpc_read_count() == 0 and s.put_from_with_metadata("k", 0, 0, 10, 0) == 600

@@ -255,3 +255,57 @@ def test_pyclient_capsule(store):
     get = c.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = c.c_void_p, [c.py_object, c.c_char_p]
     assert get(cap, b"mooncake_store_t")  # the native handle
+
+
+def test_extra_segments(tmp_path):
+    """mount_segment / allocate_and_mount_segment add segments to a client at runtime; unmount_segment (also
+    gracefully) and unmount_and_free_segment take them away (docs/python.md, "Extra segments"). Pure clients
+    on a master of their own, so the extra segments are the only place objects can go."""
+    m = Master("--default_kv_lease_ttl=500")
+    made = []
+    try:
+        def pure():
+            s = MooncakeDistributedStore()
+            assert s.setup("127.0.0.1", m.metadata, 0, 16 << 20, "tcp", "", m.addr) == 0
+            made.append(s)
+            return s
+        w, r = pure(), pure()
+        v1, v2 = _data(100000, 8).tobytes(), _data(70000, 9).tobytes()
+        assert w.put("xs_0", v1) == -200  # nowhere to go
+        a = w.allocate_and_mount_segment(4 << 20, "tcp", "cpu:0")
+        assert a["ret"] == 0 and len(a["segment_ids"]) == 1 and a["allocated_size"] == 4 << 20
+        assert w.put("xs_1", v1) == 0
+        assert r.get("xs_1") == v1 and w.get("xs_1") == v1  # a peer's read, and the owner's local copy
+        path = tmp_path / "segment.bin"
+        path.write_bytes(b"\0" * (4 << 20))
+        assert w.mount_segment(str(path), 1 << 20, 4097)["ret"] == -600  # offset not page-aligned
+        assert w.mount_segment(str(path), 4 << 20, 4096) == {"ret": -600, "segment_ids": []}  # past the end
+        assert w.mount_segment(str(tmp_path / "none"), 1 << 20)["ret"] == -600
+        f = w.mount_segment(str(path), 2 << 20, 1 << 20)
+        assert f["ret"] == 0 and len(f["segment_ids"]) == 1
+        assert w.unmount_and_free_segment(a["segment_ids"]) == 0
+        assert r.get("xs_1") == b""  # its only replica was there
+        assert w.unmount_segment(a["segment_ids"]) == -101  # already gone
+        assert w.put("xs_2", v2) == 0 and r.get("xs_2") == v2
+        assert v2 in path.read_bytes()[1 << 20:3 << 20]  # the bytes are in the file's mapped range
+        # graceful: readable meanwhile, no new allocations, gone after the grace period
+        assert w.unmount_segment(f["segment_ids"], 2) == 0
+        assert r.get("xs_2") == v2 and w.put("xs_3", b"x" * 100) == -200
+        deadline = time.time() + 10
+        while r.is_exist("xs_2") == 1:
+            assert time.time() < deadline, "the graceful unmount never happened"
+            time.sleep(0.2)
+        assert w.unmount_segment(["not-an-id"]) == -101 and w.unmount_local_disk_segment() == -101
+        assert w.unmount_and_free_segment(f["segment_ids"]) == -101
+        with pytest.raises(TypeError):
+            w.mount_segment(None, 10)
+        # close() unmounts what is still mounted
+        b = w.allocate_and_mount_segment(1 << 20)
+        assert b["ret"] == 0 and w.put("xs_4", b"v") == 0 and r.get("xs_4") == b"v"
+        w.close()
+        assert r.is_exist("xs_4") == 0
+        assert w.allocate_and_mount_segment(1 << 20)["ret"] == -600 and w.unmount_local_disk_segment() == -1
+    finally:
+        for s in made:
+            s.close()
+        m.stop()
