@@ -309,3 +309,30 @@ def test_extra_segments(tmp_path):
         for s in made:
             s.close()
         m.stop()
+
+
+def test_reopen_same_name_in_one_process(p2master, store):
+    """A store opened under the explicit name of an earlier store of this process: while that one is up, the
+    name is taken (setup fails, the earlier store unharmed); once it is closed, even with the Python object
+    still alive, the name is free at once (close tears down synchronously) and the earlier store's objects
+    are gone with its segment, as upstream."""
+    from conftest import free_port
+    name = "127.0.0.1:%d" % free_port()
+    other = store()
+    a = MooncakeDistributedStore()
+    assert a.setup(name, p2master.metadata, 16 << 20, 16 << 20, "tcp", "", p2master.addr) == 0
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = name
+    assert a.put("same_k", b"first", cfg) == 0 and other.get("same_k") == b"first"
+    b = MooncakeDistributedStore()
+    assert b.setup(name, p2master.metadata, 16 << 20, 16 << 20, "tcp", "", p2master.addr) != 0
+    assert a.get("same_k") == b"first" and a.health_check() == 0
+    assert a.close() == 0
+    c = MooncakeDistributedStore()
+    try:
+        assert c.setup(name, p2master.metadata, 16 << 20, 16 << 20, "tcp", "", p2master.addr) == 0
+        assert c.get_hostname() == name and other.get("same_k") == b""
+        assert c.put("same_k", b"second", cfg) == 0 and other.get("same_k") == b"second"
+        assert a.health_check() == 1 and a.get("same_k") == b""  # the closed one stays closed
+    finally:
+        c.close()
