@@ -272,7 +272,7 @@ class MooncakeDistributedNoFRegister:  # P2: NVMe-oF is not supported
         return NOT_SUPPORTED
 
 
-BufferPool = None
+from .buffer_pool import BufferPool  # noqa: E402  (docs/python.md, "BufferPool")
 
 # ------------------------------------------------------------------ the store
 

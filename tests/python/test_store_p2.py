@@ -336,3 +336,80 @@ def test_reopen_same_name_in_one_process(p2master, store):
         assert a.health_check() == 1 and a.get("same_k") == b""  # the closed one stays closed
     finally:
         c.close()
+
+
+# ------------------------------------------------------------------ BufferPool
+
+
+def test_buffer_pool_leases_are_registered_memory(store):
+    import gc
+    import mooncake
+    from mooncake.buffer_pool import BufferPool
+    assert mooncake.BufferPool is mooncake.RegisteredBufferPool is BufferPool
+    s, reader = store(), store()
+    pool = BufferPool(s, min_size_class=4096, alignment=4096)
+    lease = pool.acquire(1234)
+    assert lease.size == 1234 and len(lease.buffer) == 1234 and lease.ptr % 64 == 0
+    data = _data(1234, 10).tobytes()
+    lease.buffer[:] = data
+    assert s.put_from("bp_k", lease.ptr, 1234) == 0 and reader.get("bp_k") == data  # zero-copy from the lease
+    with pool.acquire(4000) as into:
+        assert s.get_into("bp_k", into.ptr, 4000) == 1234 and bytes(into.buffer[:1234]) == data
+    first = lease.ptr
+    lease.release()
+    lease.release()  # idempotent
+    again = pool.acquire(2048)  # the same size class: the released block comes back
+    assert again.ptr == first
+    view = again.buffer
+    with pytest.raises(RuntimeError, match="exported views"):
+        again.release()
+    del view
+    gc.collect()
+    again.release()
+    dropped = pool.acquire(1)
+    del dropped  # released by its destructor
+    gc.collect()
+    big = pool.acquire(3 << 20)  # any size
+    assert big.size == 3 << 20
+    with pytest.raises(RuntimeError, match="active leases"):
+        pool.close()
+    big.release()
+    pool.close()
+    pool.close()
+    assert s.is_exist("bp_k") == 1 and s.register_buffer(first, 4096) == 0  # unregistered by close()
+    assert s.unregister_buffer(first) == 0
+
+
+def test_buffer_pool_caps_and_waits(store):
+    import threading
+    from mooncake.buffer_pool import BufferPool
+    s = store()
+    with pytest.raises(RuntimeError, match="alignment"):
+        BufferPool(s, 1 << 20, alignment=12345)
+    pool = BufferPool(s, min_size_class=4096, max_size_class=4096, alignment=4096, max_regions=1,
+                      block_on_exhaustion=False)
+    lease = pool.acquire(1)
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.acquire(1)
+    with pytest.raises(RuntimeError, match="overflow|capacity"):
+        pool.acquire((1 << 64) - 1)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire(1, block=True, timeout=5)))
+    waiter.start()
+    time.sleep(0.1)
+    lease.release()
+    waiter.join(5)
+    assert not waiter.is_alive() and got and got[0].ptr
+    with pytest.raises(RuntimeError, match="exhausted"):
+        pool.acquire(1, block=True, timeout=0.1)
+    got[0].release()
+    pool.close()
+    capped = BufferPool(s, 8192, min_size_class=4096, prewarm_size=4096, prewarm_count=5)
+    a, b = capped.acquire(4096), capped.acquire(10)  # prewarmed as far as max_bytes lets it
+    with pytest.raises(RuntimeError, match="capacity"):
+        capped.acquire(16384)
+    a.release(), b.release()
+    capped.close()
+    unset = MooncakeDistributedStore()
+    with pytest.raises(RuntimeError, match="register"):
+        BufferPool(unset).acquire(1)
