@@ -181,9 +181,11 @@ static int taken(const struct taken_groups *t, const struct kgroup *g) {
   return 0;
 }
 
-/* Whether eviction may take o now: evictable, lease expired, and not soft-pinned unless allow_soft. */
+/* Whether eviction may take o now: evictable, its lease and its key group's expired, and not soft-pinned
+ * unless allow_soft. */
 static int may_evict(const struct object *o, uint64_t now, int allow_soft) {
-  return evictable(o) && o->lease_ns <= now && (allow_soft || !soft_pinned(o, now));
+  return evictable(o) && o->lease_ns <= now && !mc_kgroup_leased(o->kg, now) &&
+         (allow_soft || !soft_pinned(o, now));
 }
 
 /* Evicts o (shard lock held), noting its key group; adds the replica bytes freed to *bytes. */

@@ -1,9 +1,10 @@
 /* Key groups (docs/master.md, "Key groups"): a put may name a group (ReplicateConfig.group_ids in the
  * Python API). The first member placed fixes the group's segment, and later members try it before any
  * other (as a preferred segment: a full segment sends them elsewhere); when eviction takes a member, it
- * takes every other evictable member too. A group lives while an object names it; it is not in snapshots
+ * takes every other evictable member too, and a read lease granted on a member spares the whole group. A group lives while an object names it; it is not in snapshots
  * (a restored object is ungrouped). Locking: kgroup_mu is a leaf, taken under a shard lock, never the
  * other way round. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -12,6 +13,7 @@
 struct kgroup {
   struct mc_hnode hn; /* in m->kgroups, by mc_key_hash(name) */
   uint64_t refs;      /* objects naming it, plus the holds of puts and eviction runs in progress */
+  _Atomic uint64_t lease_ns; /* the latest read lease granted on a member: eviction spares the group until then */
   char *seg;          /* the segment the group's first member went to, or NULL */
   char name[];
 };
@@ -84,6 +86,14 @@ void mc_kgroup_placed(struct mc_master *m, struct kgroup *g, const char *seg) {
   }
   pthread_mutex_unlock(&m->kgroup_mu);
 }
+
+void mc_kgroup_lease(struct kgroup *g, uint64_t until_ns) {
+  uint64_t cur = atomic_load(&g->lease_ns);
+  while (cur < until_ns && !atomic_compare_exchange_weak(&g->lease_ns, &cur, until_ns)) {
+  }
+}
+
+int mc_kgroup_leased(const struct kgroup *g, uint64_t now_ns) { return g && atomic_load(&g->lease_ns) > now_ns; }
 
 void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g) {
   struct kgroup *old = o->kg;

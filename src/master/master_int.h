@@ -282,6 +282,10 @@ void mc_kgroup_put(struct mc_master *m, struct kgroup *g);
 char *mc_kgroup_segment(struct mc_master *m, struct kgroup *g);
 /* Records where a member went: the group's segment from now on. */
 void mc_kgroup_placed(struct mc_master *m, struct kgroup *g, const char *seg);
+/* A read lease until until_ns on a member of g: the group's lease (shared: eviction spares every member). */
+void mc_kgroup_lease(struct kgroup *g, uint64_t until_ns);
+/* Whether g (NULL: no group) is under a read lease at now_ns. */
+int mc_kgroup_leased(const struct kgroup *g, uint64_t now_ns);
 /* o now names g (taking over the caller's reference); its previous group's reference is dropped. */
 void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g);
 void mc_objects_init(struct mc_master *m);

@@ -280,6 +280,7 @@ static void encode_readable(struct mc_wbuf *w, const struct object *o) {
 static void grant_lease(struct mc_master *m, struct object *o, uint64_t now) {
   uint64_t until = now + m->cfg.lease_ttl_ms * MC_NS_PER_MS;
   if (until > o->lease_ns) o->lease_ns = until;
+  if (o->kg) mc_kgroup_lease(o->kg, until); /* and the group's: no member is evicted meanwhile */
 }
 
 /* Looks key up with dead replicas dropped; an object left without replicas is erased (NULL). */
