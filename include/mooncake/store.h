@@ -329,6 +329,12 @@ MC_API int mc_store_batch_write_multi(mooncake_store_t store, const char **keys,
                                       const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
                                       int *results_out);
 
+/* mc_store_batch_write_multi with key groups (group_ids NULL or one per key, as mc_store_batch_write_grouped). */
+MC_API int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys, const void *const *bufs,
+                                              const size_t *sizes, const size_t *nbufs, size_t count,
+                                              const mc_replicate_config_t *config, const char *const *group_ids,
+                                              int flags, int *results_out);
+
 /* Multi-buffer batch read: object i is scattered over its nbufs[i] buffers (flattened as above). Per
  * key the object size, or negative as mooncake_store_batch_get_into (-600 when the object is larger
  * than the sum of its buffers). -1/no-touch rules as mc_store_batch_write_multi. */

@@ -286,8 +286,9 @@ static PyObject *Store_batch_put_from_multi_buffers(StoreObj *self, PyObject *ar
       res = mcpy_const_list(ok ? c.bad : MC_INVALID_PARAMS, n);
     } else {
       int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = 0;
-      Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_multi(self->h, m.keys.v, (const void *const *)m.ptrs.v,
-                                                             (const size_t *)m.sizes.v, m.np, n, &c.c, 0, r);
+      const char *const *g = c.groups.n == n ? (const char *const *)c.groups.v : NULL; /* key groups */
+      Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_multi_grouped(self->h, m.keys.v, (const void *const *)m.ptrs.v,
+                                                                     (const size_t *)m.sizes.v, m.np, n, &c.c, g, 0, r);
       Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
       res = mcpy_int_list(r, n);
       PyMem_Free(r);

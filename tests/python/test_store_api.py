@@ -412,6 +412,13 @@ def test_group_ids_share_a_segment(make_store):
     out = np.zeros(n, dtype=np.uint8)
     for i, k in enumerate(keys):
         assert b.get_into(k, addr(out), n) == n and (out == src[i * n:(i + 1) * n]).all(), k
+    # multi-buffer batches take them too
+    mk = ["grp_m%d" % i for i in range(8)]
+    assert a.batch_put_from_multi_buffers(mk, [[addr(src) + i * n, addr(src)] for i in range(8)], [[n, 16]] * 8,
+                                          _cfg_groups(["gm"] * 8)) == [0] * 8
+    eps = {a.get_replica_desc(k)[0].get_memory_descriptor().buffer_descriptor.transport_endpoint for k in mk}
+    assert len(eps) == 1
+    assert b.get("grp_m3") == src[3 * n:4 * n].tobytes() + src[:16].tobytes()
     # the copying batch takes them too
     assert b.put_batch(["grp_c0", "grp_c1"], [b"x" * 10, b"y" * 20], _cfg_groups(["gc", "gc"])) == 0
     assert b.get("grp_c0") == b"x" * 10 and b.get("grp_c1") == b"y" * 20
