@@ -227,6 +227,92 @@ static void test_counts_objects_not_bytes(void) {
   env_stop(&e);
 }
 
+/* Members of one group on the segment of its first member (a segment named by
+ * docs/master.md, "Key groups"): with two segments and random placement, 16 members on one segment by
+ * chance is 1 in 32768 per group. */
+static void same_segment(struct env *e, const char *prefix, const char *group) {
+  struct mc_put_config grp = mt_cfg(1);
+  grp.group = (char *)group;
+  char seg0[64] = "";
+  for (int i = 0; i < 16; i++) {
+    char key[64];
+    key_of(key, sizeof(key), prefix, i);
+    struct mc_replica_rec *reps = NULL;
+    uint32_t n = 0;
+    CHECK_EQ(mt_put_start(e->c, mt_id(1), key, 1024, &grp, &reps, &n), 0);
+    CHECK_EQ(n, 1u);
+    if (n && !i) snprintf(seg0, sizeof(seg0), "%s", reps[0].segment_name);
+    if (n) CHECK_STR(reps[0].segment_name, seg0);
+    mc_replicas_free(reps, n);
+    CHECK_EQ(mt_put_end(e->c, mt_id(1), key), 0);
+  }
+}
+
+static void test_key_group_placement(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0);
+  struct mc_segment_rec s2 = mt_seg(2, "10.0.0.2:1", BASE + 4 * MIB, MIB);
+  REQUIRE(mt_mount(e.c, mt_id(1), &s2) == 0);
+  same_segment(&e, "a", "grp-a");
+  same_segment(&e, "b", "grp-b");
+  same_segment(&e, "c", "grp-c");
+  env_stop(&e);
+}
+
+/* "g0000" (group "grp", the oldest), six ungrouped "u", then "g0001".."g0003" (group "grp", the newest). */
+static int put_group_order(struct env *e) {
+  struct mc_put_config plain = mt_cfg(1), grp = mt_cfg(1);
+  grp.group = (char *)"grp";
+  if (put_n(e, "g", 1, 1024, &grp) || put_n(e, "u", 6, 1024, &plain)) return -1;
+  for (int i = 1; i < 4; i++) {
+    char key[64];
+    key_of(key, sizeof(key), "g", i);
+    if (mt_put_start(e->c, mt_id(1), key, 1024, &grp, NULL, NULL) || mt_put_end(e->c, mt_id(1), key)) return -1;
+  }
+  return 0;
+}
+
+/* Eviction takes a group whole (docs/master.md, "Key groups"). Puts "g0000" (group "grp", the oldest), six
+ * ungrouped "u", then "g0001".."g0003" (the newest): ratio 0.5 of 10 takes g0000 and u0000..u0003, and
+ * with g0000 its group, so 8 in all; u0004 and u0005 stay. */
+static void test_key_group_evicted_together(void) {
+  const char *args[] = {"--eviction_ratio=0.5", "--eviction_high_watermark_ratio=1.0", NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  REQUIRE(put_group_order(&e) == 0);
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=8, eviction_base=10"));
+  int32_t st[6];
+  CHECK_EQ(present(&e, "g", 4, st), 0);
+  CHECK_EQ(present(&e, "u", 6, st), 2);
+  for (int i = 0; i < 6; i++) CHECK_EQ(st[i], i >= 4);
+  /* the group went with its members: a new member starts it again */
+  struct mc_put_config grp = mt_cfg(1);
+  grp.group = (char *)"grp";
+  CHECK_EQ(mt_put_start(e.c, mt_id(1), "g0000", 1024, &grp, NULL, NULL), 0);
+  CHECK_EQ(mt_put_end(e.c, mt_id(1), "g0000"), 0);
+  CHECK_EQ(mt_exist(e.c, "g0000"), 1);
+  env_stop(&e);
+}
+
+/* A read lease on one member spares its whole group (docs/master.md, "Key groups"): the order of
+ * test_key_group_evicted_together, then a read of g0003 just before the trigger: the oldest, g0000, is not
+ * taken, the ungrouped u0000..u0004 are (5 of 10), and every member stays. */
+static void test_key_group_lease_spares_group(void) {
+  const char *args[] = {"--eviction_ratio=0.5", "--eviction_high_watermark_ratio=1.0", "--default_kv_lease_ttl=5000",
+                        NULL};
+  struct env e;
+  REQUIRE(env_start(&e, args) == 0);
+  REQUIRE(put_group_order(&e) == 0);
+  REQUIRE(mt_get(e.c, "g0003", NULL, NULL, NULL) == 0); /* a read lease on one member */
+  CHECK(trigger_and_wait(&e, "[EVICT-RESULT] evicted_count=5, eviction_base=10"));
+  int32_t st[6];
+  CHECK_EQ(present(&e, "g", 4, st), 4);
+  CHECK_EQ(present(&e, "u", 6, st), 1);
+  CHECK_EQ(st[5], 1);
+  env_stop(&e);
+}
+
 TEST_MAIN(TEST_CASE(test_exactly_the_oldest_5_percent), TEST_CASE(test_exactly_the_oldest_among_many), TEST_CASE(test_soft_pin_second_pass),
           TEST_CASE(test_soft_pin_expiry), TEST_CASE(test_hard_pin_and_leases_never), TEST_CASE(test_watermark_trigger),
-          TEST_CASE(test_counts_objects_not_bytes))
+          TEST_CASE(test_counts_objects_not_bytes), TEST_CASE(test_key_group_placement), TEST_CASE(test_key_group_evicted_together),
+          TEST_CASE(test_key_group_lease_spares_group))

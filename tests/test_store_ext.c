@@ -2,7 +2,8 @@
  * real mooncake_master: writes with the full replicate config (soft-pin TTL rules, upsert/copy flags),
  * multi-buffer batch writes and reads, replica descriptors, the registered-range query, close-and-setup
  * on one handle, setup reusing a caller's transfer engine (which must survive the teardown),
- * batch_replica_clear (master lease 500 ms) and the client HTTP server. */
+ * batch_replica_clear (master lease 500 ms), the client HTTP server, layer-wise sessions and grouped batch
+ * writes. */
 #include <jansson.h>
 #include <unistd.h>
 
@@ -333,6 +334,77 @@ static void test_tenant_namespaces(void) {
   mooncake_store_destroy(a);
 }
 
+/* Layer-wise sessions at the C level (docs/store-client.md, "Sessions"): a put in two ranged writes, then
+ * end; a revoke that leaves nothing; unregistered and out-of-object ranges refused; a get session's ranged
+ * reads; the NULL-argument rule. And grouped batch writes (their keys readable, results in request order). */
+static void test_sessions_and_groups(void) {
+  mooncake_store_t s = client_new(&M, 16 * MiB, 4 * MiB);
+  REQUIRE(s);
+  enum { N = 8192 };
+  uint8_t *src = malloc(N), *dst = calloc(1, N), *unreg = malloc(64);
+  fill(src, N, 11);
+  REQUIRE(mooncake_store_register_buffer(s, src, N) == 0 && mooncake_store_register_buffer(s, dst, N) == 0);
+  const char *keys[] = {"sess_a", "sess_b"};
+  size_t sizes[] = {4096, 100};
+  int st[2] = {9, 9};
+  CHECK_EQ(mc_store_put_session_start(s, keys, sizes, 2, NULL, NULL, st), 0);
+  CHECK_EQ(st[0], 0);
+  CHECK_EQ(st[1], 0);
+  const void *b1[] = {src, src + 5000};
+  size_t z1[] = {1000, 100}, o1[] = {0, 0}, n1[] = {1, 1};
+  int64_t w[2];
+  CHECK_EQ(mc_store_put_session_write(s, keys, b1, z1, o1, n1, 2, w), 0);
+  CHECK_EQ(w[0], 1000);
+  CHECK_EQ(w[1], 100);
+  const void *b2[] = {src + 1000, unreg};
+  size_t z2[] = {3096, 8}, o2[] = {1000, 0};
+  CHECK_EQ(mc_store_put_session_write(s, keys, b2, z2, o2, n1, 2, w), 0);
+  CHECK_EQ(w[0], 3096);
+  CHECK_EQ(w[1], MC_INVALID_PARAMS); /* not registered */
+  const void *b3[] = {src};
+  size_t z3[] = {2}, o3[] = {99};
+  CHECK_EQ(mc_store_put_session_write(s, keys + 1, b3, z3, o3, n1, 1, w), 0);
+  CHECK_EQ(w[0], MC_INVALID_PARAMS); /* past the object's end */
+  CHECK_EQ(mc_store_put_session_end(s, keys, 1, 0, st), 0);
+  CHECK_EQ(st[0], 0);
+  CHECK_EQ(mc_store_put_session_end(s, keys + 1, 1, 1, st), 0); /* revoke */
+  CHECK_EQ(st[0], 0);
+  CHECK_EQ(mooncake_store_is_exist(s, "sess_b"), 0);
+  CHECK_EQ(mooncake_store_get_into(s, "sess_a", dst, N), 4096);
+  CHECK(!memcmp(dst, src, 4096));
+  /* get session: two ranges of sess_a into dst */
+  memset(dst, 0, N);
+  CHECK_EQ(mc_store_get_session_start(s, keys, 1, st), 0);
+  CHECK_EQ(st[0], 0);
+  void *d[] = {dst, dst + 100};
+  size_t dz[] = {10, 20}, doff[] = {4000, 0}, dn[] = {2};
+  CHECK_EQ(mc_store_get_session_read(s, keys, d, dz, doff, dn, 1, w), 0);
+  CHECK_EQ(w[0], 30);
+  CHECK(!memcmp(dst, src + 4000, 10) && !memcmp(dst + 100, src, 20));
+  CHECK_EQ(mc_store_get_session_end(s, keys, 1), 0);
+  CHECK_EQ(mc_store_get_session_read(s, keys, d, dz, doff, dn, 1, w), 0);
+  CHECK_EQ(w[0], MC_INVALID_PARAMS); /* ended */
+  st[0] = 9;
+  CHECK_EQ(mc_store_put_session_start(s, keys, NULL, 1, NULL, NULL, st), -1);
+  CHECK_EQ(st[0], 9); /* untouched */
+  /* grouped batch writes */
+  const char *gk[] = {"grp_x", "grp_y", "grp_z"}, *groups[] = {"g", NULL, "g"};
+  const void *gv[] = {src, src + 10, src + 20};
+  size_t gz[] = {10, 10, 10};
+  int gr[3] = {9, 9, 9};
+  CHECK_EQ(mc_store_batch_write_grouped(s, gk, gv, gz, 3, NULL, groups, 0, gr), 0);
+  for (int i = 0; i < 3; i++) {
+    CHECK_EQ(gr[i], 0);
+    CHECK_EQ(mooncake_store_get_into(s, gk[i], dst, N), 10);
+    CHECK(!memcmp(dst, src + 10 * i, 10));
+  }
+  mooncake_store_remove_all(s, 1);
+  mooncake_store_destroy(s);
+  free(unreg);
+  free(dst);
+  free(src);
+}
+
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   static const char *const extra[] = {"--default_kv_lease_ttl=500", NULL};
@@ -346,6 +418,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_client_http_server),
       TEST_CASE(test_rdma_falls_back),
       TEST_CASE(test_tenant_namespaces),
+      TEST_CASE(test_sessions_and_groups),
   };
   int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
   master_stop(&M);

@@ -270,6 +270,57 @@ MC_API int mc_store_write(mooncake_store_t store, const char *key, const void *v
 MC_API int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
                                 size_t count, const mc_replicate_config_t *config, int flags, int *results_out);
 
+/* mc_store_batch_write with key groups: group_ids NULL (none), or one per key (NULL or "" = ungrouped). The
+ * keys of one group share placement (the segment its first member went to is tried first) and eviction
+ * (when the master evicts one, it evicts the group's other evictable members with it); grouped keys
+ * always take the PutStart path. docs/master.md, "Key groups". */
+MC_API int mc_store_batch_write_grouped(mooncake_store_t store, const char **keys, const void *const *values,
+                                        const size_t *sizes, size_t count, const mc_replicate_config_t *config,
+                                        const char *const *group_ids, int flags, int *results_out);
+
+/* Layer-wise (session) writes and reads (docs/store-client.md, "Sessions"). Keys' ranges are flattened as in
+ * mc_store_batch_write_multi: key i owns the nbufs[i] entries of bufs/sizes/offsets after those of key i-1.
+ * Every call: -1 without touching results_out for NULL arrays or a NULL key; otherwise 0 with per-key
+ * results (-600 for every key when the store is not set up).
+ *
+ * put_session_start: PutStart for each key (sizes[i] bytes; group_ids as mc_store_batch_write_grouped);
+ * per key 0, -600 (empty key, size 0, a session already open for it), -705 (the key exists), or the
+ * master's code. put_session_write: writes each range (buffer, size) at offset of the key's started object,
+ * to every replica: per key the bytes written, or -600 (no open session, a range outside the object, or a
+ * buffer not inside memory registered with this store). put_session_end (revoke 0: PutEnd, readable;
+ * 1: PutRevoke, nothing left): waits for the key's running writes; per key 0 (the session closed) or an
+ * error (-600 no session; the session stays, sealed, for a retry). */
+MC_API int mc_store_put_session_start(mooncake_store_t store, const char **keys, const size_t *sizes, size_t count,
+                                      const mc_replicate_config_t *config, const char *const *group_ids,
+                                      int *results_out);
+MC_API int mc_store_put_session_write(mooncake_store_t store, const char **keys, const void *const *bufs,
+                                      const size_t *sizes, const size_t *offsets, const size_t *nbufs, size_t count,
+                                      int64_t *results_out);
+MC_API int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t count, int revoke,
+                                    int *results_out);
+/* get_session_start: looks the keys up once (a read lease each) and keeps a COMPLETE replica per key
+ * (this client's own first): per key 0, -702 (no complete replica) or the lookup's code. get_session_read:
+ * reads each range (offset in the object, size) into its buffer (inside registered memory) from that
+ * replica, with no master call: per key the bytes read, -600 (no session, range outside the object or the
+ * registered memory), -707 (the lookup's lease ended: the session is dropped). get_session_end: drops the
+ * keys' sessions (waiting for their running reads); 0. */
+MC_API int mc_store_get_session_start(mooncake_store_t store, const char **keys, size_t count, int *results_out);
+MC_API int mc_store_get_session_read(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
+                                     const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out);
+MC_API int mc_store_get_session_end(mooncake_store_t store, const char **keys, size_t count);
+
+/* Extra segments (docs/store-client.md, "Extra segments"): mounts size bytes more under this client's segment
+ * name — path NULL: allocated here; else [offset, offset + size) of that file mapped shared (offset
+ * page-aligned, the file at least offset + size long) — registered with the engine at `location` (NULL or
+ * "": "cpu:0"). 0 with the segment id (a UUID text, 36 characters + NUL) in id_out; -600 (not set up, size 0,
+ * a file that cannot be mapped), or the master's code; -1 for a NULL store or id_out, id_len < 37. */
+MC_API int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint64_t offset, uint64_t size,
+                                        const char *location, char *id_out, size_t id_len);
+/* Unmounts an extra segment: grace_ms 0 at once; else gracefully (readable, no new allocations, unmounted by
+ * the master after grace_ms). free_memory != 0 also gives its memory back (after the grace period). 0, -600
+ * (not set up), -101 (no mounted extra segment of that id), or the master's code; -1 for NULL arguments. */
+MC_API int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint64_t grace_ms, int free_memory);
+
 /* Multi-buffer batch write: object i is the concatenation, in order, of the nbufs[i] buffers that follow
  * those of object i-1 in bufs/sizes (flattened). Zero-copy semantics (flags: MC_WRITE_UPSERT only).
  * -1 without touching results_out for NULL arrays, a NULL key or a NULL buffer with a size > 0. Per key
@@ -277,6 +328,12 @@ MC_API int mc_store_batch_write(mooncake_store_t store, const char **keys, const
 MC_API int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
                                       const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
                                       int *results_out);
+
+/* mc_store_batch_write_multi with key groups (group_ids NULL or one per key, as mc_store_batch_write_grouped). */
+MC_API int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys, const void *const *bufs,
+                                              const size_t *sizes, const size_t *nbufs, size_t count,
+                                              const mc_replicate_config_t *config, const char *const *group_ids,
+                                              int flags, int *results_out);
 
 /* Multi-buffer batch read: object i is scattered over its nbufs[i] buffers (flattened as above). Per
  * key the object size, or negative as mooncake_store_batch_get_into (-600 when the object is larger

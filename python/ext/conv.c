@@ -203,6 +203,10 @@ int mcpy_config(PyObject *o, size_t nkeys, struct mcpy_config *out) {
   PyObject *g = PyObject_GetAttrString(o, "group_ids");
   if (!g) PyErr_Clear();
   else if (g != Py_None && nkeys && PyObject_Length(g) != (Py_ssize_t)nkeys) out->bad = MC_INVALID_PARAMS;
+  else if (g != Py_None && nkeys && mcpy_strs(g, &out->groups, "group_ids")) {
+    Py_DECREF(g);
+    return -1;
+  }
   if (PyErr_Occurred()) PyErr_Clear();
   Py_XDECREF(g);
   PyObject *one = PyObject_GetAttrString(o, "preferred_segment");
@@ -229,4 +233,7 @@ int mcpy_config(PyObject *o, size_t nkeys, struct mcpy_config *out) {
   return 0;
 }
 
-void mcpy_config_free(struct mcpy_config *c) { mcpy_strs_free(&c->prefs); }
+void mcpy_config_free(struct mcpy_config *c) {
+  mcpy_strs_free(&c->prefs);
+  mcpy_strs_free(&c->groups);
+}

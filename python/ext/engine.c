@@ -411,20 +411,55 @@ static PyObject *Eng_notifies(EngObj *self, PyObject *u) {
   return l;
 }
 
-#define M(name, flags) {#name, (PyCFunction)(void (*)(void))Eng_##name, flags, NULL}
-#define MK(name) M(name, METH_VARARGS | METH_KEYWORDS)
+/* Docstrings: the contract in brief (docs/python.md has the details). */
+#define M(name, flags, doc) {#name, (PyCFunction)(void (*)(void))Eng_##name, flags, doc}
+#define MK(name, doc) M(name, METH_VARARGS | METH_KEYWORDS, doc)
+#define SYNC_DOC(fn, dir) #fn "(target_hostname, buffer, peer_buffer_address, length) -> int\n\n" dir \
+  " length bytes between local registered memory at buffer and the peer's absolute address; blocks: 0 or -1."
+#define BATCH_DOC(fn, what) #fn "(target_hostname, buffers, peer_buffer_addresses, lengths) -> int\n\n" what
 static PyMethodDef Eng_methods[] = {
     {"_initialize", (PyCFunction)Eng_initialize, METH_VARARGS, NULL},
     {"_session_id", (PyCFunction)Eng_session_id, METH_NOARGS, NULL},
     {"_segment_json", (PyCFunction)Eng_segment_json, METH_VARARGS, NULL},
     {"_notifies", (PyCFunction)Eng_notifies, METH_NOARGS, NULL},
-    M(get_rpc_port, METH_NOARGS), M(get_engine_ptr, METH_NOARGS),
-    MK(register_memory), MK(unregister_memory), MK(batch_register_memory), MK(batch_unregister_memory),
-    MK(allocate_managed_buffer), MK(free_managed_buffer), MK(write_bytes_to_buffer), MK(read_bytes_from_buffer),
-    MK(transfer_sync_write), MK(transfer_sync_read), MK(transfer_submit_write), MK(transfer_sync),
-    MK(batch_transfer_sync_write), MK(batch_transfer_sync_read), MK(batch_transfer_sync),
-    MK(batch_transfer_async_write), MK(batch_transfer_async_read), MK(batch_transfer_async),
-    MK(get_batch_transfer_status), MK(transfer_check_status), MK(send_probe),
+    M(get_rpc_port, METH_NOARGS, "get_rpc_port() -> int\n\nThe engine's bound RPC port (-1 before initialize)."),
+    M(get_engine_ptr, METH_NOARGS, "get_engine_ptr() -> int\n\nThe native engine handle as an int (0 before "
+                                   "initialize)."),
+    MK(register_memory, "register_memory(buffer_addr, capacity, location=\"*\") -> int\n\nRegisters memory for "
+                        "transfers: 0, or a negative engine code (-1 zero length, -7 overlap)."),
+    MK(unregister_memory, "unregister_memory(buffer_addr) -> int\n\n0, or -3 for an address that starts no "
+                          "registration."),
+    MK(batch_register_memory, "batch_register_memory(buffer_addresses, capacities, location=\"*\") -> int\n\n"
+                              "All-or-nothing registration; length mismatch -1."),
+    MK(batch_unregister_memory, "batch_unregister_memory(buffer_addresses) -> int\n\nUnregisters each (continuing "
+                                "past errors): 0 or the first error."),
+    MK(allocate_managed_buffer, "allocate_managed_buffer(length) -> int\n\nAddress of registered memory of at least "
+                                "length bytes, or 0."),
+    MK(free_managed_buffer, "free_managed_buffer(buffer_addr, length) -> int\n\nReturns a managed buffer: 0 or -1."),
+    MK(write_bytes_to_buffer, "write_bytes_to_buffer(dest_address, src_bytes, length) -> int\n\nCopies length bytes "
+                              "of src_bytes to dest_address (inside registered memory): 0 or -1."),
+    MK(read_bytes_from_buffer, "read_bytes_from_buffer(source_address, length) -> bytes\n\nlength bytes from "
+                               "registered memory (b\"\" on error)."),
+    MK(transfer_sync_write, SYNC_DOC(transfer_sync_write, "Writes")),
+    MK(transfer_sync_read, SYNC_DOC(transfer_sync_read, "Reads")),
+    MK(transfer_submit_write, "transfer_submit_write(target_hostname, buffer, peer_buffer_address, length) -> int\n\n"
+                              "Submits a write: a batch id for transfer_check_status, or 0."),
+    MK(transfer_sync, "transfer_sync(target_hostname, buffer, peer_buffer_address, length, opcode, notify=None) -> "
+                      "int\n\nA read or write (TransferOpcode); with a TransferNotify the peer receives it after "
+                      "completion. 0 or -1."),
+    MK(batch_transfer_sync_write, BATCH_DOC(batch_transfer_sync_write, "All-or-nothing batch write; blocks: 0 or -1.")),
+    MK(batch_transfer_sync_read, BATCH_DOC(batch_transfer_sync_read, "All-or-nothing batch read; blocks: 0 or -1.")),
+    MK(batch_transfer_sync, "batch_transfer_sync(target_hostname, buffers, peer_buffer_addresses, lengths, opcode, "
+                            "notify=None) -> int\n\nBatch read or write; blocks: 0 or -1."),
+    MK(batch_transfer_async_write, BATCH_DOC(batch_transfer_async_write, "Submits a batch write: its id, or 0.")),
+    MK(batch_transfer_async_read, BATCH_DOC(batch_transfer_async_read, "Submits a batch read: its id, or 0.")),
+    MK(batch_transfer_async, "batch_transfer_async(target_hostname, buffers, peer_buffer_addresses, lengths, opcode) "
+                             "-> int\n\nSubmits a batch: its id, or 0."),
+    MK(get_batch_transfer_status, "get_batch_transfer_status(batch_ids) -> int\n\nWaits for every batch: 0 when all "
+                                  "completed, -1 when any failed or timed out; the ids are released."),
+    MK(transfer_check_status, "transfer_check_status(batch_id) -> int\n\n1 done, 0 running, -1 failed, -2 timed out "
+                              "(the id is released after 1 or -1)."),
+    MK(send_probe, "send_probe(peer_server_name) -> int\n\nChecks a peer's RPC port: 0 reachable, else non-zero."),
     {NULL}};
 
 PyTypeObject McpyEngineType = {

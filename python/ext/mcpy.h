@@ -46,6 +46,7 @@ struct mcpy_config {
   mc_replicate_config_t c;
   struct mcpy_strs prefs;
   const char *pref1;
+  struct mcpy_strs groups; /* group_ids, one per key (n = 0: none) */
   int bad;
 };
 int mcpy_config(PyObject *o, size_t nkeys, struct mcpy_config *out);

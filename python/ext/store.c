@@ -154,7 +154,8 @@ static void batch_write(StoreObj *self, const struct mcpy_strs *keys, const void
   size_t n = keys->n;
   int rc = c->bad;
   if (!rc) {
-    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write(self->h, keys->v, ptrs, sizes, n, &c->c, flags, r);
+    const char *const *g = c->groups.n == n ? (const char *const *)c->groups.v : NULL; /* docs/master.md, "Key groups" */
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_grouped(self->h, keys->v, ptrs, sizes, n, &c->c, g, flags, r);
     Py_END_ALLOW_THREADS if (rc) rc = MC_INVALID_PARAMS;
   }
   for (size_t i = 0; rc && i < n; i++) r[i] = rc;
@@ -285,8 +286,9 @@ static PyObject *Store_batch_put_from_multi_buffers(StoreObj *self, PyObject *ar
       res = mcpy_const_list(ok ? c.bad : MC_INVALID_PARAMS, n);
     } else {
       int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = 0;
-      Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_multi(self->h, m.keys.v, (const void *const *)m.ptrs.v,
-                                                             (const size_t *)m.sizes.v, m.np, n, &c.c, 0, r);
+      const char *const *g = c.groups.n == n ? (const char *const *)c.groups.v : NULL; /* key groups */
+      Py_BEGIN_ALLOW_THREADS rc = mc_store_batch_write_multi_grouped(self->h, m.keys.v, (const void *const *)m.ptrs.v,
+                                                                     (const size_t *)m.sizes.v, m.np, n, &c.c, g, 0, r);
       Py_END_ALLOW_THREADS if (rc) for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
       res = mcpy_int_list(r, n);
       PyMem_Free(r);
@@ -318,11 +320,16 @@ static void get_many(StoreObj *self, const struct mcpy_strs *keys, void **vals, 
   Py_END_ALLOW_THREADS
 }
 
-static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int handles) {
+/* The one argument `keys` (a list of str): 0, or -1 with an exception. */
+static int keys_arg(PyObject *args, PyObject *kw, struct mcpy_strs *keys) {
   KW("keys");
   PyObject *k_o;
+  return !PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, keys, "keys") ? -1 : 0;
+}
+
+static PyObject *get_list(StoreObj *self, PyObject *args, PyObject *kw, int handles) {
   struct mcpy_strs keys;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &k_o) || mcpy_strs(k_o, &keys, "keys")) return NULL;
+  if (keys_arg(args, kw, &keys)) return NULL;
   size_t n = keys.n;
   if (!handles && (!n || !self->ready)) { /* upstream quirk (docs/python.md): no result at all -> [b""] */
     mcpy_strs_free(&keys);
@@ -428,6 +435,132 @@ static PyObject *Store_batch_get_into_multi_buffers(StoreObj *self, PyObject *ar
   }
   multi_free(&m);
   return res;
+}
+
+/* ------------------------------------------------------------------ layer-wise sessions */
+
+/* keys -> list[int] of a session call (start / end / revoke / get start); docs/python.md, "Sessions". */
+static PyObject *session_keys(StoreObj *self, PyObject *args, PyObject *kw, int which) {
+  struct mcpy_strs keys;
+  if (keys_arg(args, kw, &keys)) return NULL;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = 0;
+  Py_BEGIN_ALLOW_THREADS
+  if (which == 2) rc = mc_store_get_session_start(self->h, keys.v, n, r);
+  else rc = mc_store_put_session_end(self->h, keys.v, n, which, r);
+  Py_END_ALLOW_THREADS
+  for (size_t i = 0; rc && i < n; i++) r[i] = MC_INVALID_PARAMS;
+  PyObject *res = mcpy_int_list(r, n);
+  PyMem_Free(r);
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+static PyObject *Store_batch_put_session_end(StoreObj *self, PyObject *a, PyObject *k) { return session_keys(self, a, k, 0); }
+static PyObject *Store_batch_put_session_revoke(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_keys(self, a, k, 1);
+}
+static PyObject *Store_batch_get_session_start(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_keys(self, a, k, 2);
+}
+
+static PyObject *Store_batch_get_session_end(StoreObj *self, PyObject *args, PyObject *kw) {
+  struct mcpy_strs keys;
+  if (keys_arg(args, kw, &keys)) return NULL;
+  Py_BEGIN_ALLOW_THREADS mc_store_get_session_end(self->h, keys.v, keys.n);
+  Py_END_ALLOW_THREADS mcpy_strs_free(&keys);
+  return PyLong_FromLong(0);
+}
+
+/* batch_put_session_start(keys, sizes, config=None) -> list[int] */
+static PyObject *Store_batch_put_session_start(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("keys", "sizes", "config");
+  PyObject *k_o, *s_o, *cfg_o = Py_None, *res = NULL;
+  struct mcpy_strs keys;
+  struct mcpy_u64s sizes;
+  struct mcpy_config c;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwl, &k_o, &s_o, &cfg_o) || mcpy_strs(k_o, &keys, "keys"))
+    return NULL;
+  if (mcpy_u64s(s_o, &sizes, "sizes")) goto out_k;
+  if (mcpy_config(cfg_o, keys.n, &c)) goto out_s;
+  size_t n = keys.n;
+  int *r = PyMem_Calloc(n ? n : 1, sizeof(int)), rc = sizes.n != n ? MC_INVALID_PARAMS : c.bad;
+  if (!rc) {
+    const char *const *g = c.groups.n == n ? (const char *const *)c.groups.v : NULL;
+    Py_BEGIN_ALLOW_THREADS rc = mc_store_put_session_start(self->h, keys.v, (const size_t *)sizes.v, n, &c.c, g, r);
+    Py_END_ALLOW_THREADS if (rc) rc = MC_INVALID_PARAMS;
+  }
+  for (size_t i = 0; rc && i < n; i++) r[i] = rc;
+  res = mcpy_int_list(r, n);
+  PyMem_Free(r);
+  mcpy_config_free(&c);
+out_s:
+  mcpy_u64s_free(&sizes);
+out_k:
+  mcpy_strs_free(&keys);
+  return res;
+}
+
+/* The ranged calls: keys, rows of buffer pointers, sizes and offsets. Row counts other than the number of
+ * keys: every key -600; a key whose three rows differ in length (or a null pointer with a size): that key
+ * -600, the others go ahead (as upstream). */
+static PyObject *session_ranges(StoreObj *self, PyObject *args, PyObject *kw, int put) {
+  static char *kw_put[] = {"keys", "all_buffer_ptrs", "all_sizes", "all_dst_offsets", NULL};
+  static char *kw_get[] = {"keys", "all_buffer_ptrs", "all_sizes", "all_src_offsets", NULL};
+  PyObject *k_o, *p_o, *s_o, *o_o, *res = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO", put ? kw_put : kw_get, &k_o, &p_o, &s_o, &o_o)) return NULL;
+  const char *what = put ? "all_dst_offsets" : "all_src_offsets";
+  struct mcpy_strs keys = {0};
+  struct mcpy_u64s p = {0}, z = {0}, o = {0};
+  size_t *np = NULL, *nz = NULL, *no = NULL, rp = 0, rz = 0, ro = 0;
+  if (mcpy_strs(k_o, &keys, "keys") || mcpy_u64_rows(p_o, &p, &np, &rp, "all_buffer_ptrs") ||
+      mcpy_u64_rows(s_o, &z, &nz, &rz, "all_sizes") || mcpy_u64_rows(o_o, &o, &no, &ro, what))
+    goto out;
+  size_t n = keys.n, m = 0, at = 0, f = 0;
+  int64_t *r = PyMem_Calloc(n ? n : 1, sizeof(int64_t));
+  for (size_t i = 0; i < n; i++) r[i] = MC_INVALID_PARAMS;
+  if (rp == n && rz == n && ro == n) {
+    const char **k = PyMem_Calloc(n ? n : 1, sizeof(char *));
+    size_t *nb = PyMem_Calloc(n ? n : 1, sizeof(size_t)), *idx = PyMem_Calloc(n ? n : 1, sizeof(size_t));
+    for (size_t i = 0; i < n; at += np[i], i++) { /* compacts the well-formed keys' ranges in place */
+      int ok = np[i] == nz[i] && np[i] == no[i];
+      for (size_t j = at; ok && j < at + np[i]; j++) ok = p.v[j] || !z.v[j];
+      if (!ok) continue;
+      for (size_t j = at; j < at + np[i]; j++, f++) p.v[f] = p.v[j], z.v[f] = z.v[j], o.v[f] = o.v[j];
+      k[m] = keys.v[i], nb[m] = np[i], idx[m++] = i;
+    }
+    int64_t *r2 = PyMem_Calloc(m ? m : 1, sizeof(int64_t));
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (put) rc = mc_store_put_session_write(self->h, k, (const void *const *)p.v, (const size_t *)z.v,
+                                             (const size_t *)o.v, nb, m, r2);
+    else rc = mc_store_get_session_read(self->h, k, (void *const *)p.v, (const size_t *)z.v, (const size_t *)o.v, nb,
+                                        m, r2);
+    Py_END_ALLOW_THREADS
+    for (size_t q = 0; q < m; q++) r[idx[q]] = rc ? MC_INVALID_PARAMS : r2[q];
+    PyMem_Free(r2);
+    PyMem_Free(idx);
+    PyMem_Free(nb);
+    PyMem_Free(k);
+  }
+  res = mcpy_i64_list(r, n);
+  PyMem_Free(r);
+out:
+  mcpy_strs_free(&keys);
+  mcpy_u64s_free(&p);
+  mcpy_u64s_free(&z);
+  mcpy_u64s_free(&o);
+  PyMem_Free(np);
+  PyMem_Free(nz);
+  PyMem_Free(no);
+  return res;
+}
+
+static PyObject *Store_batch_put_from_multi_buffer_ranges(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_ranges(self, a, k, 1);
+}
+static PyObject *Store_batch_get_into_multi_buffer_ranges(StoreObj *self, PyObject *a, PyObject *k) {
+  return session_ranges(self, a, k, 0);
 }
 
 /* ------------------------------------------------------------------ keyed queries and removal */
@@ -625,8 +758,45 @@ static PyObject *Store_is_registered(StoreObj *self, PyObject *args) {
 
 static PyObject *Store_ready(StoreObj *self, void *unused) { return PyBool_FromLong(self->ready); }
 
-#define M(name, flags) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, NULL}
-#define MK(name) M(name, METH_VARARGS | METH_KEYWORDS)
+/* _mount_extra(path or None, offset, size, location) -> (status, segment id or "") */
+static PyObject *Store_mount_extra(StoreObj *self, PyObject *args) {
+  PyObject *path_o, *off_o, *size_o;
+  const char *loc, *path = NULL;
+  uint64_t off, size;
+  char id[40] = "";
+  if (!PyArg_ParseTuple(args, "OOOs", &path_o, &off_o, &size_o, &loc) || mcpy_u64(off_o, &off, "offset") ||
+      mcpy_u64(size_o, &size, "size") || (path_o != Py_None && mcpy_str(path_o, &path, "path")))
+    return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_mount_extra_segment(self->h, path, off, size, loc, id, sizeof(id));
+  Py_END_ALLOW_THREADS return Py_BuildValue("(is)", rc, id);
+}
+
+/* _unmount_extra(segment id, grace_ms, free) -> status */
+static PyObject *Store_unmount_extra(StoreObj *self, PyObject *args) {
+  const char *id;
+  unsigned long long grace;
+  int free_memory, rc;
+  if (!PyArg_ParseTuple(args, "sKp", &id, &grace, &free_memory)) return NULL;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_unmount_extra_segment(self->h, id, grace, free_memory);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(rc);
+}
+
+/* _get_pyclient_capsule() -> a PyCapsule named "mooncake_store_t" holding the native handle (store.h), for C
+ * code in other extensions; it keeps this store object alive (docs/python.md, "Native handle"). */
+static void capsule_done(PyObject *cap) { Py_XDECREF((PyObject *)PyCapsule_GetContext(cap)); }
+
+static PyObject *Store_get_pyclient_capsule(StoreObj *self, PyObject *unused) {
+  PyObject *cap = PyCapsule_New(self->h, "mooncake_store_t", capsule_done);
+  if (!cap) return NULL;
+  Py_INCREF(self);
+  PyCapsule_SetContext(cap, self);
+  return cap;
+}
+
+/* Docstrings: the contract in brief (docs/python.md has the details). */
+#define M(name, flags, doc) {#name, (PyCFunction)(void (*)(void))Store_##name, flags, doc}
+#define MK(name, doc) M(name, METH_VARARGS | METH_KEYWORDS, doc)
 static PyMethodDef Store_methods[] = {
     {"_setup", (PyCFunction)(void (*)(void))Store_setup, METH_VARARGS | METH_KEYWORDS, NULL},
     {"_batch_replica_clear", (PyCFunction)(void (*)(void))Store_batch_replica_clear, METH_VARARGS | METH_KEYWORDS,
@@ -636,13 +806,84 @@ static PyMethodDef Store_methods[] = {
     {"_create_copy_task", (PyCFunction)Store_create_copy_task, METH_VARARGS, NULL},
     {"_create_move_task", (PyCFunction)Store_create_move_task, METH_VARARGS, NULL},
     {"_query_task", (PyCFunction)Store_query_task, METH_VARARGS, NULL},
-    M(close, METH_NOARGS), M(health_check, METH_NOARGS), M(get_hostname, METH_NOARGS),
-    MK(put), MK(upsert), MK(put_from), MK(upsert_from), MK(put_batch), MK(upsert_batch),
-    MK(batch_put_from), MK(batch_upsert_from), MK(batch_put_from_multi_buffers),
-    MK(get), MK(get_batch), MK(get_buffer), MK(batch_get_buffer), MK(get_into), MK(batch_get_into),
-    MK(batch_get_into_multi_buffers), MK(get_size), MK(is_exist), MK(batch_is_exist),
-    MK(remove), MK(batch_remove), MK(remove_by_regex), MK(remove_all),
-    MK(register_buffer), MK(unregister_buffer),
+    {"_mount_extra", (PyCFunction)Store_mount_extra, METH_VARARGS, NULL},
+    {"_unmount_extra", (PyCFunction)Store_unmount_extra, METH_VARARGS, NULL},
+    {"_get_pyclient_capsule", (PyCFunction)Store_get_pyclient_capsule, METH_NOARGS,
+     "_get_pyclient_capsule() -> PyCapsule \"mooncake_store_t\" of the native store handle (keeps the store alive)."},
+    M(close, METH_NOARGS,
+      "close() -> 0\n\nTears the client down (idempotent): unregisters buffers, unmounts this client's segments (objects "
+      "only there are gone), stops its threads. setup() may be called again."),
+    M(health_check, METH_NOARGS, "health_check() -> int\n\n0 healthy, 1 not set up or closed, 2 master unreachable."),
+    M(get_hostname, METH_NOARGS,
+      "get_hostname() -> str\n\nThis client's segment name \"host:port\" (usable as preferred_segment); \"\" before "
+      "setup."),
+    MK(put, "put(key, value, config=None) -> int\n\nCopies value (any bytes-like object) through the staging buffer "
+            "and stores it. 0, also when the key exists (value kept); -600 no staging room; -200 no space."),
+    MK(upsert, "upsert(key, value, config=None) -> int\n\nInsert or replace through the staging buffer; never -705."),
+    MK(put_from, "put_from(key, buffer_ptr, size, config=None) -> int\n\nZero-copy put from caller memory (size 0: "
+                 "0, nothing stored). 0 or a negative ErrorCode."),
+    MK(upsert_from, "upsert_from(key, buffer_ptr, size, config=None) -> int\n\nZero-copy insert or replace."),
+    MK(put_batch, "put_batch(keys, values, config=None) -> int\n\nCopying batch put: 0, or the first failing key's "
+                  "code; length mismatch -600. config.group_ids groups the keys."),
+    MK(upsert_batch, "upsert_batch(keys, values, config=None) -> int\n\nCopying batch upsert: 0 or the first error."),
+    MK(batch_put_from, "batch_put_from(keys, buffer_ptrs, sizes, config=None) -> list[int]\n\nZero-copy batch put, "
+                       "one status per key; mismatched lengths: every key -600. config.group_ids (one per key, \"\" = "
+                       "none) groups keys: they share a segment and are evicted together."),
+    MK(batch_upsert_from, "batch_upsert_from(keys, buffer_ptrs, sizes, config=None) -> list[int]\n\nZero-copy batch "
+                          "insert or replace, one status per key."),
+    MK(batch_put_from_multi_buffers,
+       "batch_put_from_multi_buffers(keys, all_buffer_ptrs, all_sizes, config=None) -> list[int]\n\nObject i is the "
+       "concatenation of its buffers; a shape mismatch gives every key -600."),
+    MK(get, "get(key) -> bytes\n\nThe whole value through the staging buffer, or b\"\" on any failure."),
+    MK(get_batch, "get_batch(keys) -> list[bytes]\n\nPer key the value or b\"\" ([b\"\"] when there is no result at "
+                  "all, as upstream)."),
+    MK(get_buffer, "get_buffer(key) -> BufferHandle or None\n\nThe value copied into the staging buffer, exposed "
+                   "zero-copy (buffer protocol, ptr(), size())."),
+    MK(batch_get_buffer, "batch_get_buffer(keys) -> list\n\nget_buffer per key (None for a failed key)."),
+    MK(get_into, "get_into(key, buffer_ptr, size) -> int\n\nReads the object into caller memory: its size, or "
+                 "negative (-600 buffer too small, -704 missing, -703 being written)."),
+    MK(batch_get_into, "batch_get_into(keys, buffer_ptrs, sizes) -> list[int]\n\nget_into per key; mismatched "
+                       "lengths: every key -600."),
+    MK(batch_get_into_multi_buffers,
+       "batch_get_into_multi_buffers(keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False) -> "
+       "list[int]\n\nScatters object i over its buffers in order: bytes read, or negative (-600 buffers too small)."),
+    MK(get_size, "get_size(key) -> int\n\nThe object's size, or -704 / -703. Grants a read lease."),
+    MK(is_exist, "is_exist(key) -> int\n\n1 when a complete replica exists, 0 when not, negative on error. A 1 grants "
+                 "a read lease."),
+    MK(batch_is_exist, "batch_is_exist(keys) -> list[int]\n\nis_exist per key."),
+    MK(remove, "remove(key, force=False) -> int\n\n0, -704 missing, -706 leased (unless force), -703 being written "
+               "(even with force: force bypasses the read lease only)."),
+    MK(batch_remove, "batch_remove(keys, force=False) -> list[int]\n\nremove per key; force bypasses read leases "
+                     "only. A key repeated in the batch: first 0, later -704."),
+    MK(remove_by_regex, "remove_by_regex(regex_pattern, force=False) -> int\n\nRemoves the keys the pattern matches "
+                        "anywhere (search semantics): the count, or -600 for an invalid pattern."),
+    MK(remove_all, "remove_all(force=False) -> int\n\nRemoves every object (leased ones only with force): the count."),
+    MK(batch_put_session_start,
+       "batch_put_session_start(keys, sizes, config=None) -> list[int]\n\nLayer-wise put, step 1: PutStart for each "
+       "key (sizes[i] bytes), nothing written yet. Per key 0, -600 (bad key or size, a session already open), -705 "
+       "(exists) or the master's code. config.group_ids groups the keys."),
+    MK(batch_put_from_multi_buffer_ranges,
+       "batch_put_from_multi_buffer_ranges(keys, all_buffer_ptrs, all_sizes, all_dst_offsets) -> list[int]\n\n"
+       "Layer-wise put, step 2: writes each buffer (inside registered memory) at its offset of the key's started "
+       "object, to every replica. Per key the bytes written, or -600 (no open session, a range outside the object "
+       "or the registered memory, mismatched row lengths)."),
+    MK(batch_put_session_end, "batch_put_session_end(keys) -> list[int]\n\nLayer-wise put, step 3: PutEnd, the "
+                              "objects become readable. Per key 0, or negative (-600 no session)."),
+    MK(batch_put_session_revoke, "batch_put_session_revoke(keys) -> list[int]\n\nAbandons started objects "
+                                 "(PutRevoke): nothing is left. Per key 0, or negative (-600 no session)."),
+    MK(batch_get_session_start, "batch_get_session_start(keys) -> list[int]\n\nLayer-wise get, step 1: looks the "
+                                "replicas up once (a read lease each). Per key 0, -704 missing, -702 no complete "
+                                "replica."),
+    MK(batch_get_into_multi_buffer_ranges,
+       "batch_get_into_multi_buffer_ranges(keys, all_buffer_ptrs, all_sizes, all_src_offsets) -> list[int]\n\n"
+       "Layer-wise get, step 2: reads each range (object offset, size) into its buffer (inside registered memory) "
+       "from the replica batch_get_session_start chose, without asking the master. Per key bytes read, -600 (no "
+       "session, range outside the object or registered memory), -707 (the lease ended)."),
+    MK(batch_get_session_end, "batch_get_session_end(keys) -> 0\n\nDrops the keys' get sessions."),
+    MK(register_buffer, "register_buffer(buffer_ptr, size) -> int\n\nRegisters caller memory for zero-copy calls; "
+                        "-600 on null/zero size, overlap or transport failure."),
+    MK(unregister_buffer, "unregister_buffer(buffer_ptr) -> int\n\nbuffer_ptr must start a registered range, else "
+                          "-600."),
     {NULL}};
 
 static PyGetSetDef Store_getset[] = {{"_ready", (getter)Store_ready, NULL, NULL, NULL}, {NULL}};

@@ -6,10 +6,9 @@ that on import instead.
 
 __version__ = "0.1.0"
 
-try:  # P2: upstream's buffer pool lives in a torch-based module; there is none here.
+try:
     from . import _mooncake  # noqa: F401
 except ImportError:  # pragma: no cover - depends on how the package was built
     _mooncake = None
 
-BufferPool = None
-RegisteredBufferPool = BufferPool
+from .buffer_pool import BufferPool, RegisteredBufferPool  # noqa: E402  (pure Python: never fails)

@@ -6,6 +6,7 @@ initialize() every method returns its failure value (-1, 0, [] or b"").
 """
 
 import json
+import os
 
 from . import _mooncake
 from ._util import PybindEnum
@@ -46,16 +47,53 @@ class InnerTransferEngine:
         self._engine = engine
 
     def get_engine_ptr(self):
+        """The engine's native handle as an int (0 before initialize)."""
         return self._engine.get_engine_ptr()
 
 
 _BACKENDS = ("etcd", "redis", "http", "https")
 
 
+def _read_int(path, default):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return default
+
+
+def _topology(allow, root="/sys"):
+    """The NIC priority matrix of the RDMA devices under <root>/class/infiniband (what ibv_get_device_list
+    lists), each on its NUMA node (device/numa_node; -1 counts as node 0): per node of the host, the devices on
+    it first, then the rest (docs/python.md, "Topology")."""
+    want = {d.strip() for d in allow.split(",") if d.strip()}
+    try:
+        devs = sorted(os.listdir(os.path.join(root, "class", "infiniband")))
+    except OSError:
+        devs = []
+    devs = [d for d in devs if not want or d in want]
+    if not devs:
+        return {}
+    numa = {d: max(_read_int(os.path.join(root, "class", "infiniband", d, "device", "numa_node"), 0), 0)
+            for d in devs}
+    try:
+        nodes = sorted(int(n[4:]) for n in os.listdir(os.path.join(root, "devices", "system", "node"))
+                       if n.startswith("node") and n[4:].isdigit())
+    except OSError:
+        nodes = []
+    nodes = sorted(set(nodes or [0]) | set(numa.values()))
+    return {"cpu:%d" % n: [[d for d in devs if numa[d] == n], [d for d in devs if numa[d] != n]] for n in nodes}
+
+
 class TransferEngine(_mooncake.Engine):
+    """The transfer engine (docs/python.md, "What is there"): registered memory, one-sided reads and writes to
+    peers by session id, notifies. Before a successful initialize() every method returns its failure value."""
+
     TransferOpcode = TransferOpcode
 
     def initialize(self, local_hostname, metadata_server, protocol, device_name):
+        """Starts the engine: local_hostname ("host[:port]"), metadata_server (P2PHANDSHAKE, http://, etcd://,
+        redis:// or bare host:port = etcd), protocol and device_name (a NIC allow-list or ""). 0 or -1."""
         for name, v in (("local_hostname", local_hostname), ("metadata_server", metadata_server),
                         ("protocol", protocol), ("device_name", device_name)):
             if not isinstance(v, str):
@@ -66,6 +104,7 @@ class TransferEngine(_mooncake.Engine):
         return self._initialize(local_hostname, metadata_server, protocol, device_name)
 
     def initialize_ext(self, local_hostname, metadata_server, protocol, device_name, metadata_type):
+        """initialize() with the metadata backend named separately ("etcd", "redis", "http", "P2PHANDSHAKE")."""
         if not isinstance(metadata_type, str):
             raise TypeError("initialize_ext(): metadata_type must be str")
         conn = metadata_server
@@ -78,6 +117,7 @@ class TransferEngine(_mooncake.Engine):
         return self._session_id()
 
     def get_first_buffer_address(self, segment_name):
+        """Lowest registered buffer address of a segment (this engine's own allowed), or 0."""
         if not isinstance(segment_name, str):
             raise TypeError("segment_name: expected str")
         text = self._segment_json(segment_name)
@@ -88,16 +128,24 @@ class TransferEngine(_mooncake.Engine):
             return 0
 
     def get_notifies(self):
+        """Drains the notifies received so far: [TransferNotify] (each returned once)."""
         return [TransferNotify(n, m) for n, m in self._notifies()]
 
     def get_engine(self):
+        """An InnerTransferEngine for MooncakeDistributedStore.setup(engine=...), or None before initialize."""
         return InnerTransferEngine(self) if self.get_engine_ptr() else None
 
     # P2
     def get_local_topology(self, device_name=None):
-        return json.dumps({})
+        """The engine's topology as JSON (devices discovered): {"cpu:<numa node>": [[the RDMA devices on that
+        node], [the others]]}, as upstream's NIC priority matrix; device_name = a comma-separated allow-list
+        ("" / None: every device). "{}" on a host without RDMA devices. Works before initialize() too."""
+        if device_name is not None and not isinstance(device_name, str):
+            raise TypeError("device_name: expected str or None")
+        return json.dumps(_topology(device_name or ""))
 
     def warmup_efa_segment(self, segment_name):
+        """EFA warm-up: no EFA transport here, so nothing to do; 0."""
         return 0
 
     def _no_cuda(self, *args, **kwargs):
@@ -105,5 +153,7 @@ class TransferEngine(_mooncake.Engine):
         return None
 
     transfer_sync_write_on_cuda = transfer_sync_read_on_cuda = _no_cuda
+    transfer_write_on_cuda = transfer_read_on_cuda = _no_cuda  # upstream's spellings
+    batch_transfer_write_on_cuda = batch_transfer_read_on_cuda = _no_cuda
     batch_transfer_sync_write_on_cuda = batch_transfer_sync_read_on_cuda = _no_cuda
     batch_transfer_async_write_on_cuda = batch_transfer_async_read_on_cuda = _no_cuda

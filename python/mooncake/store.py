@@ -249,6 +249,13 @@ def bind_to_numa_node(node):  # P2: NUMA binding is not implemented
     return -1
 
 
+def _get_pyclient_from_wrapper(wrapper):
+    """The native store handle of a MooncakeDistributedStore as a PyCapsule ("mooncake_store_t"), or None for
+    anything else (upstream hands its C++ client to its own extensions this way)."""
+    get = getattr(wrapper, "_get_pyclient_capsule", None)
+    return get() if isinstance(wrapper, _mooncake.Store) and get else None
+
+
 def get_alloc_func_addr():
     return ctypes.cast(_libc.malloc, ctypes.c_void_p).value
 
@@ -262,7 +269,7 @@ class MooncakeDistributedNoFRegister:  # P2: NVMe-oF is not supported
         return NOT_SUPPORTED
 
 
-BufferPool = None
+from .buffer_pool import BufferPool  # noqa: E402  (docs/python.md, "BufferPool")
 
 # ------------------------------------------------------------------ the store
 
@@ -313,6 +320,12 @@ def _dict_setup_args(cfg):
             get("master_server_addr", "master_server_address", "127.0.0.1:50051")), kw
 
 
+def _loc(protocol, location):
+    if not isinstance(protocol, str) or not isinstance(location, str):
+        raise TypeError("protocol and location: expected str")
+    return location
+
+
 class MooncakeDistributedStore(_mooncake.Store):
     """A store client (docs/python.md, "Conventions"). States: NEW -> setup -> READY -> close -> CLOSED -> setup ..."""
 
@@ -324,6 +337,10 @@ class MooncakeDistributedStore(_mooncake.Store):
               master_server_addr=_MISSING, engine=None, enable_ssd_offload=False, ssd_offload_path="",
               tenant_id="default", enable_client_http_server=False, client_http_port=9300, *,
               device_name=_MISSING, master_server_address=_MISSING, zone=None):
+        """Connects to the master and metadata service and mounts global_segment_size bytes (0: a pure client).
+
+        Also setup(config_dict). Returns 0, -600 for bad input or an unreachable dependency, -1 when no auto-picked
+        port worked, else the failing mount's code (docs/python.md)."""
         if isinstance(local_hostname, dict) and metadata_server is _MISSING:
             parsed = _dict_setup_args(local_hostname)
             if isinstance(parsed, int):
@@ -369,14 +386,17 @@ class MooncakeDistributedStore(_mooncake.Store):
     # ---------------------------------------------------------------- P1 implemented in Python
 
     def put_parts(self, key, *parts, config=None):
+        """Stores the concatenation of parts (bytes-like) through the staging buffer: 0 or an error (empty: 0)."""
         value = _join_parts(parts)
         return 0 if not value else self.put(key, value, config)
 
     def upsert_parts(self, key, *parts, config=None):
+        """Insert or replace with the concatenation of parts: 0 or an error."""
         value = _join_parts(parts)
         return 0 if not value else self.upsert(key, value, config)
 
     def get_replica_desc(self, key):
+        """The key's readable replicas as [ReplicaDescriptor] ([] on any failure); grants a read lease."""
         if not isinstance(key, str):
             raise TypeError("key: expected str")
         r = self._replica_desc(key)
@@ -386,6 +406,7 @@ class MooncakeDistributedStore(_mooncake.Store):
                 for st, size, addr, ep, _seg in r]
 
     def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor]} for keys that have readable replicas (failed keys omitted)."""
         out = {}
         for k in _str_list(keys, "keys"):
             d = self.get_replica_desc(k)
@@ -402,6 +423,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         return self._batch_replica_clear(keys, segment_name)
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+        """Buffer-major ranged reads: buffer b, key j, fragment f copies all_sizes[b][j][f] bytes from object
+        offset all_src_offsets[b][j][f] to buffer offset all_dst_offsets[b][j][f]. Result shaped like all_dst_offsets:
+        bytes read or negative (-600 outside the object or the registered buffer, -704 missing key)."""
         ptrs = [_check_uint("buffer_ptrs", p) for p in _seq(buffer_ptrs, "buffer_ptrs")]
         keys = [_str_list(k, "all_keys") for k in _seq(all_keys, "all_keys")]
         dst = [[_uint_list(f, "all_dst_offsets") for f in _seq(b, "all_dst_offsets")]
@@ -412,7 +436,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         result = [[[INVALID_PARAMS] * len(f) for f in b] for b in dst]
         if not (len(ptrs) == len(keys) == len(dst) == len(src) == len(sizes)):
             return result
-        cache = {}
+        # zero-copy: one get session for the distinct keys (one lookup), then every fragment as its own
+        # ranged read straight into its destination, so each fragment gets its own result
+        where, ek, ep, ez, eo = [], [], [], [], []
         for b, base in enumerate(ptrs):
             if not (len(keys[b]) == len(dst[b]) == len(src[b]) == len(sizes[b])):
                 continue
@@ -420,30 +446,24 @@ class MooncakeDistributedStore(_mooncake.Store):
                 d, s, z = dst[b][j], src[b][j], sizes[b][j]
                 if not (len(d) == len(s) == len(z)):
                     continue
-                if key not in cache:
-                    cache[key] = self._read_whole(key)
-                data = cache[key]
                 for f in range(len(d)):
-                    result[b][j][f] = self._copy_range(data, base + d[f], s[f], z[f])
+                    if base + d[f] < _U64:
+                        where.append((b, j, f))
+                        ek.append(key), ep.append([base + d[f]]), ez.append([z[f]]), eo.append([s[f]])
+        if not ek:
+            return result
+        uniq = list(dict.fromkeys(ek))
+        started = dict(zip(uniq, self.batch_get_session_start(uniq)))
+        try:
+            got = self.batch_get_into_multi_buffer_ranges(ek, ep, ez, eo)
+        finally:
+            self.batch_get_session_end(uniq)
+        for (b, j, f), key, r in zip(where, ek, got):
+            result[b][j][f] = started[key] if started[key] < 0 else r
         return result
 
-    def _read_whole(self, key):
-        size = self.get_size(key)
-        if size < 0:
-            return size
-        buf = ctypes.create_string_buffer(max(size, 1))
-        n = self.get_into(key, ctypes.addressof(buf), size)
-        return buf.raw[:n] if n >= 0 else n
-
-    def _copy_range(self, data, dst, off, size):
-        if isinstance(data, int):
-            return data
-        if off + size > len(data) or not self._is_registered(dst, max(size, 1)):
-            return INVALID_PARAMS
-        ctypes.memmove(dst, data[off:off + size], size)
-        return size
-
     def init_all(self, protocol, device_name, mount_segment_size=16 * 1024 * 1024):
+        """Legacy setup on fixed local addresses (localhost:12345, etcd 127.0.0.1:2379, master 127.0.0.1:50051)."""
         if self._ready:
             return INVALID_PARAMS
         return self._setup("localhost:12345", "127.0.0.1:2379", mount_segment_size, 1 << 30, protocol or "tcp",
@@ -451,37 +471,17 @@ class MooncakeDistributedStore(_mooncake.Store):
 
     # ---------------------------------------------------------------- P2: documented failure values
 
-    def _fail_list(self, keys):
-        return [NOT_SUPPORTED if self._ready else INVALID_PARAMS] * len(_str_list(keys, "keys"))
-
-    def batch_put_session_start(self, keys, sizes, config=None):
-        return self._fail_list(keys)
-
-    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
-        return self._fail_list(keys)
-
-    def batch_put_session_end(self, keys):
-        return self._fail_list(keys)
-
-    def batch_put_session_revoke(self, keys):
-        return self._fail_list(keys)
-
-    def batch_get_session_start(self, keys):
-        return self._fail_list(keys)
-
-    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
-        return self._fail_list(keys)
-
-    def batch_get_session_end(self, keys):
-        return 0
-
     def create_copy_task(self, key, targets):  # copy/move tasks: docs/python.md, "Copy and move tasks"
+        """Asks the master to copy key's object to each segment in targets (1..8 segment names); a client owning
+        the first target performs it. ((hi, lo) task id, 0), or ((0, 0), negative ErrorCode)."""
         if not isinstance(key, str):
             raise TypeError("key: expected str")
         hi, lo, rc = self._create_copy_task(key, list(_str_list(targets, "targets")))
         return (hi, lo), rc
 
     def create_move_task(self, key, source, target):
+        """Asks the master to move key's replica on segment source to segment target (the source replica is
+        freed once the copy is complete and its readers are done). ((hi, lo) task id, 0), or ((0, 0), negative)."""
         for name, v in (("key", key), ("source", source), ("target", target)):
             if not isinstance(v, str):
                 raise TypeError("%s: expected str" % name)
@@ -489,6 +489,8 @@ class MooncakeDistributedStore(_mooncake.Store):
         return (hi, lo), rc
 
     def query_task(self, task_id):
+        """(QueryTaskResponse, 0) for a task id of create_copy_task / create_move_task, or (None, negative
+        ErrorCode): -1400 an unknown or forgotten task."""
         if not isinstance(task_id, tuple) or len(task_id) != 2:
             raise TypeError("task_id: expected a 2-tuple of ints")
         r = self._query_task(_check_uint("task_id[0]", task_id[0]), _check_uint("task_id[1]", task_id[1]))
@@ -497,19 +499,45 @@ class MooncakeDistributedStore(_mooncake.Store):
         return QueryTaskResponse((r[0], r[1]), TaskType(r[2]), TaskStatus(r[3]), r[4], r[5], r[6], r[7]), 0
 
     def mount_segment(self, path, size, offset=0, protocol="tcp", location=""):
-        return {"ret": NOT_SUPPORTED, "segment_ids": []}
+        """Mounts size bytes of the file at path (from offset, page-aligned; shared mapping) as one more segment
+        of this client, under its segment name. {"ret": 0 or negative, "segment_ids": [id]} (docs/python.md,
+        "Extra segments")."""
+        if not isinstance(path, str) or not path:
+            raise TypeError("path: expected a non-empty str")
+        rc, sid = self._mount_extra(path, offset, size, _loc(protocol, location))
+        return {"ret": rc, "segment_ids": [sid] if rc == 0 else []}
 
     def allocate_and_mount_segment(self, size, protocol="tcp", location=""):
-        return {"ret": NOT_SUPPORTED, "segment_ids": [], "allocated_size": 0}
+        """Allocates size bytes and mounts them as one more segment of this client.
+        {"ret": 0 or negative, "segment_ids": [id], "allocated_size": bytes}."""
+        rc, sid = self._mount_extra(None, 0, size, _loc(protocol, location))
+        return {"ret": rc, "segment_ids": [sid] if rc == 0 else [], "allocated_size": size if rc == 0 else 0}
+
+    def _unmount(self, segment_ids, grace_period_seconds, free):
+        ids = _str_list(segment_ids, "segment_ids")
+        grace = _check_uint("grace_period_seconds", grace_period_seconds)
+        rc = 0
+        for sid in ids:
+            r = self._unmount_extra(sid, min(grace * 1000, _U64 - 1), free)
+            rc = rc or r
+        return rc
 
     def unmount_segment(self, segment_ids, grace_period_seconds=0):
-        return NOT_SUPPORTED
+        """Unmounts extra segments (mount_segment / allocate_and_mount_segment). grace_period_seconds > 0: they
+        stay readable and take no new allocations, and the master unmounts them when the grace ends. 0, or the
+        first failure (-101 an id that is not a mounted extra segment of this client)."""
+        return self._unmount(segment_ids, grace_period_seconds, False)
 
     def unmount_and_free_segment(self, segment_ids, grace_period_seconds=0):
-        return NOT_SUPPORTED
+        """unmount_segment, then gives the segments' memory back (the mapping or the allocation; after the
+        grace period). 0 or the first failure."""
+        return self._unmount(segment_ids, grace_period_seconds, True)
 
     def unmount_local_disk_segment(self, grace_period_seconds=0):
-        return NOT_SUPPORTED
+        """Unmounts this client's local-disk (SSD offload) segment: there is none here (no SSD offload), so
+        -101; -1 before setup."""
+        _check_uint("grace_period_seconds", grace_period_seconds)
+        return -101 if self._ready else -1
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
         _log.error("setup_dummy: dummy clients (a shared real client) are not supported")
@@ -519,9 +547,23 @@ class MooncakeDistributedStore(_mooncake.Store):
         return 0
 
     def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
-        return -1 if not self._ready else -NOT_SUPPORTED  # upstream quirk: a positive code on failure
+        """Stores metadata_size bytes at metadata_buffer_ptr followed by size bytes at buffer_ptr as one object
+        (zero-copy, as batch_put_from_multi_buffers). 0 on success (size 0: 0, nothing stored; an existing key:
+        0, value kept); on failure the positive ErrorCode (an upstream quirk: 600, 200, ...); -1 when not set up
+        or with prefer_alloc_in_same_node."""
+        if not isinstance(key, str):
+            raise TypeError("key: expected str")
+        ptrs = [_check_uint("metadata_buffer_ptr", metadata_buffer_ptr), _check_uint("buffer_ptr", buffer_ptr)]
+        lens = [_check_uint("metadata_size", metadata_size), _check_uint("size", size)]
+        if not self._ready or (config is not None and getattr(config, "prefer_alloc_in_same_node", False)):
+            return -1
+        if lens[1] == 0:
+            return 0
+        rc = self.batch_put_from_multi_buffers([key], [ptrs], [lens], config)[0]
+        return -rc if rc < 0 else 0
 
     def get_offload_rpc_read_count(self):
+        """Reads served through SSD offload RPCs: always 0 (no SSD offload here)."""
         return 0
 
 

@@ -151,8 +151,9 @@ void mc_fill_int(int *r, size_t n, int v) {
   for (size_t i = 0; i < n; i++) r[i] = v;
 }
 
-int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
-                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out) {
+int mc_store_batch_write_grouped(mooncake_store_t store, const char **keys, const void *const *values,
+                                 const size_t *sizes, size_t count, const mc_replicate_config_t *config,
+                                 const char *const *group_ids, int flags, int *results_out) {
   struct mc_store *s = store;
   if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
   if (!count) return 0;
@@ -160,9 +161,14 @@ int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *
     mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
   }
-  mc_write_batch(s, flags, keys, values, sizes, count, config, results_out);
+  mc_write_batch(s, flags, keys, values, sizes, count, config, group_ids, results_out);
   mc_api_leave(s);
   return 0;
+}
+
+int mc_store_batch_write(mooncake_store_t store, const char **keys, const void *const *values, const size_t *sizes,
+                         size_t count, const mc_replicate_config_t *config, int flags, int *results_out) {
+  return mc_store_batch_write_grouped(store, keys, values, sizes, count, config, NULL, flags, results_out);
 }
 
 int mooncake_store_batch_put_from(mooncake_store_t store, const char **keys, void **buffers, const size_t *sizes,

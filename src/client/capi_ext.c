@@ -106,12 +106,19 @@ static void multi_close(struct mc_store *s, struct multi *m, size_t count) {
 int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
                                const size_t *nbufs, size_t count, const mc_replicate_config_t *config, int flags,
                                int *results_out) {
+  return mc_store_batch_write_multi_grouped(store, keys, bufs, sizes, nbufs, count, config, NULL, flags, results_out);
+}
+
+int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys, const void *const *bufs,
+                                       const size_t *sizes, const size_t *nbufs, size_t count,
+                                       const mc_replicate_config_t *config, const char *const *group_ids, int flags,
+                                       int *results_out) {
   struct mc_store *s = store;
   if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
   if (!count || !enter_batch(s, count, results_out)) return 0;
   struct multi m;
   multi_open(s, &m, bufs, sizes, nbufs, count);
-  const char **k = mc_calloc(count, sizeof(char *));
+  const char **k = mc_calloc(count, sizeof(char *)), **g = group_ids ? mc_calloc(count, sizeof(char *)) : NULL;
   size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
   for (size_t i = 0; i < count; i++) {
     if (m.a[i].kind < 0) { /* total 0, or no memory to gather into */
@@ -119,13 +126,15 @@ int mc_store_batch_write_multi(mooncake_store_t store, const char **keys, const 
       continue;
     }
     if (m.a[i].kind) area_copy(&m.a[i], (void *const *)bufs + m.first[i], sizes + m.first[i], nbufs[i], m.a[i].len, 1);
+    if (g) g[n] = group_ids[i];
     k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
   }
   int *r = mc_calloc(n ? n : 1, sizeof(int));
-  mc_write_batch(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, r); /* zero-copy */
+  mc_write_batch(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, g, r); /* zero-copy */
   for (size_t j = 0; j < n; j++) results_out[pos[j]] = r[j];
   mc_free(r);
   mc_free(pos);
+  mc_free(g);
   mc_free(k);
   multi_close(s, &m, count);
   mc_api_leave(s);

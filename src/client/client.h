@@ -50,6 +50,16 @@ struct mc_cstats {
   int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending */
 };
 
+/* A segment mounted at runtime besides the main one (xseg.c; docs/store-client.md, "Extra segments"). */
+struct mc_xseg {
+  struct mc_segment_rec rec; /* as mounted (strings owned); rec.id names it */
+  char *base;
+  uint64_t size;
+  int file;              /* 1: a mapping of a file (munmap), 0: mc_te_alloc_shared memory */
+  int mounted;           /* 0 once unmounted (or a graceful unmount was asked for) */
+  uint64_t free_at_ms;   /* > 0: its memory goes at this time (unmount_and_free with a grace period) */
+};
+
 struct mc_store {
   /* writer-preferring; read-held by every API call, write-held by setup and teardown (outermost lock) */
   pthread_rwlock_t life;
@@ -123,6 +133,12 @@ struct mc_store {
   struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
   struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
   struct mc_exec *exec;       /* the task executor's thread (tasks.c); NULL when not running */
+  struct mc_sessions *sessions; /* layer-wise put and get sessions (session.c); lives as long as the handle */
+  struct { /* extra segments (xseg.c) */
+    pthread_rwlock_t mu; /* guards v/n and the memory: own-segment copies read-hold it (xfer.c); a leaf */
+    struct mc_xseg *v;
+    size_t n, cap;
+  } xsegs;
 
   struct { /* the client HTTP server (http.c); daemon NULL when disabled or not bound */
     struct MHD_Daemon *daemon;
@@ -144,6 +160,15 @@ static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->
 int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
                      const void *results);
 void mc_fill_int(int *r, size_t n, int v);
+/* ---- xseg.c ---- */
+/* Teardown: unmounts the extra segments and frees their memory (before the engine goes). */
+void mc_xsegs_teardown(struct mc_store *s);
+int mcli_graceful_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, uint64_t grace_ms, int tmo);
+/* ---- session.c ---- */
+void mc_sessions_init(struct mc_store *s);
+void mc_sessions_free(struct mc_store *s);
+/* Teardown: revokes the open put sessions (best effort) and drops every session. */
+void mc_sessions_teardown(struct mc_store *s);
 
 /* ---- setup.c ---- */
 struct mc_store *mc_store_alloc(void);
@@ -405,9 +430,17 @@ int mcli_mark_task(struct mcli *c, struct mc_uuid id, struct mc_uuid task, int s
 /* One write (flags: MC_WRITE_COPY, MC_WRITE_UPSERT; cfg NULL = defaults), the put contract. 0 or an error. */
 int mc_write(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
              const mc_replicate_config_t *cfg);
-/* A batch of writes (flags as mc_write), one result per key. */
+/* A batch of writes (flags as mc_write), one result per key. groups: NULL, or each key's key group (NULL or
+ * "" = none; docs/master.md, "Key groups"). */
 void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, int *results);
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, const char *const *groups,
+                    int *results);
+/* The master-protocol config of a write in key group `group` (NULL or "": none); free with
+ * mc_put_config_free, also after an error (-600 for an invalid config). */
+int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const char *group, struct mc_put_config *out);
+/* 0..n-1 ordered by groups[i] (NULL array or entry = ""), request order within a group (mc_free). */
+size_t *mc_group_order(const char *const *groups, size_t n);
+const char *mc_group_of(const char *const *groups, size_t i);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
 void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
                   int64_t *results);

@@ -172,6 +172,14 @@ int mcli_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, int tmo)
   return call_void(c, MC_OP_UNMOUNT_SEGMENT, &req, tmo);
 }
 
+int mcli_graceful_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, uint64_t grace_ms, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, seg);
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, grace_ms);
+  return call_void(c, MC_OP_GRACEFUL_UNMOUNT, &req, tmo);
+}
+
 const struct mc_write_ops mc_put_ops = {MC_OP_PUT_START, MC_OP_PUT_END, MC_OP_PUT_REVOKE, MC_OP_BATCH_PUT_START,
                                        MC_OP_BATCH_PUT_END, MC_OP_BATCH_PUT_REVOKE, "put"};
 const struct mc_write_ops mc_upsert_ops = {MC_OP_UPSERT_START,       MC_OP_UPSERT_END,       MC_OP_UPSERT_REVOKE,

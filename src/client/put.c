@@ -67,7 +67,8 @@ static int extent_value(const char *key, uint64_t len) { return len && len <= EX
 
 /* Whether writes of ops with cfg may go through write extents at all. */
 static int extents_for(const struct mc_store *s, const struct mc_write_ops *ops, const struct mc_put_config *cfg) {
-  return ops == &mc_put_ops && s->fastput && cfg->replica_num == 1;
+  /* a grouped key goes through PutStart: the master places it with its group (docs/master.md, "Key groups") */
+  return ops == &mc_put_ops && s->fastput && cfg->replica_num == 1 && !cfg->group;
 }
 
 /* ------------------------------------------------------------------ PutStart/PutEnd */
@@ -431,12 +432,70 @@ static void put_batch_copy(struct mc_store *s, const struct mc_write_ops *ops, c
   mc_free(k);
 }
 
-void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, int *results) {
+/* The keys of one group: one sub-batch (the master's config carries one group per request). */
+static void write_batch_group(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                              const size_t *sizes, size_t n, const mc_replicate_config_t *config, const char *group,
+                              int *results) {
   struct mc_put_config cfg;
-  int rc = put_config(s, config, &cfg);
+  int rc = mc_write_config(s, config, group, &cfg);
   if (rc) mc_fill_int(results, n, rc);
   else if (flags & MC_WRITE_COPY) put_batch_copy(s, write_ops(flags), keys, values, sizes, n, &cfg, results);
   else put_batch(s, write_ops(flags), keys, (void *const *)values, sizes, n, &cfg, results);
   mc_put_config_free(&cfg);
+}
+
+struct grouped {
+  const char *g;
+  size_t i;
+};
+
+static int by_group(const void *a, const void *b) {
+  const struct grouped *x = a, *y = b;
+  int c = strcmp(x->g, y->g);
+  return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+size_t *mc_group_order(const char *const *groups, size_t n) {
+  struct grouped *o = mc_calloc(n ? n : 1, sizeof(*o));
+  for (size_t i = 0; i < n; i++) o[i] = (struct grouped){groups && groups[i] ? groups[i] : "", i};
+  qsort(o, n, sizeof(*o), by_group);
+  size_t *order = mc_calloc(n ? n : 1, sizeof(*order));
+  for (size_t i = 0; i < n; i++) order[i] = o[i].i;
+  mc_free(o);
+  return order;
+}
+
+const char *mc_group_of(const char *const *groups, size_t i) { return groups && groups[i] ? groups[i] : ""; }
+
+int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const char *group, struct mc_put_config *out) {
+  int rc = put_config(s, in, out);
+  if (!rc && group && *group) out->group = mc_strdup(group);
+  return rc;
+}
+
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, const char *const *groups,
+                    int *results) {
+  if (!groups || !n) {
+    write_batch_group(s, flags, keys, values, sizes, n, config, NULL, results);
+    return;
+  }
+  /* keys ordered by group (request order within one), each group one sub-batch */
+  size_t *o = mc_group_order(groups, n);
+  const char **k = mc_calloc(n, sizeof(*k));
+  const void **v = mc_calloc(n, sizeof(*v));
+  size_t *z = mc_calloc(n, sizeof(*z));
+  int *r = mc_calloc(n, sizeof(*r));
+  for (size_t a = 0, b; a < n; a = b) {
+    const char *g = mc_group_of(groups, o[a]);
+    for (b = a; b < n && !strcmp(mc_group_of(groups, o[b]), g); b++)
+      k[b - a] = keys[o[b]], v[b - a] = values[o[b]], z[b - a] = sizes[o[b]];
+    write_batch_group(s, flags, k, v, z, b - a, config, g, r);
+    for (size_t j = a; j < b; j++) results[o[j]] = r[j - a];
+  }
+  mc_free(r);
+  mc_free(z);
+  mc_free(v);
+  mc_free(k);
+  mc_free(o);
 }

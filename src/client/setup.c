@@ -40,6 +40,8 @@ struct mc_store *mc_store_alloc(void) {
   pthread_mutex_init(&s->shun.mu, NULL);
   pthread_mutex_init(&s->stats.mu, NULL);
   mc_heartbeat_init(s);
+  mc_sessions_init(s);
+  pthread_rwlock_init(&s->xsegs.mu, NULL);
   s->self.port_fd = -1;
   return s;
 }
@@ -50,6 +52,8 @@ void mc_store_free(struct mc_store *s) {
   pthread_mutex_destroy(&s->shun.mu);
   pthread_mutex_destroy(&s->stats.mu);
   mc_heartbeat_destroy(s);
+  mc_sessions_free(s);
+  pthread_rwlock_destroy(&s->xsegs.mu);
   mc_free(s);
 }
 
@@ -394,12 +398,14 @@ static void release_engine_memory(struct mc_store *s) {
 
 void mc_store_do_teardown(struct mc_store *s) {
   mc_http_stop(s); /* first: its handlers read the master connection and the name */
+  mc_sessions_teardown(s); /* open put sessions revoked while the master line is up */
   mc_leader_close(s); /* it retargets the master line and kicks the heartbeat */
   mc_heartbeat_stop(s);
   mc_tasks_stop(s);
   mc_hindex_stop(s);
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
+  mc_xsegs_teardown(s);
   if (s->seg.mounted) {
     int rc = mcli_unmount(s->master.cli, s->seg.rec.id, s->self.client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->self.name, mooncake_store_err_name(rc));

@@ -69,19 +69,33 @@ int mc_regs_covers(struct mc_store *s, const void *p, uint64_t len) {
 
 /* ------------------------------------------------------------------ own segment */
 
+/* The memory of own-segment address a (len bytes) in the main segment or a mounted extra one, or NULL. */
+static char *own_memory(struct mc_store *s, uint64_t a, uint64_t len) {
+  uint64_t base = (uint64_t)(uintptr_t)s->seg.base;
+  if (s->seg.base && a >= base && a - base < s->seg.size && len <= s->seg.size - (a - base)) return (char *)(uintptr_t)a;
+  for (size_t i = 0; i < s->xsegs.n; i++) {
+    const struct mc_xseg *g = &s->xsegs.v[i];
+    uint64_t b = (uint64_t)(uintptr_t)g->base;
+    if (a >= b && a - b < g->size && len <= g->size - (a - b)) return (char *)(uintptr_t)a;
+  }
+  return NULL;
+}
+
 static void own_copy(struct mc_store *s, struct mc_xfer *x) {
-  uint64_t base = (uint64_t)(uintptr_t)s->seg.base, off = x->remote - base;
   x->path = "local";
-  if (!s->seg.base || x->remote < base || off >= s->seg.size || x->len > s->seg.size - off) {
-    LOG_WARN("replica at 0x%llx+%llu is outside this client's segment", (unsigned long long)x->remote,
+  pthread_rwlock_rdlock(&s->xsegs.mu); /* an extra segment's memory is not freed under a copy */
+  char *mine = own_memory(s, x->remote, x->len);
+  if (!mine) {
+    pthread_rwlock_unlock(&s->xsegs.mu);
+    LOG_WARN("replica at 0x%llx+%llu is outside this client's segments", (unsigned long long)x->remote,
              (unsigned long long)x->len);
     x->rc = MC_TRANSFER_FAIL;
     return;
   }
   uint64_t t0 = mc_now_ns();
-  char *mine = s->seg.base + off;
   if (x->opcode == OPCODE_WRITE) memcpy(mine, x->local, x->len);
   else memcpy(x->local, mine, x->len);
+  pthread_rwlock_unlock(&s->xsegs.mu);
   x->dur_us = (mc_now_ns() - t0) / 1000;
   x->rc = 0;
 }

@@ -159,19 +159,55 @@ static const struct evict_cand *cursor_next(struct cursor *cu, size_t want) {
   return &cu->c[cu->next++];
 }
 
-/* Evicts the candidate if it still qualifies: 1 when evicted, adding the replica bytes freed to *bytes. */
-static int evict_one(struct mc_master *m, const struct evict_cand *c, int allow_soft, uint64_t *bytes) {
+/* The key groups of the members a run evicted (docs/master.md, "Key groups"), each held once, so the run
+ * can take their other members after its passes. */
+struct taken_groups {
+  struct kgroup **g;
+  size_t n, cap;
+};
+
+static void note_group(struct mc_master *m, struct taken_groups *t, struct kgroup *g) {
+  if (!g) return;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->g[i] == g) return;
+  if (t->n == t->cap) t->g = mc_realloc(t->g, sizeof(*t->g) * (t->cap = t->cap ? 2 * t->cap : 16));
+  mc_kgroup_hold(m, g);
+  t->g[t->n++] = g;
+}
+
+static int taken(const struct taken_groups *t, const struct kgroup *g) {
+  for (size_t i = 0; g && i < t->n; i++)
+    if (t->g[i] == g) return 1;
+  return 0;
+}
+
+/* Whether eviction may take o now: evictable, its lease and its key group's expired, and not soft-pinned
+ * unless allow_soft. */
+static int may_evict(const struct object *o, uint64_t now, int allow_soft) {
+  return evictable(o) && o->lease_ns <= now && !mc_kgroup_leased(o->kg, now) &&
+         (allow_soft || !soft_pinned(o, now));
+}
+
+/* Evicts o (shard lock held), noting its key group; adds the replica bytes freed to *bytes. */
+static void evict_obj(struct mc_master *m, struct shard *sh, struct object *o, struct taken_groups *t,
+                      uint64_t *bytes) {
+  MLOG_V(2, "key=%s, info=evicted", o->key);
+  note_group(m, t, o->kg);
+  *bytes += o->size * o->nrep;
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
+  o->nrep = 0;
+  mc_obj_erase(m, sh, o);
+}
+
+/* Evicts the candidate if it still qualifies: 1 when evicted. */
+static int evict_one(struct mc_master *m, const struct evict_cand *c, int allow_soft, struct taken_groups *t,
+                     uint64_t *bytes) {
   struct shard *sh = &m->shards[c->hash & (MC_NSHARDS - 1)];
   int done = 0;
-  uint64_t now = mc_now_ns();
   pthread_mutex_lock(&sh->mu);
   struct object *o = mc_obj_find_seq(sh, c->hash, c->seq);
-  if (o && evictable(o) && o->lease_ns <= now && (allow_soft || !soft_pinned(o, now))) {
-    MLOG_V(2, "key=%s, info=evicted", o->key);
-    *bytes += o->size * o->nrep;
-    for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
-    o->nrep = 0;
-    mc_obj_erase(m, sh, o);
+  if (o && may_evict(o, mc_now_ns(), allow_soft)) {
+    evict_obj(m, sh, o, t, bytes);
     done = 1;
   }
   pthread_mutex_unlock(&sh->mu);
@@ -179,10 +215,34 @@ static int evict_one(struct mc_master *m, const struct evict_cand *c, int allow_
 }
 
 /* Evicts candidates from the cursor, oldest first, until *evicted reaches goal or they run out. */
-static void evict_pass(struct mc_master *m, struct cursor *cu, int soft, uint64_t goal, uint64_t *evicted,
-                       uint64_t *bytes) {
+static void evict_pass(struct mc_master *m, struct cursor *cu, int soft, uint64_t goal, struct taken_groups *t,
+                       uint64_t *evicted, uint64_t *bytes) {
   const struct evict_cand *c;
-  while (*evicted < goal && (c = cursor_next(cu, (size_t)(goal - *evicted)))) *evicted += (uint64_t)evict_one(m, c, soft, bytes);
+  while (*evicted < goal && (c = cursor_next(cu, (size_t)(goal - *evicted))))
+    *evicted += (uint64_t)evict_one(m, c, soft, t, bytes);
+}
+
+/* Grouped keys are evicted together: after the passes, every other member of a group the run took from
+ * that eviction may take (soft-pinned ones only when the master allows evicting those) goes too, in one
+ * more walk of the shards. Then the run's holds on the groups are dropped. */
+static void evict_groups(struct mc_master *m, struct taken_groups *t, uint64_t *evicted, uint64_t *bytes) {
+  int soft = m->cfg.allow_evict_soft_pinned_objects;
+  for (uint32_t i = 0; t->n && i < MC_NSHARDS; i++) {
+    struct shard *sh = &m->shards[i];
+    pthread_mutex_lock(&sh->mu);
+    uint64_t now = mc_now_ns();
+    for (uint32_t b = 0; b < sh->nbuckets; b++)
+      for (struct object *o = sh->buckets[b], *next; o; o = next) {
+        next = o->next;
+        if (taken(t, o->kg) && may_evict(o, now, soft)) {
+          evict_obj(m, sh, o, t, bytes);
+          ++*evicted;
+        }
+      }
+    pthread_mutex_unlock(&sh->mu);
+  }
+  for (size_t i = 0; i < t->n; i++) mc_kgroup_put(m, t->g[i]);
+  mc_free(t->g);
 }
 
 /* ceil(base * ratio), forgiving the binary rounding of ratios like 0.05 (400 * 0.05 = 20, not 21). */
@@ -208,8 +268,11 @@ uint64_t mc_evict_run(struct mc_master *m, double ratio) {
   uint64_t evicted = 0, bytes = 0, goal1 = ceil_count(s.base, target), goal2 = ceil_count(s.base, lower);
   /* pass 1 stops at goal1 or when the plain candidates run out; goal2 <= goal1 (lower <= target), so
    * falling short of goal2 means none are left and pass 2 takes soft-pinned ones only */
-  evict_pass(m, &plain, 0, goal1, &evicted, &bytes);
-  if (evicted < goal2 && m->cfg.allow_evict_soft_pinned_objects) evict_pass(m, &soft, 1, goal2, &evicted, &bytes);
+  struct taken_groups groups = {0};
+  evict_pass(m, &plain, 0, goal1, &groups, &evicted, &bytes);
+  if (evicted < goal2 && m->cfg.allow_evict_soft_pinned_objects)
+    evict_pass(m, &soft, 1, goal2, &groups, &evicted, &bytes);
+  evict_groups(m, &groups, &evicted, &bytes);
   /* The run answered the failed put; a later failure sets the flag again. */
   atomic_store(&m->need_eviction, 0);
   mc_metrics_eviction_run(m->ms, evicted, bytes);

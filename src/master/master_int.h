@@ -147,6 +147,7 @@ struct object {
   struct mc_uuid owner;
   uint8_t hard_pin;
   uint8_t in_task; /* under a copy or move task (tasks.c): its PROCESSING replicas are the task's targets */
+  struct kgroup *kg; /* its key group (kgroup.c), holding a reference, or NULL */
   uint32_t nrep;
   struct replica *rep; /* &rep1 for a single replica (most objects: no allocation of its own), else an array */
   struct replica rep1;
@@ -229,6 +230,8 @@ struct mc_master {
   struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
   struct mc_tasks *tasks;      /* copy and move tasks (tasks.c) */
   struct mc_restore *restore; /* a snapshot's entries waiting for their segments (snapshot.c), or NULL */
+  pthread_mutex_t kgroup_mu;  /* a leaf lock: guards kgroups and each group's refs and segment */
+  struct mc_htab kgroups;     /* struct kgroup by name (kgroup.c; docs/master.md, "Key groups") */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -270,6 +273,24 @@ void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
 struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
 /* Drops replicas on UNMOUNTING segments without freeing (their allocators are going away). */
 void mc_obj_drop_dead(struct object *o);
+/* ---- key groups (kgroup.c; docs/master.md, "Key groups") ---- */
+void mc_kgroup_init(struct mc_master *m);
+void mc_kgroup_destroy(struct mc_master *m);
+/* The group of that name with a reference taken (created when new); NULL for NULL or "". */
+struct kgroup *mc_kgroup_get(struct mc_master *m, const char *name);
+void mc_kgroup_hold(struct mc_master *m, struct kgroup *g);
+/* Drops a reference (NULL: nothing); the last one frees the group. */
+void mc_kgroup_put(struct mc_master *m, struct kgroup *g);
+/* A copy of the group's segment name (mc_free), or NULL before its first member was placed. */
+char *mc_kgroup_segment(struct mc_master *m, struct kgroup *g);
+/* Records where a member went: the group's segment from now on. */
+void mc_kgroup_placed(struct mc_master *m, struct kgroup *g, const char *seg);
+/* A read lease until until_ns on a member of g: the group's lease (shared: eviction spares every member). */
+void mc_kgroup_lease(struct kgroup *g, uint64_t until_ns);
+/* Whether g (NULL: no group) is under a read lease at now_ns. */
+int mc_kgroup_leased(const struct kgroup *g, uint64_t now_ns);
+/* o now names g (taking over the caller's reference); its previous group's reference is dropped. */
+void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g);
 void mc_objects_init(struct mc_master *m);
 void mc_objects_destroy(struct mc_master *m);
 /* A put whose one replica is already written (extent commit, extents.c): validates like PutStart, then

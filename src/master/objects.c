@@ -108,6 +108,7 @@ void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o) {
   sh->count--;
   atomic_fetch_sub(&m->nobjects, 1);
   if (o->soft_pin_ttl_ms) atomic_fetch_sub(&m->n_soft_pinned, 1);
+  mc_kgroup_put(m, o->kg);
   drop_rep_storage(o);
   mc_free(o);
 }
@@ -118,6 +119,7 @@ void mc_objects_init(struct mc_master *m) {
     m->shards[i].nbuckets = 16;
     m->shards[i].buckets = mc_calloc(16, sizeof(struct object *));
   }
+  mc_kgroup_init(m);
 }
 
 /* Called with no other user left: segments are freed separately, so replicas are simply dropped. */
@@ -133,6 +135,7 @@ void mc_objects_destroy(struct mc_master *m) {
     mc_free(sh->buckets);
     pthread_mutex_destroy(&sh->mu);
   }
+  mc_kgroup_destroy(m); /* the objects' references went with them */
 }
 
 /* ------------------------------------------------------------------ replicas */
@@ -277,6 +280,7 @@ static void encode_readable(struct mc_wbuf *w, const struct object *o) {
 static void grant_lease(struct mc_master *m, struct object *o, uint64_t now) {
   uint64_t until = now + m->cfg.lease_ttl_ms * MC_NS_PER_MS;
   if (until > o->lease_ns) o->lease_ns = until;
+  if (o->kg) mc_kgroup_lease(o->kg, until); /* and the group's: no member is evicted meanwhile */
 }
 
 /* Looks key up with dead replicas dropped; an object left without replicas is erased (NULL). */
@@ -414,6 +418,23 @@ static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, st
   return 1;
 }
 
+/* mc_place for a put in key group g (NULL: none): the group's segment is tried first, before the put's
+ * own preferred segments; the first member placed fixes it (docs/master.md, "Key groups"). */
+static uint32_t place_in_group(struct mc_master *m, struct kgroup *g, const struct mc_put_config *pc, uint64_t len,
+                               uint64_t h, struct replica **reps, uint32_t *nok) {
+  char *seg = g ? mc_kgroup_segment(m, g) : NULL;
+  struct mc_put_config gpc = *pc;
+  if (seg) {
+    gpc.preferred[0] = seg;
+    gpc.n_preferred = MC_MIN(pc->n_preferred + 1, (uint32_t)MC_MAX_PREFERRED);
+    memcpy(&gpc.preferred[1], pc->preferred, sizeof(char *) * (gpc.n_preferred - 1));
+  }
+  uint32_t n = mc_place(m, &gpc, len, h, reps, pc->replica_num, nok);
+  if (g && n && !seg) mc_kgroup_placed(m, g, (*reps)[0].seg->name);
+  mc_free(seg);
+  return n;
+}
+
 /* PutStart (upsert 0) and UpsertStart (upsert 1): they differ only in what an existing key does. */
 static int start_write(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
                        const struct mc_put_config *pc, struct mc_wbuf *w, int upsert) {
@@ -430,17 +451,21 @@ static int start_write(struct mc_master *m, struct mc_uuid client, const void *k
     return rc;
   }
   int up = o && upsert ? upsert_existing(m, o, h, client, len, pc, soft_ttl, now, w) : 0;
+  if (up > 0) mc_kgroup_assign(m, o, mc_kgroup_get(m, pc->group));
   if (up) {
     pthread_mutex_unlock(&sh->mu);
     return up > 0 ? 0 : up;
   }
   struct replica *reps = NULL;
-  uint32_t nok = 0, n = mc_place(m, pc, len, h, &reps, pc->replica_num, &nok);
+  struct kgroup *g = mc_kgroup_get(m, pc->group);
+  uint32_t nok = 0, n = place_in_group(m, g, pc, len, h, &reps, &nok);
   if (n) {
     if (!o) o = insert_new(m, sh, h, key, klen);
     install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
-  } else if (o) {
-    mc_obj_erase(m, sh, o); /* a preempted put (or replaced object) whose replacement found no space */
+    mc_kgroup_assign(m, o, g);
+  } else {
+    mc_kgroup_put(m, g);
+    if (o) mc_obj_erase(m, sh, o); /* a preempted put (or replaced object) whose replacement found no space */
   }
   pthread_mutex_unlock(&sh->mu);
   if (n) return 0;

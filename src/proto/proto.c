@@ -50,6 +50,7 @@ void mc_put_config(struct mc_wbuf *w, const struct mc_put_config *c) {
   for (uint32_t i = 0; i < c->n_preferred; i++) mc_w_str(w, c->preferred[i]);
   mc_w_str(w, c->writer_host_id);
   mc_w_str(w, c->writer_zone);
+  mc_w_str(w, c->group);
 }
 
 void mc_get_config(struct mc_rbuf_rd *r, struct mc_put_config *c) {
@@ -65,6 +66,7 @@ void mc_get_config(struct mc_rbuf_rd *r, struct mc_put_config *c) {
   for (uint32_t i = 0; i < c->n_preferred; i++) c->preferred[i] = mc_r_str(r);
   c->writer_host_id = mc_r_str(r);
   c->writer_zone = mc_r_str(r);
+  c->group = mc_r_str(r);
 }
 
 void mc_put_config_free(struct mc_put_config *c) {
@@ -72,7 +74,8 @@ void mc_put_config_free(struct mc_put_config *c) {
   c->n_preferred = 0;
   mc_free(c->writer_host_id);
   mc_free(c->writer_zone);
-  c->writer_host_id = c->writer_zone = NULL;
+  mc_free(c->group);
+  c->writer_host_id = c->writer_zone = c->group = NULL;
 }
 
 void mc_put_replica(struct mc_wbuf *w, const struct mc_replica_rec *rec) { MC_REPLICA_FIELDS(PUT_) }

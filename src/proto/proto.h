@@ -186,6 +186,8 @@ struct mc_put_config {
   char *preferred[MC_MAX_PREFERRED];
   char *writer_host_id; /* placement: the writer's host and zone (docs/master.md, "Placement") */
   char *writer_zone;
+  char *group; /* the key's group (NULL / "" = none): grouped keys share placement and eviction
+                  (docs/master.md, "Key groups"); the last field on the wire */
   const char *tenant; /* not on the wire: the writer's tenant (NULL = the whole cluster); placement uses
                          only that realm's segments (docs/security.md, "Tenants"); not owned */
 };

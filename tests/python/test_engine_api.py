@@ -3,6 +3,7 @@ registration codes, sync/async transfers and upstream's engine test pattern (ran
 write_bytes_to_buffer / transfer_sync_write / transfer_sync_read / read_bytes_from_buffer rounds; 100-entry
 batch sync and async transfers checked with get_batch_transfer_status)."""
 
+import json
 import random
 import time
 
@@ -118,3 +119,24 @@ def test_rdma_protocol_falls_back():
     assert a.write_bytes_to_buffer(ibuf, b"rdma-or-tcp", 11) == 0
     assert a.transfer_sync_write(session(b), ibuf, tbuf, 11) == 0
     assert b.read_bytes_from_buffer(tbuf, 11) == b"rdma-or-tcp"
+
+
+def test_local_topology(tmp_path):
+    """get_local_topology: upstream's NIC priority matrix of the RDMA devices found (docs/python.md, "Topology"),
+    read from a sysfs tree: here a fake one with two NUMA nodes, and this host's."""
+    ib = tmp_path / "class" / "infiniband"
+    for dev, node in (("mlx5_0", "1"), ("mlx5_1", "0"), ("rxe0", None)):
+        (ib / dev / "device").mkdir(parents=True)
+        if node is not None:
+            (ib / dev / "device" / "numa_node").write_text(node + "\n")
+    for n in ("node0", "node1", "possible"):
+        (tmp_path / "devices" / "system" / "node" / n).mkdir(parents=True)
+    assert me._topology("", str(tmp_path)) == {"cpu:0": [["mlx5_1", "rxe0"], ["mlx5_0"]],
+                                               "cpu:1": [["mlx5_0"], ["mlx5_1", "rxe0"]]}
+    assert me._topology("mlx5_0, nope", str(tmp_path)) == {"cpu:0": [[], ["mlx5_0"]], "cpu:1": [["mlx5_0"], []]}
+    assert me._topology("", str(tmp_path / "none")) == {}
+    e = TransferEngine()
+    assert json.loads(e.get_local_topology()) == me._topology("")  # works before initialize, too
+    assert json.loads(e.get_local_topology("mlx5_0")) == me._topology("mlx5_0")
+    with pytest.raises(TypeError):
+        e.get_local_topology(3)
