@@ -503,11 +503,12 @@ class MooncakeDistributedStore(_mooncake.Store):
         return NOT_SUPPORTED
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        _log.error("setup_dummy: dummy clients (a shared real client) are not supported")
-        return NOT_SUPPORTED
+        """Standalone mode (docs/standalone.md): every later call goes to the mooncake_client process of this
+        host named by server_address's port; the methods route there inside the C library."""
+        return self._setup_dummy(mem_pool_size, local_buffer_size, server_address)
 
     def alloc_from_mem_pool(self, size):
-        return 0
+        return self._alloc_from_mem_pool(size)
 
     def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
         return -1 if not self._ready else -NOT_SUPPORTED  # upstream quirk: a positive code on failure
