@@ -259,6 +259,10 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
         if (direct && shared_off(d, bufs[j], sizes[j]) < 0) direct = 0;
       }
       stot[i] = tot;
+      if (copy && !tot) { /* a copying write of nothing: -600, as the real client's own put */
+        res[i] = MC_INVALID_PARAMS;
+        continue;
+      }
       if (direct) {
         soff[i] = UINT64_MAX;
       } else if (tot > stage) {

@@ -84,6 +84,15 @@ DUMMY = textwrap.dedent('''
     assert s.get_into(okeys[3], ctypes.addressof(heap), size) == size
     assert heap.raw == bytes([(3 * 7 + ord(other[0])) & 255]) * size
     assert s.get_size(okeys[2]) == size and s.remove("missing_" + me) == -704
+    # copying forms through the dummy's staging area
+    assert s.put(me + "_empty", b"") < 0 and s.is_exist(me + "_empty") == 0
+    assert s.put(me + "_big", b"z" * (16 * MiB + 1)) == -600
+    assert s.upsert(wk, b"new value") == 0 and s.get(wk) == b"new value"
+    assert s.put_batch([me + "_p1", me + "_p2"], [b"one", b"two" * 1000]) == 0
+    assert s.get_batch([me + "_p1", me + "_p2", "nothing"]) == [b"one", b"two" * 1000, b""]
+    h = s.get_buffer(me + "_p2")
+    assert h is not None and bytes(h) == b"two" * 1000
+    assert s.batch_remove([me + "_p1", me + "_p1"], True) == [0, -704]
     assert s.health_check() == 0
     print("ok", flush=True)
     s.close()
