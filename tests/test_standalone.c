@@ -5,7 +5,7 @@
  * over the local socket (the bytes arrive in the shared pages); a dummy SIGKILLed in the middle of its
  * transfers leaves the real client serving the other; hostile peers on the socket (no descriptor, a pipe,
  * an unsealed or short memory file, offsets outside the shared memory, oversized and truncated frames,
- * stray descriptors) are refused and leave no descriptor behind. */
+ * stray descriptors, another user) are refused and leave no descriptor behind. */
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -367,6 +367,25 @@ static void test_hostile_frames(void) {
   CHECK_EQ(peer_cmd(&A, "GET after_1 %llu 51", 3 * MiB), (long long)(3 * MiB));
 }
 
+/* Only this user (or root) is served: a process of another user is hung up on before its HELLO is read.
+ * Needs root to become another user; without it the case says so and checks nothing. */
+static void test_other_user_refused(void) {
+  if (geteuid() != 0) {
+    fprintf(stderr, "  not root: cannot run a peer as another user here\n");
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534)) _exit(3);
+    int sealed = memfd_of(MiB, 1), fd = sock_connect();
+    uint64_t sz[2] = {MiB / 2, MiB};
+    if (fd < 0) _exit(2);
+    send_raw(fd, MC_DOP_HELLO, sz, 16, 16, sealed); /* may already fail: the real client hangs up at once */
+    _exit(recv_i64(fd) == -99 ? 0 : 1);
+  }
+  CHECK_EQ(mc_tp_exit_code_within(pid, 20000), 0);
+}
+
 /* Connections past --max_dummies are refused at once; the ones already there keep working. */
 static void test_connection_cap(void) {
   int fds[16], n = 0;
@@ -407,6 +426,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_zero_copy),
       TEST_CASE(test_dummy_dies_mid_operation),
       TEST_CASE(test_hostile_frames),
+      TEST_CASE(test_other_user_refused),
       TEST_CASE(test_connection_cap),
   };
   int rc = run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);

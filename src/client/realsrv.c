@@ -283,11 +283,12 @@ static int serve(struct conn *c, const struct mc_dummy_hdr *h, struct mc_drd *r,
       }
       int *ir = mc_calloc(q.count ? q.count : 1, sizeof(int));
       const char **k = (const char **)q.keys;
+      if (h->op != MC_DOP_SIZE && q.count &&
+          (h->op == MC_DOP_EXIST ? mooncake_store_batch_is_exist(s, k, q.count, ir)
+                                 : mc_store_batch_remove(s, k, q.count, (int)force, ir)))
+        mc_fill_int(ir, q.count, MC_INVALID_PARAMS);
       for (uint32_t i = 0; i < q.count; i++) {
-        if (h->op == MC_DOP_SIZE) v = mooncake_store_get_size(s, k[i]);
-        else if (i == 0 && h->op == MC_DOP_EXIST && mooncake_store_batch_is_exist(s, k, q.count, ir)) mc_fill_int(ir, q.count, MC_INVALID_PARAMS);
-        else if (i == 0 && h->op == MC_DOP_REMOVE && mc_store_batch_remove(s, k, q.count, (int)force, ir)) mc_fill_int(ir, q.count, MC_INVALID_PARAMS);
-        if (h->op != MC_DOP_SIZE) v = ir[i];
+        v = h->op == MC_DOP_SIZE ? mooncake_store_get_size(s, k[i]) : ir[i];
         mc_dbuf_put(out, &v, 8);
       }
       mc_free(ir);
