@@ -24,6 +24,8 @@
 #define HELLO_TIMEOUT_MS 60000
 #define CALL_TIMEOUT_MS 120000 /* bounds a reply; the real client's own calls are bounded below this */
 #define POOL_ALIGN 64
+#define MAX_REQ (MC_DUMMY_MAX_BODY - 4096) /* requests are cut to stay below the real client's frame limit */
+#define CFG_BYTES 4096                       /* room for the config of a write (preferred segments included) */
 
 /* ------------------------------------------------------------------ shared helpers (both ends) */
 
@@ -249,10 +251,15 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
   int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
   pthread_mutex_lock(&d->mu);
   for (size_t i = 0; i < count;) {
-    size_t m = 0;
-    uint64_t used = 0;
+    size_t m = 0, nbuf = 0;
+    uint64_t used = 0, body = CFG_BYTES;
     for (; i < count; i++) {
-      uint64_t tot = 0;
+      uint64_t tot = 0, kb = 8 + strlen(keys[i]) + 16 * nb[i]; /* this key's bytes in the request */
+      if (kb > MAX_REQ || nb[i] > MC_DUMMY_MAX_BUFS) {
+        res[i] = MC_INVALID_PARAMS;
+        continue;
+      }
+      if (body + kb > MAX_REQ || m == MC_DUMMY_MAX_KEYS || nbuf + nb[i] > MC_DUMMY_MAX_BUFS) break;
       int direct = !copy;
       for (size_t j = first[i]; j < first[i + 1]; j++) {
         tot += sizes[j];
@@ -275,6 +282,8 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
         used += tot;
       }
       in[m++] = i;
+      body += kb;
+      nbuf += nb[i];
     }
     if (!m) continue;
     struct mc_dbuf req = {0}, rep;
@@ -374,19 +383,33 @@ int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out) {
   return n;
 }
 
-/* EXIST / SIZE / REMOVE over keys: one i64 per key. */
+/* EXIST / SIZE / REMOVE over keys: one i64 per key, in requests below the frame limit. */
 void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
-  struct mc_dbuf req = {0}, rep;
-  if (op == MC_DOP_REMOVE) mc_dbuf_u32(&req, (uint32_t)force);
-  mc_dbuf_u32(&req, (uint32_t)count);
-  for (size_t i = 0; i < count; i++) mc_dbuf_str(&req, keys[i]);
-  pthread_mutex_lock(&d->mu);
-  int rc = call(d, (uint16_t)op, 0, &req, &rep, -1);
-  pthread_mutex_unlock(&d->mu);
-  if (rc) for (size_t i = 0; i < count; i++) results[i] = rc;
-  else reply_i64(&rep, results, count, MC_RPC_FAIL);
-  mc_free(req.p);
-  mc_free(rep.p);
+  for (size_t i = 0; i < count;) {
+    struct mc_dbuf req = {0}, rep;
+    size_t first = i, body = 8;
+    if (op == MC_DOP_REMOVE) mc_dbuf_u32(&req, (uint32_t)force);
+    mc_dbuf_u32(&req, 0); /* the count, set below */
+    size_t at = req.n - 4;
+    for (; i < count && i - first < MC_DUMMY_MAX_KEYS && body + 4 + strlen(keys[i]) <= MAX_REQ; i++) {
+      body += 4 + strlen(keys[i]);
+      mc_dbuf_str(&req, keys[i]);
+    }
+    if (i == first) { /* one key larger than a whole request */
+      results[i++] = MC_INVALID_PARAMS;
+      mc_free(req.p);
+      continue;
+    }
+    uint32_t n = (uint32_t)(i - first);
+    memcpy(req.p + at, &n, 4);
+    pthread_mutex_lock(&d->mu);
+    int rc = call(d, (uint16_t)op, 0, &req, &rep, -1);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) for (size_t j = first; j < i; j++) results[j] = rc;
+    else reply_i64(&rep, results + first, n, MC_RPC_FAIL);
+    mc_free(req.p);
+    mc_free(rep.p);
+  }
 }
 
 /* REMOVE_REGEX (pattern) / REMOVE_ALL / HEALTH / STATS (which): one i64. */

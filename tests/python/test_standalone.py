@@ -93,6 +93,9 @@ DUMMY = textwrap.dedent('''
     h = s.get_buffer(me + "_p2")
     assert h is not None and bytes(h) == b"two" * 1000
     assert s.batch_remove([me + "_p1", me + "_p1"], True) == [0, -704]
+    # a batch larger than one frame (16 MiB) is sent as several requests
+    many = ["%s_%0120d" % (me, i) for i in range(150000)]
+    assert s.batch_is_exist(many) == [0] * len(many)
     assert s.health_check() == 0
     print("ok", flush=True)
     s.close()
