@@ -202,6 +202,7 @@ static void test_two_dummies(void) {
   /* copying calls go through the dummy's staging part; larger than it: -600, nothing stored */
   CHECK_EQ(peer_cmd(&B, "CPUT cb 3000000 40"), 0);
   CHECK_EQ(peer_cmd(&A, "CGET cb 3000000 40"), 3000000);
+  CHECK_EQ(peer_cmd(&A, "REMOVE cb"), MC_OBJECT_HAS_LEASE); /* A's read leased it */
   CHECK_EQ(peer_cmd(&A, "CPUT toobig %llu 41", STAGE + 1), MC_INVALID_PARAMS);
   CHECK_EQ(peer_cmd(&B, "EXIST toobig"), 0);
   /* existing key keeps its value; size, exist, remove, missing */
@@ -209,7 +210,6 @@ static void test_two_dummies(void) {
   CHECK_EQ(peer_cmd(&B, "GET a_1 4097 11"), 4097);
   CHECK_EQ(peer_cmd(&A, "SIZE b_2"), (long long)(1 * MiB + 3));
   CHECK_EQ(peer_cmd(&A, "EXIST b_3"), 1);
-  CHECK_EQ(peer_cmd(&A, "REMOVE cb"), MC_OBJECT_HAS_LEASE); /* A's read leased it */
   CHECK_EQ(peer_cmd(&B, "PUT rm 100 7"), 0);
   CHECK_EQ(peer_cmd(&A, "REMOVE rm"), 0);
   CHECK_EQ(peer_cmd(&B, "EXIST rm"), 0);
@@ -232,7 +232,7 @@ static void test_dummy_dies_mid_operation(void) {
   mc_tp_sleep_ms(400); /* transfers in flight */
   peer_kill(&C);
   CHECK(!mc_tp_exited(real_pid));
-  mc_tp_sleep_ms(1000); /* the space of its removed objects comes back once their leases (500 ms) end */
+  mc_tp_sleep_ms(2500); /* the space of its removed objects comes back once their leases (2 s) end */
   for (unsigned i = 0; i < 3; i++) {
     CHECK_EQ(peer_cmd(&A, "PUT after_%u %llu %u", i, 3 * MiB, i + 50), 0);
     CHECK_EQ(peer_cmd(&B, "GET after_%u %llu %u", i, 3 * MiB, i + 50), (long long)(3 * MiB));
@@ -410,7 +410,7 @@ static void test_connection_cap(void) {
 }
 
 static void setup_cluster(void) {
-  static const char *const lease[] = {"--default_kv_lease_ttl=500", NULL};
+  static const char *const lease[] = {"--default_kv_lease_ttl=2000", NULL};
   REQUIRE(master_start(&M, lease) == 0);
   REQUIRE(real_start() == 0);
   REQUIRE(dummy_start(&A) == 0);
