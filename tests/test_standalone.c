@@ -68,6 +68,7 @@ static int real_start(void) {
  *   CPUT k n seed      copying put from the heap             CGET k n seed  copying get + verify
  *   EXIST k / SIZE k / REMOVE k
  *   WIRE k n seed      get_into a pool buffer; answers the bytes that crossed the socket meanwhile
+ *   FORK k             a forked child's is_exist must fail -900; answers the parent's is_exist after it
  *   SPIN n             starts a thread putting, getting and removing n-byte objects without end; answers 0 */
 static mooncake_store_t D;
 static char *pool_a, *pool_b;
@@ -156,6 +157,12 @@ static int dummy_main(int port) {
       int64_t got = mooncake_store_get_into(D, k1, pool_a, 8 * MiB);
       int64_t after = wire_bytes();
       out = got == (int64_t)n && verify(pool_a, n, seed) ? after - before : -1;
+    } else if (sscanf(line, "FORK %127s", k1) == 1) { /* a forked child's calls fail, the parent's go on */
+      pid_t c = fork();
+      if (c == 0) _exit(mooncake_store_is_exist(D, k1) == MC_RPC_FAIL ? 0 : 1);
+      int st = -1;
+      waitpid(c, &st, 0);
+      out = WIFEXITED(st) && WEXITSTATUS(st) == 0 ? mooncake_store_is_exist(D, k1) : -2;
     } else if (sscanf(line, "SPIN %llu", &n) == 1) {
       pthread_t th;
       out = pthread_create(&th, NULL, spin_main, (void *)(uintptr_t)n);
@@ -215,6 +222,7 @@ static void test_two_dummies(void) {
   CHECK_EQ(peer_cmd(&B, "EXIST rm"), 0);
   CHECK_EQ(peer_cmd(&B, "GET rm 100 7"), MC_OBJECT_NOT_FOUND);
   CHECK_EQ(peer_cmd(&A, "SIZE nothing"), MC_OBJECT_NOT_FOUND);
+  CHECK_EQ(peer_cmd(&A, "FORK b_0"), 1);
 }
 
 /* The bytes of a 6 MiB get into a pool buffer arrive through the shared pages: the socket carries the

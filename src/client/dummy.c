@@ -19,6 +19,7 @@
 #include "common/alloc.h"
 #include "common/hostport.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "net/sock.h"
 
 #define HELLO_TIMEOUT_MS 60000
@@ -77,6 +78,7 @@ struct mc_dummy {
   uint64_t pool, total;
   _Atomic uint64_t bump; /* alloc_from_mem_pool's cursor */
   char name[300];        /* the real client's segment name */
+  int owner;             /* the process that connected; a forked child must not write into its stream */
 };
 
 static int send_frame(int fd, uint16_t op, uint16_t flags, const struct mc_dbuf *b, int memfd) {
@@ -101,6 +103,10 @@ static int call(struct mc_dummy *d, uint16_t op, uint16_t flags, const struct mc
                 int memfd) {
   memset(rep, 0, sizeof(*rep));
   if (d->fd < 0) return MC_RPC_FAIL;
+  if (mc_self_pid() != d->owner) { /* the parent's connection: its frames would interleave with ours */
+    LOG_WARN_LIMITED("standalone: a dummy set up in process %d cannot be used in its child %d", d->owner, mc_self_pid());
+    return MC_RPC_FAIL;
+  }
   struct mc_dummy_hdr h;
   int rc = send_frame(d->fd, op, flags, req, memfd);
   if (!rc) rc = mc_sock_read_deadline(d->fd, &h, sizeof(h), op == MC_DOP_HELLO ? HELLO_TIMEOUT_MS : CALL_TIMEOUT_MS);
@@ -149,6 +155,7 @@ int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const 
   d->pool = pool;
   d->total = total;
   d->fd = -1;
+  d->owner = mc_self_pid();
   int memfd = memfd_create("mooncake_dummy_pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   int rc = MC_INVALID_PARAMS;
   if (memfd < 0 || ftruncate(memfd, (off_t)total) ||
