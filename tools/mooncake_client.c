@@ -52,6 +52,7 @@ int main(int argc, char **argv) {
     return prc > 0 ? 0 : 1;
   }
   mc_stop_signals_hold();
+  signal(SIGPIPE, SIG_IGN); /* a dummy that hangs up is a failed write, never a signal */
   char host[300];
   if (!strcmp(c.host, "0.0.0.0") || !*c.host) mc_local_ip(host, sizeof(host));
   else snprintf(host, sizeof(host), "%s", c.host);
