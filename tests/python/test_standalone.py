@@ -134,7 +134,19 @@ def test_setup_dummy_without_real_client_fails_and_leaves_store_usable(make_stor
     assert s.get("still_here") == b"v" and s.alloc_from_mem_pool(64) == 0
 
 
+def test_switching_between_real_setup_and_dummy(real_client, master, make_store):
+    s = make_store()
+    assert s.put("sw_real", b"abc") == 0
+    assert s.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:%d" % real_client.port) == 0  # tears the real client down
+    assert s.alloc_from_mem_pool(64) != 0
+    assert s.put("sw_dummy", b"held by mooncake_client") == 0 and s.get("sw_dummy") == b"held by mooncake_client"
+    assert s.setup("127.0.0.1", master.metadata, 16 << 20, 16 << 20, "tcp", "", master.addr) == 0
+    assert s.alloc_from_mem_pool(64) == 0  # a real client again
+    assert s.get("sw_dummy") == b"held by mooncake_client"  # it lives in mooncake_client's segment
+
+
 def test_dummy_fails_cleanly_when_real_client_goes(master):
+    # last in this file: the SIGKILLed client's segment stays listed until its liveness timeout
     port = 30000 + (os.getpid() + 7919) % 20000
     p = Proc([binary("mooncake_client"), "--host=127.0.0.1", "--metadata_server=" + master.metadata,
               "--master_server_address=" + master.addr, "--port=%d" % port, "--global_segment_size=32MB"],
@@ -161,13 +173,3 @@ def test_dummy_fails_cleanly_when_real_client_goes(master):
     finally:
         p.stop()
 
-
-def test_switching_between_real_setup_and_dummy(real_client, master, make_store):
-    s = make_store()
-    assert s.put("sw_real", b"abc") == 0
-    assert s.setup_dummy(1 << 20, 1 << 20, "127.0.0.1:%d" % real_client.port) == 0  # tears the real client down
-    assert s.alloc_from_mem_pool(64) != 0
-    assert s.put("sw_dummy", b"held by mooncake_client") == 0 and s.get("sw_dummy") == b"held by mooncake_client"
-    assert s.setup("127.0.0.1", master.metadata, 16 << 20, 16 << 20, "tcp", "", master.addr) == 0
-    assert s.alloc_from_mem_pool(64) == 0  # a real client again
-    assert s.get("sw_dummy") == b"held by mooncake_client"  # it lives in mooncake_client's segment
