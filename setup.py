@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(ROOT, "build", "pip-setuptools")
 with open(os.path.join(ROOT, "include", "mooncake", "version.h")) as f: # the one place the version is written
     VERSION = re.search(r'#define MOONCAKE_VERSION_STRING "([0-9.]+)"', f.read()).group(1)
-BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
+BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake_client"]
 
 
 class CMakeBuild(build_ext):

@@ -10,6 +10,6 @@ if(NOT MC_TRACE_FILE)
 endif()
 mc_test(test_cli ${CMAKE_CURRENT_SOURCE_DIR}/test_cli.c)
 target_link_libraries(test_cli PRIVATE mc_client mooncake_ops m)
-add_dependencies(test_cli mooncake mooncake_master mooncake_store_node trace_replay)
+add_dependencies(test_cli mooncake mooncake_master mooncake_store_node mooncake_client trace_replay)
 set_tests_properties(test_cli PROPERTIES TIMEOUT 120 ENVIRONMENT
   "MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_TRACE=${MC_TRACE_FILE}")

@@ -622,7 +622,7 @@ static void test_bench_progress(void) {
 /* Every program a user runs answers --version with its name and the product's version, exit 0. */
 static void test_versions(void) {
   static const char *const progs[] = {"mooncake", "mooncake_master", "mooncake_http_metadata_server",
-                                      "mooncake_store_node", "transfer_engine_bench"};
+                                      "mooncake_store_node", "mooncake_client", "transfer_engine_bench"};
   for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
     struct out o;
     char want[128];

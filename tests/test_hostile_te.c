@@ -113,16 +113,6 @@ static int settled_threads(pid_t pid, int bound, long ms) {
   return n;
 }
 
-static int fd_count(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-  DIR *d = opendir(path);
-  int n = 0;
-  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-  if (d) closedir(d);
-  return n;
-}
-
 /* Lines of path containing needle; with sum, the sum of the numbers right after "(" on those lines. */
 static long count_lines(const char *path, const char *needle, long *sum) {
   FILE *f = fopen(path, "r");
@@ -349,18 +339,18 @@ static void test_data_port_first_byte_and_reaping(void) {
 
   /* 30 connections served and closed by us: the peer closes its ends promptly, with no accept after */
   mc_tp_sleep_ms(300);
-  int f0 = fd_count(p->pid);
+  int f0 = mc_tp_fd_count(p->pid);
   enum { N = 30 };
   int fds[N];
   for (int i = 0; i < N; i++) {
     fds[i] = mc_sock_connect("127.0.0.1", (uint16_t)port, 2000);
     CHECK(fds[i] >= 0 && data_read(fds[i], p->addr) == 0);
   }
-  int f1 = fd_count(p->pid);
+  int f1 = mc_tp_fd_count(p->pid);
   for (int i = 0; i < N; i++)
     if (fds[i] >= 0) close(fds[i]);
   int f2 = f1;
-  for (long t = mc_tp_now_ms(); mc_tp_now_ms() - t < 3000 && f2 > f0; mc_tp_sleep_ms(50)) f2 = fd_count(p->pid);
+  for (long t = mc_tp_now_ms(); mc_tp_now_ms() - t < 3000 && f2 > f0; mc_tp_sleep_ms(50)) f2 = mc_tp_fd_count(p->pid);
   fprintf(stderr, "  peer fds: %d before, %d with %d connections, %d after they closed\n", f0, f1, N, f2);
   CHECK(f1 >= f0 + N - 2); /* f0 may still have counted the two connections above */
   CHECK(f2 <= f0);

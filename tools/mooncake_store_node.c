@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/config.h"
+#include "common/util.h"
 #include "common/knobs.h"
 #include "mooncake/store.h"
 
@@ -31,9 +32,6 @@ static const struct mc_cfg_opt opts[] = {
     MC_CFG_END,
 };
 
-static volatile sig_atomic_t stop_sig;
-static void on_stop(int sig) { stop_sig = sig; }
-
 int main(int argc, char **argv) {
   struct node_cfg c;
   mc_cfg_defaults(opts, &c);
@@ -48,15 +46,7 @@ int main(int argc, char **argv) {
   }
   /* Our own handlers (installed before setup) keep the library's SIGTERM teardown out of the way:
    * the node unmounts through destroy and exits 0. */
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGINT);
-  struct sigaction sa = {.sa_handler = on_stop};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigprocmask(SIG_BLOCK, &block, &old);
+  mc_stop_signals_hold();
   mooncake_store_t s = mooncake_store_create();
   mc_store_config_t sc = {c.local_hostname, c.metadata_server, c.global_segment_size, c.local_buffer_size,
                           c.protocol, c.device_name, c.master_server_addr, *c.zone ? c.zone : NULL};
@@ -73,7 +63,7 @@ int main(int argc, char **argv) {
   printf("mooncake_store_node: segment %s ready (%llu bytes, zone '%s')\n", name,
          (unsigned long long)c.global_segment_size, *c.zone ? c.zone : (mc_knob_str(MC_KNOB_ZONE) ? mc_knob_str(MC_KNOB_ZONE) : ""));
   fflush(stdout);
-  while (!stop_sig) sigsuspend(&old);
+  int stop_sig = mc_stop_signals_wait();
   printf("mooncake_store_node: signal %d, unmounting %s\n", (int)stop_sig, name);
   fflush(stdout);
   mooncake_store_destroy(s);

@@ -13,3 +13,7 @@ install(TARGETS mooncake RUNTIME DESTINATION bin)
 # mooncake_store_node: the storage-node daemon the systemd unit in deploy/ runs.
 mc_tool(mooncake_store_node client ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_store_node.c)
 target_link_libraries(mooncake_store_node PRIVATE mc_client)
+
+# mooncake_client: the real client of standalone mode, serving dummy clients of its host (docs/standalone.md).
+mc_tool(mooncake_client client ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_client.c)
+target_link_libraries(mooncake_client PRIVATE mc_client)

@@ -400,6 +400,22 @@ MC_API int mc_store_query_task(mooncake_store_t store, mc_task_id_t id, mc_task_
  * Idempotent; 0, or -1 for a NULL handle. */
 MC_API int mc_store_close(mooncake_store_t store);
 
+/* Standalone mode (docs/standalone.md): makes the handle a "dummy" that owns no segment and no engine and
+ * forwards every call to the real client process listening on "@mooncake_client_<port>.sock" of this host
+ * (server_address "host:port"; NULL or "" = port 50052; the host part is not used). The dummy shares
+ * mem_pool_size + local_buffer_size bytes of memory with it: buffers inside the pool (see
+ * mc_store_alloc_from_mem_pool) are read and written by the real client's transfers directly; other
+ * buffers and the copying calls go through the local_buffer_size staging part (-600 for what does not
+ * fit). A handle already set up is torn down once the real client has accepted the dummy (a failure leaves
+ * the handle as it was). Returns 0; -600 bad sizes or address; -900 no real
+ * client there (or it went away); the real client's code when it refuses the memory. */
+MC_API int mc_store_setup_dummy(mooncake_store_t store, uint64_t mem_pool_size, uint64_t local_buffer_size,
+                                const char *server_address);
+
+/* size bytes (64-byte aligned) of a dummy's memory pool, as an address; 0 when the pool is exhausted, size
+ * is 0, or the handle is not a dummy. Memory is never returned to the pool (it lives as long as the setup). */
+MC_API uint64_t mc_store_alloc_from_mem_pool(mooncake_store_t store, size_t size);
+
 /* Bytes of memory this client is still warming in the background (its segment and staging buffer, and
  * the parts of same-host holders' segments it has used; see docs/transfer-engine.md "Warming memory").
  * 0 when everything is warm, before setup, and with MC_SEGMENT_PREFAULT=0. */

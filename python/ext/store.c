@@ -70,6 +70,33 @@ static PyObject *Store_setup(StoreObj *self, PyObject *args, PyObject *kw) {
   return PyLong_FromLong(rc);
 }
 
+/* _setup_dummy(mem_pool_size, local_buffer_size, server_address) -> int (docs/standalone.md): every later
+ * call of this object goes to the real client process through the library's standalone mode. */
+static PyObject *Store_setup_dummy(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("mem_pool_size", "local_buffer_size", "server_address");
+  PyObject *pool_o, *lbs_o;
+  const char *addr;
+  uint64_t pool, lbs;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "OOs", kwl, &pool_o, &lbs_o, &addr) ||
+      mcpy_u64(pool_o, &pool, "mem_pool_size") || mcpy_u64(lbs_o, &lbs, "local_buffer_size"))
+    return NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = mc_store_setup_dummy(self->h, pool, lbs, addr);
+  Py_END_ALLOW_THREADS if (!rc) { /* a failure leaves the object as it was */
+    self->ready = 1;
+    Py_CLEAR(self->engine);
+  }
+  return PyLong_FromLong(rc);
+}
+
+static PyObject *Store_alloc_from_mem_pool(StoreObj *self, PyObject *args, PyObject *kw) {
+  KW("size");
+  PyObject *n_o;
+  uint64_t n;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &n_o) || mcpy_u64(n_o, &n, "size")) return NULL;
+  return PyLong_FromUnsignedLongLong(mc_store_alloc_from_mem_pool(self->h, (size_t)n));
+}
+
 static PyObject *Store_close(StoreObj *self, PyObject *unused) {
   Py_BEGIN_ALLOW_THREADS mc_store_close(self->h);
   Py_END_ALLOW_THREADS self->ready = 0;
@@ -803,6 +830,8 @@ static PyMethodDef Store_methods[] = {
      NULL},
     {"_replica_desc", (PyCFunction)Store_replica_desc, METH_VARARGS, NULL},
     {"_is_registered", (PyCFunction)Store_is_registered, METH_VARARGS, NULL},
+    {"_setup_dummy", (PyCFunction)(void (*)(void))Store_setup_dummy, METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_alloc_from_mem_pool", (PyCFunction)(void (*)(void))Store_alloc_from_mem_pool, METH_VARARGS | METH_KEYWORDS, NULL},
     {"_create_copy_task", (PyCFunction)Store_create_copy_task, METH_VARARGS, NULL},
     {"_create_move_task", (PyCFunction)Store_create_move_task, METH_VARARGS, NULL},
     {"_query_task", (PyCFunction)Store_query_task, METH_VARARGS, NULL},

@@ -24,3 +24,7 @@ def mooncake_http_metadata_server():
 
 def transfer_engine_bench():
     _run("transfer_engine_bench")
+
+
+def mooncake_client():
+    _run("mooncake_client")

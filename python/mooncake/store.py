@@ -540,11 +540,14 @@ class MooncakeDistributedStore(_mooncake.Store):
         return -101 if self._ready else -1
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
-        _log.error("setup_dummy: dummy clients (a shared real client) are not supported")
-        return NOT_SUPPORTED
+        """Standalone mode (docs/standalone.md): every later call goes to the mooncake_client process of this
+        host named by server_address's port; the methods route there inside the C library."""
+        return self._setup_dummy(mem_pool_size, local_buffer_size, server_address)
 
     def alloc_from_mem_pool(self, size):
-        return 0
+        """Standalone mode: the address of size bytes in this dummy's shared memory pool (usable as a zero-copy
+        buffer for put_from / get_into and their batch forms), or 0 (not a dummy, or the pool is exhausted)."""
+        return self._alloc_from_mem_pool(size)
 
     def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
         """Stores metadata_size bytes at metadata_buffer_ptr followed by size bytes at buffer_ptr as one object

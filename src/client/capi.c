@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "net/mrpc.h"
+#include "client/dummy.h"
 
 #define BAD_CALL (-1)
 #define HEALTH_TIMEOUT_MS 2000
@@ -36,6 +37,7 @@ int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
   if (!s || !cfg) return BAD_CALL;
   pthread_rwlock_wrlock(&s->life);
   if (s->ready) mc_store_do_teardown(s);
+  mc_store_drop_dummy(s);
   int rc = mc_store_do_setup(s, cfg);
   pthread_rwlock_unlock(&s->life);
   return rc;
@@ -43,7 +45,9 @@ int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
 
 uint64_t mc_store_warmup_pending(mooncake_store_t store) {
   struct mc_store *s = store;
-  if (!s || !mc_api_enter(s)) return 0;
+  if (!s) return 0;
+  MC_VIA_DUMMY(s, uint64_t, 0);
+  if (!mc_api_enter(s)) return 0;
   uint64_t n = mc_te_prefault_pending(s->engine.te);
   mc_api_leave(s);
   return n;
@@ -72,6 +76,7 @@ int mooncake_store_init_all(mooncake_store_t store, const char *protocol, const 
 int mooncake_store_health_check(mooncake_store_t store) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, mc_dummy_health(dm));
   if (!mc_api_enter(s)) return 1;
   char *version = NULL;
   int rc = mcli_service_ready(s->master.cli, HEALTH_TIMEOUT_MS, &version, NULL);
@@ -83,6 +88,7 @@ int mooncake_store_health_check(mooncake_store_t store) {
 int mooncake_store_get_hostname(mooncake_store_t store, char *buf_out, size_t buf_len) {
   struct mc_store *s = store;
   if (!s || !buf_out || !buf_len) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, mc_dummy_hostname(dm, buf_out, buf_len));
   if (!mc_api_enter(s)) {
     buf_out[0] = 0;
     return 0;
@@ -108,6 +114,7 @@ int mc_store_write(mooncake_store_t store, const char *key, const void *value, s
                    const mc_replicate_config_t *config, int flags) {
   struct mc_store *s = store;
   if (!s || !key || (!value && size)) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, mc_dummy_write1(dm, key, value, size, config, flags));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = mc_write(s, flags, key, value, size, config);
   mc_api_leave(s);
@@ -157,6 +164,7 @@ int mc_store_batch_write_grouped(mooncake_store_t store, const char **keys, cons
   struct mc_store *s = store;
   if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
   if (!count) return 0;
+  MC_VIA_DUMMY(s, int, (mc_dummy_write(dm, flags, keys, values, sizes, NULL, count, config, 0, results_out), 0));
   if (!mc_api_enter(s)) {
     mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
@@ -197,6 +205,7 @@ int mc_store_batch_put(mooncake_store_t store, const char **keys, const void *co
 int64_t mooncake_store_get_into(mooncake_store_t store, const char *key, void *buffer, size_t size) {
   struct mc_store *s = store;
   if (!s || !key || (!buffer && size)) return BAD_CALL;
+  MC_VIA_DUMMY(s, int64_t, mc_dummy_read1(dm, key, buffer, size));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_into(s, key, buffer, size) : MC_INVALID_PARAMS;
   mc_api_leave(s);
@@ -208,6 +217,7 @@ int mooncake_store_batch_get_into(mooncake_store_t store, const char **keys, voi
   struct mc_store *s = store;
   if (!s || !mc_batch_args_ok(keys, (const void *const *)buffers, sizes, count, results_out)) return BAD_CALL;
   if (!count) return 0;
+  MC_VIA_DUMMY(s, int, (mc_dummy_read(dm, keys, buffers, sizes, NULL, count, 0, results_out), 0));
   if (!mc_api_enter(s)) {
     for (size_t i = 0; i < count; i++) results_out[i] = MC_INVALID_PARAMS;
     return 0;
@@ -221,6 +231,7 @@ int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out) 
   struct mc_store *s = store;
   if (!s || !key || !value_out) return BAD_CALL;
   *value_out = NULL;
+  MC_VIA_DUMMY(s, int64_t, mc_dummy_get_copy(dm, key, value_out));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_copy(s, key, value_out) : MC_INVALID_PARAMS;
   mc_api_leave(s);
@@ -230,6 +241,7 @@ int64_t mc_store_get(mooncake_store_t store, const char *key, void **value_out) 
 int64_t mooncake_store_get_size(mooncake_store_t store, const char *key) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
+  MC_VIA_DUMMY(s, int64_t, mc_dummy_key1(dm, MC_DOP_SIZE, 0, key));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = *key ? mc_get_size(s, key) : MC_INVALID_PARAMS;
   mc_api_leave(s);
@@ -239,6 +251,7 @@ int64_t mooncake_store_get_size(mooncake_store_t store, const char *key) {
 int mooncake_store_is_exist(mooncake_store_t store, const char *key) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, (int)mc_dummy_key1(dm, MC_DOP_EXIST, 0, key));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = *key ? mcli_exist(s->master.cli, key) : MC_INVALID_PARAMS;
   if (rc == 0 || rc == 1) mc_stats_lookup(s, rc);
@@ -278,6 +291,7 @@ int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, siz
   for (size_t i = 0; i < count; i++)
     if (!keys[i]) return BAD_CALL;
   if (!count) return 0;
+  MC_VIA_DUMMY(s, int, mc_dummy_keys_int(dm, MC_DOP_EXIST, 0, keys, count, results_out));
   if (!mc_api_enter(s)) {
     mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
@@ -294,6 +308,7 @@ int mooncake_store_batch_is_exist(mooncake_store_t store, const char **keys, siz
 int mooncake_store_remove(mooncake_store_t store, const char *key, int force) {
   struct mc_store *s = store;
   if (!s || !key) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, (int)mc_dummy_key1(dm, MC_DOP_REMOVE, force, key));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = *key ? mcli_remove(s->master.cli, key, force) : MC_INVALID_PARAMS;
   mc_api_leave(s);
@@ -310,6 +325,7 @@ int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t coun
   for (size_t i = 0; i < count; i++)
     if (!keys[i]) return BAD_CALL;
   if (!count) return 0;
+  MC_VIA_DUMMY(s, int, mc_dummy_keys_int(dm, MC_DOP_REMOVE, force, keys, count, results_out));
   if (!mc_api_enter(s)) {
     mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;
@@ -322,6 +338,7 @@ int mc_store_batch_remove(mooncake_store_t store, const char **keys, size_t coun
 int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *pattern, int force) {
   struct mc_store *s = store;
   if (!s || !pattern) return BAD_CALL;
+  MC_VIA_DUMMY(s, int64_t, mc_dummy_simple(dm, MC_DOP_REMOVE_REGEX, force, pattern));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = mcli_remove_by_regex(s->master.cli, pattern, force);
   mc_api_leave(s);
@@ -331,6 +348,7 @@ int64_t mooncake_store_remove_by_regex(mooncake_store_t store, const char *patte
 int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
+  MC_VIA_DUMMY(s, int64_t, mc_dummy_simple(dm, MC_DOP_REMOVE_ALL, force, NULL));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int64_t rc = mcli_remove_all(s->master.cli, force);
   mc_api_leave(s);
@@ -342,6 +360,7 @@ int64_t mooncake_store_remove_all(mooncake_store_t store, int force) {
 int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t size) {
   struct mc_store *s = store;
   if (!s || !buffer || !size) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, 0); /* outside the shared pool a dummy's buffers go through its staging area */
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = registerLocalMemory(s->engine.te, buffer, size, "cpu:0", 1);
   if (rc) LOG_WARN("register_buffer %p+%zu failed: %s", buffer, size, mc_te_err_name(rc));
@@ -353,6 +372,7 @@ int mooncake_store_register_buffer(mooncake_store_t store, void *buffer, size_t 
 int mooncake_store_unregister_buffer(mooncake_store_t store, void *buffer) {
   struct mc_store *s = store;
   if (!s || !buffer) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, 0);
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   uint64_t a = (uint64_t)(uintptr_t)buffer, len = 0;
   int rc = MC_INVALID_PARAMS;

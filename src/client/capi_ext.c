@@ -115,7 +115,10 @@ int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys
                                        int *results_out) {
   struct mc_store *s = store;
   if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
-  if (!count || !enter_batch(s, count, results_out)) return 0;
+  if (!count) return 0;
+  MC_VIA_DUMMY(s, int,
+               (mc_dummy_write(dm, flags & MC_WRITE_UPSERT, keys, bufs, sizes, nbufs, count, config, 0, results_out), 0));
+  if (!enter_batch(s, count, results_out)) return 0;
   struct multi m;
   multi_open(s, &m, bufs, sizes, nbufs, count);
   const char **k = mc_calloc(count, sizeof(char *)), **g = group_ids ? mc_calloc(count, sizeof(char *)) : NULL;
@@ -146,6 +149,7 @@ int mc_store_batch_get_into_multi(mooncake_store_t store, const char **keys, voi
   struct mc_store *s = store;
   if (!s || !multi_args_ok(keys, (const void *const *)bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
   if (!count) return 0;
+  MC_VIA_DUMMY(s, int, (mc_dummy_read(dm, keys, bufs, sizes, nbufs, count, 0, results_out), 0));
   if (!mc_api_enter(s)) {
     for (size_t i = 0; i < count; i++) results_out[i] = MC_INVALID_PARAMS;
     return 0;
@@ -182,6 +186,7 @@ int mc_store_get_replica_desc(mooncake_store_t store, const char *key, mc_replic
   struct mc_store *s = store;
   if (!s || !key || !out) return BAD_CALL;
   *out = NULL;
+  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED); /* replica addresses are the real client's business */
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   struct mcli_reps l;
   uint64_t lease = 0;
@@ -212,6 +217,7 @@ void mc_store_replica_desc_free(mc_replica_desc_t *descs, int count) {
 int mc_store_is_registered(mooncake_store_t store, const void *ptr, size_t len) {
   struct mc_store *s = store;
   if (!s) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, ptr && len && mc_dummy_owns(dm, ptr, len));
   if (!mc_api_enter(s)) return 0;
   int rc = ptr && len && mc_regs_covers(s, ptr, len);
   mc_api_leave(s);
@@ -223,7 +229,40 @@ int mc_store_close(mooncake_store_t store) {
   if (!s) return BAD_CALL;
   pthread_rwlock_wrlock(&s->life);
   if (s->ready) mc_store_do_teardown(s);
+  mc_store_drop_dummy(s);
   pthread_rwlock_unlock(&s->life);
+  return 0;
+}
+
+/* ------------------------------------------------------------------ standalone mode (docs/standalone.md) */
+
+void mc_store_drop_dummy(struct mc_store *s) {
+  if (!s->dummy) return;
+  atomic_store(&s->dummy_on, 0);
+  mc_dummy_close(s->dummy);
+  s->dummy = NULL;
+}
+
+int mc_store_setup_dummy(mooncake_store_t store, uint64_t mem_pool_size, uint64_t local_buffer_size,
+                         const char *server_address) {
+  struct mc_store *s = store;
+  if (!s) return BAD_CALL;
+  struct mc_dummy *d;
+  int rc = mc_dummy_open(&d, mem_pool_size, local_buffer_size, server_address);
+  if (rc) return rc; /* a failed setup_dummy leaves the handle as it was */
+  pthread_rwlock_wrlock(&s->life);
+  if (s->ready) mc_store_do_teardown(s);
+  mc_store_drop_dummy(s);
+  s->dummy = d;
+  atomic_store(&s->dummy_on, 1);
+  pthread_rwlock_unlock(&s->life);
+  return 0;
+}
+
+uint64_t mc_store_alloc_from_mem_pool(mooncake_store_t store, size_t size) {
+  struct mc_store *s = store;
+  if (!s) return 0;
+  MC_VIA_DUMMY(s, uint64_t, mc_dummy_alloc(dm, size));
   return 0;
 }
 
@@ -238,6 +277,7 @@ int mc_store_batch_replica_clear(mooncake_store_t store, const char **keys, size
   for (size_t i = 0; i < count; i++)
     if (!keys[i]) return BAD_CALL;
   memset(cleared_out, 0, count * sizeof(*cleared_out));
+  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED);
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   const char **k = mc_calloc(count ? count : 1, sizeof(char *));
   size_t *pos = mc_calloc(count ? count : 1, sizeof(size_t)), m = 0;

@@ -144,7 +144,64 @@ struct mc_store {
     struct MHD_Daemon *daemon;
     uint16_t port; /* bound port */
   } http;
+
+  /* Standalone mode (dummy.c): set by mc_store_setup_dummy (life held for writing), the handle then forwards
+   * every call to a real client process; ready stays 0. dummy_on mirrors dummy != NULL for a lock-free
+   * test on the normal path. */
+  struct mc_dummy *dummy;
+  _Atomic int dummy_on;
 };
+
+/* ---- dummy.c: a handle in standalone mode (docs/standalone.md) ---- */
+struct mc_dummy;
+int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const char *server_address);
+void mc_dummy_close(struct mc_dummy *d);
+const char *mc_dummy_name(const struct mc_dummy *d);
+uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size);
+/* nbufs NULL = one buffer per key; flags as mc_write; single: the one-key call's semantics. */
+void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
+                    int single, int *results);
+void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
+                   const size_t *nbufs, size_t count, int single, int64_t *results);
+int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out);
+void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results);
+int64_t mc_dummy_simple(struct mc_dummy *d, int op, int force, const char *pattern);
+int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
+                    const mc_replicate_config_t *cfg, int flags);
+int64_t mc_dummy_read1(struct mc_dummy *d, const char *key, void *buf, size_t size);
+int64_t mc_dummy_key1(struct mc_dummy *d, int op, int force, const char *key);
+int mc_dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results);
+int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len);
+int mc_dummy_health(struct mc_dummy *d);
+/* Closes the handle's dummy, if any (life held for writing). */
+void mc_store_drop_dummy(struct mc_store *s);
+/* Whether [p, p+n) lies in the memory this dummy shares. */
+int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n);
+
+/* Routes a public entry point of a standalone-mode handle: evaluates `call` (which may use `dm`, the
+ * dummy) with life held for reading and returns its value of type T. */
+#define MC_VIA_DUMMY(s, T, call)                                          \
+  do {                                                                    \
+    if (atomic_load_explicit(&(s)->dummy_on, memory_order_acquire)) {     \
+      pthread_rwlock_rdlock(&(s)->life);                                  \
+      struct mc_dummy *dm = (s)->dummy;                                   \
+      if (dm) {                                                           \
+        T r_ = (call);                                                    \
+        pthread_rwlock_unlock(&(s)->life);                                \
+        return r_;                                                        \
+      }                                                                   \
+      pthread_rwlock_unlock(&(s)->life);                                  \
+    }                                                                     \
+  } while (0)
+
+/* ---- realsrv.c: the real client's listener for dummies (tools/mooncake_client.c) ---- */
+struct mc_realsrv;
+/* Listens on "@mooncake_client_<port>.sock"; NULL when it cannot. max_dummies connections at once, each
+ * sharing at most max_shared bytes. */
+struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_dummies, uint64_t max_shared);
+void mc_realsrv_stop(struct mc_realsrv *v);
+uint64_t mc_realsrv_refused(const struct mc_realsrv *v);
 
 /* ---- capi.c: helpers of the public entry points ---- */
 /* Takes the life lock for a call; 1 with the lock held when the client is set up, else 0 (unlocked). */

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,4 +210,25 @@ json_t *mc_json_text(const char *s) {
   j = json_string(copy);
   mc_free(copy);
   return j;
+}
+
+static volatile sig_atomic_t stop_sig;
+static sigset_t stop_old_mask;
+static void on_stop_signal(int sig) { stop_sig = sig; }
+
+void mc_stop_signals_hold(void) {
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  struct sigaction sa = {.sa_handler = on_stop_signal};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigprocmask(SIG_BLOCK, &block, &stop_old_mask);
+}
+
+int mc_stop_signals_wait(void) {
+  while (!stop_sig) sigsuspend(&stop_old_mask);
+  return (int)stop_sig;
 }

@@ -53,4 +53,11 @@ const char *mc_host_id(void);
  * forked child. */
 int mc_self_pid(void);
 
+/* Daemons that stop cleanly on SIGTERM/SIGINT (mooncake_store_node, mooncake_client): mc_stop_signals_hold
+ * installs a handler for both and blocks them (before anything else that could install its own, e.g. the
+ * store library's teardown), saving the previous mask; mc_stop_signals_wait sleeps until one arrives and
+ * returns its number. */
+void mc_stop_signals_hold(void);
+int mc_stop_signals_wait(void);
+
 #endif

@@ -109,6 +109,17 @@ static inline void mc_tp_rmrf(const char *path) {
   remove(path);
 }
 
+/* Number of open descriptors of process pid (entries of /proc/<pid>/fd), 0 when unreadable. */
+static inline int mc_tp_fd_count(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(path);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+
 /* Full path of an executable: name itself when it holds a '/', else the first match on $PATH (plus
  * /usr/sbin and /usr/bin). malloc'ed, or NULL. */
 static inline char *mc_tp_which(const char *name) {

@@ -1,7 +1,7 @@
 """Installation without network: `pip install --no-index --no-build-isolation .` into a fresh virtual
 environment (with the system site packages: Debian's setuptools), reusing the test build through
 MC_BUILD_DIR; and `cmake --install` into a prefix. Each must give an importable package and the binaries
-mooncake_master, mooncake_http_metadata_server and transfer_engine_bench in its bin directory."""
+mooncake_master, mooncake_http_metadata_server, transfer_engine_bench and mooncake_client in its bin directory."""
 
 import os
 import subprocess
@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 
 BUILD = os.environ.get("MC_BUILD_DIR", os.path.join(REPO, "build"))
-BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench"]
+BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake_client"]
 CHECK = ("import mooncake, mooncake.store, mooncake.engine, os\n"
          "s = mooncake.store.MooncakeDistributedStore(); assert s.health_check() == 1\n"
          "assert mooncake.engine.TransferEngine().get_rpc_port() == -1\n"

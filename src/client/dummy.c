@@ -1,0 +1,479 @@
+/* Standalone client mode, the dummy side (docs/standalone.md): a handle set up with mc_store_setup_dummy
+ * owns no segment and no engine. It creates one sealed memfd (memory pool, then staging area), hands it
+ * to the real client process over the unix socket (dummy.h), and forwards every call as a frame that
+ * names offsets in that memory: the real client's transfers read and write the dummy's pages directly.
+ * Buffers outside the shared memory, and the copying calls, go through the staging area (one copy, in
+ * this process). One connection, one request at a time (mu). A lost connection fails later calls -900. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "client/dummy.h"
+#include "common/alloc.h"
+#include "common/hostport.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/sock.h"
+
+#define HELLO_TIMEOUT_MS 60000
+#define CALL_TIMEOUT_MS 120000 /* bounds a reply; the real client's own calls are bounded below this */
+#define POOL_ALIGN 64
+#define MAX_REQ (MC_DUMMY_MAX_BODY - 4096) /* requests are cut to stay below the real client's frame limit */
+#define CFG_BYTES 4096                       /* room for the config of a write (preferred segments included) */
+
+/* ------------------------------------------------------------------ shared helpers (both ends) */
+
+unsigned mc_dummy_sockaddr(struct sockaddr_un *a, int port) {
+  memset(a, 0, sizeof(*a));
+  a->sun_family = AF_UNIX;
+  int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mooncake_client_%d.sock", port);
+  return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+void mc_dbuf_put(struct mc_dbuf *b, const void *v, size_t n) {
+  if (b->n + n > b->cap) {
+    b->cap = (b->n + n) * 2 + 64;
+    b->p = mc_realloc(b->p, b->cap);
+  }
+  memcpy(b->p + b->n, v, n);
+  b->n += n;
+}
+void mc_dbuf_u32(struct mc_dbuf *b, uint32_t v) { mc_dbuf_put(b, &v, 4); }
+void mc_dbuf_u64(struct mc_dbuf *b, uint64_t v) { mc_dbuf_put(b, &v, 8); }
+void mc_dbuf_str(struct mc_dbuf *b, const char *s) {
+  size_t n = strlen(s);
+  mc_dbuf_u32(b, (uint32_t)n);
+  mc_dbuf_put(b, s, n);
+}
+
+int mc_drd_get(struct mc_drd *r, void *v, size_t n) {
+  if (r->bad || n > r->n - r->off) return r->bad = -1;
+  memcpy(v, r->p + r->off, n);
+  r->off += n;
+  return 0;
+}
+int mc_drd_u32(struct mc_drd *r, uint32_t *v) { return mc_drd_get(r, v, 4); }
+int mc_drd_u64(struct mc_drd *r, uint64_t *v) { return mc_drd_get(r, v, 8); }
+int mc_drd_str(struct mc_drd *r, char **s) {
+  uint32_t n;
+  if (mc_drd_u32(r, &n) || n > r->n - r->off || memchr(r->p + r->off, 0, n)) return r->bad = -1;
+  *s = mc_strndup(r->p + r->off, n);
+  r->off += n;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ the dummy */
+
+struct mc_dummy {
+  pthread_mutex_t mu; /* one request at a time on fd; a leaf */
+  int fd;             /* -1 once the connection is lost */
+  char *base;         /* the shared memory: [0, pool) memory pool, [pool, total) staging */
+  uint64_t pool, total;
+  _Atomic uint64_t bump; /* alloc_from_mem_pool's cursor */
+  char name[300];        /* the real client's segment name */
+  int owner;             /* the process that connected; a forked child must not write into its stream */
+};
+
+static int send_frame(int fd, uint16_t op, uint16_t flags, const struct mc_dbuf *b, int memfd) {
+  struct mc_dummy_hdr h = {MC_DUMMY_MAGIC, op, flags, (uint32_t)b->n, 0};
+  struct iovec iov[2] = {{&h, sizeof(h)}, {b->p, b->n}};
+  if (memfd < 0) return mc_sock_writev_deadline(fd, iov, b->n ? 2 : 1, CALL_TIMEOUT_MS);
+  char ctl[CMSG_SPACE(sizeof(int))] = {0};
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = b->n ? 2 : 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+  size_t want = sizeof(h) + b->n;
+  ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL); /* a HELLO is small: one sendmsg carries it whole */
+  return n == (ssize_t)want ? 0 : -EIO;
+}
+
+/* Sends a request and reads its reply into *rep (caller frees rep->p). 0, or -900 with the connection
+ * dropped (a half-read reply leaves the stream out of step). Called with d->mu held. */
+static int call(struct mc_dummy *d, uint16_t op, uint16_t flags, const struct mc_dbuf *req, struct mc_dbuf *rep,
+                int memfd) {
+  memset(rep, 0, sizeof(*rep));
+  if (d->fd < 0) return MC_RPC_FAIL;
+  if (mc_self_pid() != d->owner) { /* the parent's connection: its frames would interleave with ours */
+    LOG_WARN_LIMITED("standalone: a dummy set up in process %d cannot be used in its child %d", d->owner, mc_self_pid());
+    return MC_RPC_FAIL;
+  }
+  struct mc_dummy_hdr h;
+  int rc = send_frame(d->fd, op, flags, req, memfd);
+  if (!rc) rc = mc_sock_read_deadline(d->fd, &h, sizeof(h), op == MC_DOP_HELLO ? HELLO_TIMEOUT_MS : CALL_TIMEOUT_MS);
+  if (!rc && (h.magic != MC_DUMMY_MAGIC || h.op != op || h.len > MC_DUMMY_MAX_BODY)) rc = -EPROTO;
+  if (!rc && h.len) {
+    rep->p = mc_malloc(h.len);
+    rep->n = rep->cap = h.len;
+    rc = mc_sock_read_deadline(d->fd, rep->p, h.len, CALL_TIMEOUT_MS);
+  }
+  if (rc) {
+    LOG_ERROR("standalone: lost the real client %s (%s); this dummy's calls now fail", d->name, strerror(-rc));
+    close(d->fd);
+    d->fd = -1;
+    mc_free(rep->p);
+    memset(rep, 0, sizeof(*rep));
+    return MC_RPC_FAIL;
+  }
+  return 0;
+}
+
+/* The i64 results of a reply, n of them, into out (every one `fail` when the reply is short). */
+static void reply_i64(const struct mc_dbuf *rep, int64_t *out, size_t n, int64_t fail) {
+  if (rep->n < n * 8) {
+    for (size_t i = 0; i < n; i++) out[i] = fail;
+    return;
+  }
+  memcpy(out, rep->p, n * 8);
+}
+
+int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const char *server_address) {
+  *out = NULL;
+  int port = MC_DUMMY_DEFAULT_PORT;
+  char host[256];
+  uint16_t p16 = 0;
+  if (server_address && *server_address) {
+    if (mc_split_host_port(server_address, host, sizeof(host), &p16, 0) || !p16) {
+      LOG_ERROR("setup_dummy: server_address '%s' is not host:port", server_address);
+      return MC_INVALID_PARAMS;
+    }
+    port = p16;
+  }
+  uint64_t total = pool + staging;
+  if (!total || total < pool || total > (1ull << 46)) return MC_INVALID_PARAMS;
+  struct mc_dummy *d = mc_calloc(1, sizeof(*d));
+  pthread_mutex_init(&d->mu, NULL);
+  d->pool = pool;
+  d->total = total;
+  d->fd = -1;
+  d->owner = mc_self_pid();
+  int memfd = memfd_create("mooncake_dummy_pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  int rc = MC_INVALID_PARAMS;
+  if (memfd < 0 || ftruncate(memfd, (off_t)total) ||
+      fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+    LOG_ERROR("setup_dummy: shared memory of %llu bytes: %s", (unsigned long long)total, strerror(errno));
+    goto fail;
+  }
+  d->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (d->base == MAP_FAILED) {
+    d->base = NULL;
+    goto fail;
+  }
+  struct sockaddr_un a;
+  unsigned alen = mc_dummy_sockaddr(&a, port);
+  d->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (d->fd < 0 || connect(d->fd, (struct sockaddr *)&a, alen)) {
+    LOG_ERROR("setup_dummy: no real client at @mooncake_client_%d.sock (%s); start mooncake_client --port=%d", port,
+              strerror(errno), port);
+    rc = MC_RPC_FAIL;
+    goto fail;
+  }
+  struct mc_dbuf req = {0}, rep;
+  mc_dbuf_u64(&req, pool);
+  mc_dbuf_u64(&req, total);
+  rc = call(d, MC_DOP_HELLO, 0, &req, &rep, memfd);
+  mc_free(req.p);
+  if (!rc) {
+    int64_t st = MC_RPC_FAIL;
+    reply_i64(&rep, &st, 1, MC_RPC_FAIL);
+    rc = (int)st;
+    if (!rc && rep.n > 8) snprintf(d->name, sizeof(d->name), "%.*s", (int)(rep.n - 8), rep.p + 8);
+    if (rc) LOG_ERROR("setup_dummy: the real client on port %d refused this dummy: %d", port, rc);
+  }
+  mc_free(rep.p);
+  if (rc) goto fail;
+  close(memfd);
+  *out = d;
+  return 0;
+fail:
+  if (memfd >= 0) close(memfd);
+  mc_dummy_close(d);
+  return rc;
+}
+
+void mc_dummy_close(struct mc_dummy *d) {
+  if (!d) return;
+  if (d->fd >= 0) close(d->fd); /* the real client drops our memory when it sees the end of the stream */
+  if (d->base) munmap(d->base, d->total);
+  pthread_mutex_destroy(&d->mu);
+  mc_free(d);
+}
+
+const char *mc_dummy_name(const struct mc_dummy *d) { return d->name; }
+
+uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size) {
+  uint64_t n = (size + POOL_ALIGN - 1) & ~(uint64_t)(POOL_ALIGN - 1);
+  if (!size || n < size) return 0;
+  uint64_t off = atomic_load(&d->bump);
+  do {
+    if (n > d->pool - off) return 0;
+  } while (!atomic_compare_exchange_weak(&d->bump, &off, off + n));
+  return (uint64_t)(uintptr_t)(d->base + off);
+}
+
+/* Offset of [p, p+n) inside the shared memory, or -1. */
+static int64_t shared_off(const struct mc_dummy *d, const void *p, size_t n) {
+  uintptr_t a = (uintptr_t)p, b = (uintptr_t)d->base;
+  if (a < b || a - b > d->total || n > d->total - (a - b)) return -1;
+  return (int64_t)(a - b);
+}
+
+static void put_config(struct mc_dbuf *b, const mc_replicate_config_t *c) {
+  mc_replicate_config_t def = {1, MC_SOFT_PIN_KEEP, -1, 0, NULL, 0};
+  if (!c) c = &def;
+  mc_dbuf_u64(b, c->replica_num);
+  int32_t sp = c->soft_pin_action, hp = c->with_hard_pin;
+  mc_dbuf_put(b, &sp, 4);
+  mc_dbuf_u64(b, (uint64_t)c->soft_pin_ttl_ms);
+  mc_dbuf_put(b, &hp, 4);
+  uint32_t m = 0;
+  for (size_t i = 0; i < c->preferred_segments_count; i++) m += c->preferred_segments[i] != NULL;
+  mc_dbuf_u32(b, m);
+  for (size_t i = 0; i < c->preferred_segments_count; i++)
+    if (c->preferred_segments[i]) mc_dbuf_str(b, c->preferred_segments[i]);
+}
+
+/* One data request (WRITE or READ) over keys[0..count): object i is buffers bufs[first[i] .. first[i]+nb[i]).
+ * Keys whose buffers all lie in the shared memory (and, for copying writes, none) go by offset; the others
+ * are gathered into / scattered from the staging area, in waves that fit it; a key larger than the
+ * whole staging area gets -600. */
+static void data_call(struct mc_dummy *d, int op, int flags, int copy, const char **keys, void *const *bufs,
+                      const size_t *sizes, const size_t *nb, size_t count, const mc_replicate_config_t *cfg,
+                      int64_t *res) {
+  size_t *first = mc_calloc(count + 1, sizeof(size_t));
+  for (size_t i = 0; i < count; i++) first[i + 1] = first[i] + nb[i];
+  uint64_t stage = d->total - d->pool;
+  size_t *in = mc_calloc(count ? count : 1, sizeof(size_t)); /* keys of this wave */
+  uint64_t *soff = mc_calloc(count ? count : 1, sizeof(uint64_t)); /* staging offset, or UINT64_MAX = direct */
+  uint64_t *stot = mc_calloc(count ? count : 1, sizeof(uint64_t)); /* bytes of each key */
+  int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
+  pthread_mutex_lock(&d->mu);
+  for (size_t i = 0; i < count;) {
+    size_t m = 0, nbuf = 0;
+    uint64_t used = 0, body = CFG_BYTES;
+    for (; i < count; i++) {
+      uint64_t tot = 0, kb = 8 + strlen(keys[i]) + 16 * nb[i]; /* this key's bytes in the request */
+      if (kb > MAX_REQ || nb[i] > MC_DUMMY_MAX_BUFS) {
+        res[i] = MC_INVALID_PARAMS;
+        continue;
+      }
+      if (body + kb > MAX_REQ || m == MC_DUMMY_MAX_KEYS || nbuf + nb[i] > MC_DUMMY_MAX_BUFS) break;
+      int direct = !copy;
+      for (size_t j = first[i]; j < first[i + 1]; j++) {
+        tot += sizes[j];
+        if (direct && shared_off(d, bufs[j], sizes[j]) < 0) direct = 0;
+      }
+      stot[i] = tot;
+      if (copy && !tot) { /* a copying write of nothing: -600, as the real client's own put */
+        res[i] = MC_INVALID_PARAMS;
+        continue;
+      }
+      if (direct) {
+        soff[i] = UINT64_MAX;
+      } else if (tot > stage) {
+        res[i] = MC_INVALID_PARAMS;
+        continue;
+      } else if (tot > stage - used) {
+        break;
+      } else {
+        soff[i] = d->pool + used;
+        used += tot;
+      }
+      in[m++] = i;
+      body += kb;
+      nbuf += nb[i];
+    }
+    if (!m) continue;
+    struct mc_dbuf req = {0}, rep;
+    if (op == MC_DOP_WRITE) put_config(&req, cfg);
+    mc_dbuf_u32(&req, (uint32_t)m);
+    for (size_t q = 0; q < m; q++) {
+      size_t k = in[q];
+      mc_dbuf_str(&req, keys[k]);
+      if (soff[k] != UINT64_MAX) {
+        uint64_t o = soff[k];
+        for (size_t j = first[k]; op == MC_DOP_WRITE && j < first[k + 1]; j++)
+          memcpy(d->base + o, bufs[j], sizes[j]), o += sizes[j];
+        mc_dbuf_u32(&req, 1);
+        mc_dbuf_u64(&req, soff[k]);
+        mc_dbuf_u64(&req, stot[k]);
+        continue;
+      }
+      mc_dbuf_u32(&req, (uint32_t)nb[k]);
+      for (size_t j = first[k]; j < first[k + 1]; j++) {
+        mc_dbuf_u64(&req, (uint64_t)shared_off(d, bufs[j], sizes[j]));
+        mc_dbuf_u64(&req, sizes[j]);
+      }
+    }
+    int rc = call(d, (uint16_t)op, (uint16_t)flags, &req, &rep, -1);
+    if (rc) for (size_t q = 0; q < m; q++) r[q] = rc;
+    else reply_i64(&rep, r, m, MC_RPC_FAIL);
+    for (size_t q = 0; q < m; q++) {
+      size_t k = in[q];
+      res[k] = r[q];
+      if (op != MC_DOP_READ || soff[k] == UINT64_MAX || r[q] <= 0) continue;
+      uint64_t left = (uint64_t)r[q], o = soff[k];
+      for (size_t j = first[k]; left && j < first[k + 1]; j++) {
+        size_t c = sizes[j] < left ? sizes[j] : left;
+        memcpy(bufs[j], d->base + o, c);
+        o += c, left -= c;
+      }
+    }
+    mc_free(req.p);
+    mc_free(rep.p);
+  }
+  pthread_mutex_unlock(&d->mu);
+  mc_free(r);
+  mc_free(stot);
+  mc_free(soff);
+  mc_free(in);
+  mc_free(first);
+}
+
+static size_t *ones(size_t count) {
+  size_t *nb = mc_calloc(count ? count : 1, sizeof(size_t));
+  for (size_t i = 0; i < count; i++) nb[i] = 1;
+  return nb;
+}
+
+void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
+                    const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
+                    int single, int *results) {
+  size_t *nb = nbufs ? NULL : ones(count);
+  int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
+  int wire = (flags & MC_WRITE_UPSERT) | (single ? MC_DUMMY_SINGLE : 0);
+  data_call(d, MC_DOP_WRITE, wire, flags & MC_WRITE_COPY, (const char **)keys, (void *const *)values, sizes,
+            nbufs ? nbufs : nb, count, cfg, r);
+  for (size_t i = 0; i < count; i++) results[i] = (int)r[i];
+  mc_free(r);
+  mc_free(nb);
+}
+
+void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
+                   const size_t *nbufs, size_t count, int single, int64_t *results) {
+  size_t *nb = nbufs ? NULL : ones(count);
+  data_call(d, MC_DOP_READ, single ? MC_DUMMY_SINGLE : 0, 0, (const char **)keys, bufs, sizes, nbufs ? nbufs : nb,
+            count, NULL, results);
+  mc_free(nb);
+}
+
+int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out) {
+  int64_t n;
+  void *buf = d->base + d->pool; /* read into staging; copied out below */
+  size_t cap = d->total - d->pool;
+  if (!cap) return MC_INVALID_PARAMS;
+  pthread_mutex_lock(&d->mu); /* staging is used by one request at a time: hold it across both steps */
+  struct mc_dbuf req = {0}, rep;
+  mc_dbuf_u32(&req, 1);
+  mc_dbuf_str(&req, key);
+  mc_dbuf_u32(&req, 1);
+  mc_dbuf_u64(&req, d->pool);
+  mc_dbuf_u64(&req, cap);
+  n = call(d, MC_DOP_READ, MC_DUMMY_SINGLE, &req, &rep, -1);
+  if (!n) reply_i64(&rep, &n, 1, MC_RPC_FAIL);
+  if (n > 0) {
+    *out = mc_malloc((size_t)n);
+    memcpy(*out, buf, (size_t)n);
+  }
+  pthread_mutex_unlock(&d->mu);
+  mc_free(req.p);
+  mc_free(rep.p);
+  return n;
+}
+
+/* EXIST / SIZE / REMOVE over keys: one i64 per key, in requests below the frame limit. */
+void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
+  for (size_t i = 0; i < count;) {
+    struct mc_dbuf req = {0}, rep;
+    size_t first = i, body = 8;
+    if (op == MC_DOP_REMOVE) mc_dbuf_u32(&req, (uint32_t)force);
+    mc_dbuf_u32(&req, 0); /* the count, set below */
+    size_t at = req.n - 4;
+    for (; i < count && i - first < MC_DUMMY_MAX_KEYS && body + 4 + strlen(keys[i]) <= MAX_REQ; i++) {
+      body += 4 + strlen(keys[i]);
+      mc_dbuf_str(&req, keys[i]);
+    }
+    if (i == first) { /* one key larger than a whole request */
+      results[i++] = MC_INVALID_PARAMS;
+      mc_free(req.p);
+      continue;
+    }
+    uint32_t n = (uint32_t)(i - first);
+    memcpy(req.p + at, &n, 4);
+    pthread_mutex_lock(&d->mu);
+    int rc = call(d, (uint16_t)op, 0, &req, &rep, -1);
+    pthread_mutex_unlock(&d->mu);
+    if (rc) for (size_t j = first; j < i; j++) results[j] = rc;
+    else reply_i64(&rep, results + first, n, MC_RPC_FAIL);
+    mc_free(req.p);
+    mc_free(rep.p);
+  }
+}
+
+/* REMOVE_REGEX (pattern) / REMOVE_ALL / HEALTH / STATS (which): one i64. */
+int64_t mc_dummy_simple(struct mc_dummy *d, int op, int force, const char *pattern) {
+  struct mc_dbuf req = {0}, rep;
+  int64_t v;
+  if (op != MC_DOP_HEALTH) mc_dbuf_u32(&req, (uint32_t)force); /* STATS: force = which counter */
+  if (pattern) mc_dbuf_str(&req, pattern);
+  pthread_mutex_lock(&d->mu);
+  int rc = call(d, (uint16_t)op, 0, &req, &rep, -1);
+  pthread_mutex_unlock(&d->mu);
+  if (rc) v = rc;
+  else reply_i64(&rep, &v, 1, MC_RPC_FAIL);
+  mc_free(req.p);
+  mc_free(rep.p);
+  return v;
+}
+
+int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n) { return shared_off(d, p, n) >= 0; }
+
+/* ------------------------------------------------------------------ one-key forms for capi.c */
+
+int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
+                    const mc_replicate_config_t *cfg, int flags) {
+  int r;
+  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, 1, &r);
+  return r;
+}
+
+int64_t mc_dummy_read1(struct mc_dummy *d, const char *key, void *buf, size_t size) {
+  int64_t r;
+  mc_dummy_read(d, &key, &buf, &size, NULL, 1, 1, &r);
+  return r;
+}
+
+int64_t mc_dummy_key1(struct mc_dummy *d, int op, int force, const char *key) {
+  int64_t r;
+  mc_dummy_keys(d, op, force, &key, 1, &r);
+  return r;
+}
+
+int mc_dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results) {
+  int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
+  mc_dummy_keys(d, op, force, keys, count, r);
+  for (size_t i = 0; i < count; i++) results[i] = (int)r[i];
+  mc_free(r);
+  return 0;
+}
+
+int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len) {
+  size_t n = strlen(d->name);
+  if (n >= len) return -1;
+  memcpy(buf, d->name, n + 1);
+  return 0;
+}
+
+int mc_dummy_health(struct mc_dummy *d) {
+  int64_t v = mc_dummy_simple(d, MC_DOP_HEALTH, 0, NULL);
+  return v < 0 ? 2 : (int)v; /* the real client unreachable counts as its master unreachable */
+}

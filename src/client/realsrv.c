@@ -1,0 +1,453 @@
+/* Standalone client mode, the real client's side (docs/standalone.md): serves dummy clients of this host
+ * on the abstract unix socket "@mooncake_client_<port>.sock" (wire: dummy.h). Each connection maps the
+ * dummy's sealed memfd, registers it with this client, and runs the dummy's calls with pointers into that
+ * mapping, so transfers land in the dummy's pages. The peer is untrusted: only this user (or root) may
+ * connect (SO_PEERCRED); frames are length-checked, every offset must lie inside what that dummy shared,
+ * connections and shared bytes are capped, a frame must arrive whole within FRAME_TIMEOUT_MS, and a
+ * closed connection (a dummy that died) releases its mapping and registration. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "client/dummy.h"
+#include "common/alloc.h"
+#include "common/log.h"
+#include "net/sock.h"
+
+#define FRAME_TIMEOUT_MS 10000 /* a started frame (and the HELLO after connect) must be complete by then */
+#define REPLY_TIMEOUT_MS 10000 /* a dummy that does not read its reply is dropped */
+#define POLL_MS 500            /* how often idle waits look at the stop flag */
+#define MAX_PREFERRED 64
+
+struct conn {
+  struct mc_realsrv *srv;
+  pthread_t th;
+  int fd, used, done;
+  char *base; /* the dummy's memory, mapped here; NULL before HELLO */
+  uint64_t total;
+  uint64_t frames, bytes_in, bytes_out;
+  pid_t pid;
+};
+
+struct mc_realsrv {
+  mooncake_store_t store;
+  int lfd, port;
+  uint64_t max_shared; /* bytes one dummy may share */
+  _Atomic int stop;
+  pthread_t th;
+  pthread_mutex_t mu; /* guards slots[].used/done/fd for accept and stop; a leaf */
+  int nslots;
+  struct conn *slots;
+  _Atomic uint64_t refused; /* connections and frames refused (tests read it through mc_realsrv_refused) */
+};
+
+/* Waits for the first byte of a frame, looking at the stop flag: 1 readable, 0 stop/EOF-ish, -1 error. */
+static int wait_readable(struct conn *c) {
+  while (!atomic_load(&c->srv->stop)) {
+    struct pollfd p = {c->fd, POLLIN, 0};
+    int n = poll(&p, 1, POLL_MS);
+    if (n > 0) return 1;
+    if (n < 0 && errno != EINTR) return -1;
+  }
+  return 0;
+}
+
+static int reply(struct conn *c, uint16_t op, const struct mc_dbuf *b) {
+  struct mc_dummy_hdr h = {MC_DUMMY_MAGIC, op, 0, (uint32_t)b->n, 0};
+  struct iovec iov[2] = {{&h, sizeof(h)}, {b->p, b->n}};
+  c->bytes_out += sizeof(h) + b->n;
+  return mc_sock_writev_deadline(c->fd, iov, b->n ? 2 : 1, REPLY_TIMEOUT_MS);
+}
+
+static void refuse(struct conn *c, const char *why) {
+  atomic_fetch_add(&c->srv->refused, 1);
+  LOG_WARN_LIMITED("mooncake_client: dummy pid %d refused: %s", (int)c->pid, why);
+}
+
+/* ------------------------------------------------------------------ HELLO */
+
+/* Reads the HELLO frame and its descriptor, maps and registers the memory. 0 or -1 (connection dropped). */
+static int hello(struct conn *c) {
+  struct mc_dummy_hdr h;
+  uint64_t sz[2];
+  struct iovec iov[2] = {{&h, sizeof(h)}, {sz, sizeof(sz)}};
+  char ctl[CMSG_SPACE(sizeof(int) * 4)];
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+  struct pollfd p = {c->fd, POLLIN, 0};
+  if (poll(&p, 1, FRAME_TIMEOUT_MS) <= 0) return refuse(c, "no HELLO in time"), -1;
+  ssize_t n = recvmsg(c->fd, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  int fd = -1, nfds = 0;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; i++) { /* keep the first, close every other descriptor the peer sent */
+      int f;
+      memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (nfds++ == 0) fd = f;
+      else close(f);
+    }
+  }
+  const char *why = NULL;
+  struct stat st;
+  int seals;
+  /* one sendmsg carries the whole HELLO; anything else is not our dummy */
+  if (n != (ssize_t)(sizeof(h) + sizeof(sz)) || (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) why = "short or truncated HELLO";
+  else if (h.magic != MC_DUMMY_MAGIC || h.op != MC_DOP_HELLO || h.len != sizeof(sz)) why = "not a HELLO frame";
+  else if (nfds != 1) why = "HELLO without exactly one descriptor";
+  else if (fstat(fd, &st) || !S_ISREG(st.st_mode)) why = "descriptor is not a memory file";
+  else if ((seals = fcntl(fd, F_GET_SEALS)) < 0 || !(seals & F_SEAL_SHRINK))
+    why = "memory file not sealed against shrinking"; /* else the dummy could truncate it under us (SIGBUS) */
+  else if (!sz[1] || sz[0] > sz[1] || (uint64_t)st.st_size < sz[1]) why = "sizes do not match the memory file";
+  else if (sz[1] > c->srv->max_shared) why = "shares more than --max_shared_size";
+  int rc = MC_INVALID_PARAMS;
+  if (!why) {
+    c->base = mmap(NULL, sz[1], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c->base == MAP_FAILED) c->base = NULL, why = "cannot map the memory file";
+  }
+  if (fd >= 0) close(fd);
+  if (!why) {
+    c->total = sz[1];
+    rc = mooncake_store_register_buffer(c->srv->store, c->base, c->total);
+    if (rc) {
+      munmap(c->base, c->total);
+      c->base = NULL;
+      why = "registration with this client failed";
+    }
+  }
+  if (why) refuse(c, why);
+  c->bytes_in += n > 0 ? (uint64_t)n : 0;
+  if (n <= 0) return -1;
+  struct mc_dbuf b = {0};
+  int64_t st64 = why ? (rc ? rc : MC_INVALID_PARAMS) : 0;
+  mc_dbuf_put(&b, &st64, 8);
+  if (!why) {
+    char name[300] = "";
+    mooncake_store_get_hostname(c->srv->store, name, sizeof(name));
+    mc_dbuf_put(&b, name, strlen(name));
+  }
+  int wr = reply(c, MC_DOP_HELLO, &b);
+  mc_free(b.p);
+  return why || wr ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ requests */
+
+struct req {
+  mc_replicate_config_t cfg;
+  const char **pref;
+  uint32_t count;
+  char **keys;
+  size_t *nbufs, nb;
+  void **ptrs;
+  size_t *sizes;
+};
+
+static void req_free(struct req *q) {
+  for (uint32_t i = 0; q->keys && i < q->count; i++) mc_free(q->keys[i]);
+  for (size_t i = 0; q->pref && i < q->cfg.preferred_segments_count; i++) mc_free((char *)q->pref[i]);
+  mc_free(q->pref);
+  mc_free(q->keys);
+  mc_free(q->nbufs);
+  mc_free(q->ptrs);
+  mc_free(q->sizes);
+}
+
+static int get_config(struct mc_drd *r, struct req *q) {
+  int32_t sp, hp;
+  uint64_t ttl, rn;
+  uint32_t n;
+  if (mc_drd_u64(r, &rn) || mc_drd_get(r, &sp, 4) || mc_drd_u64(r, &ttl) || mc_drd_get(r, &hp, 4) ||
+      mc_drd_u32(r, &n) || n > MAX_PREFERRED)
+    return -1;
+  q->cfg = (mc_replicate_config_t){rn, sp, (int64_t)ttl, hp, NULL, 0};
+  q->pref = mc_calloc(n ? n : 1, sizeof(char *));
+  q->cfg.preferred_segments = q->pref;
+  for (; q->cfg.preferred_segments_count < n; q->cfg.preferred_segments_count++)
+    if (mc_drd_str(r, (char **)&q->pref[q->cfg.preferred_segments_count])) return -1;
+  return 0;
+}
+
+/* Keys, and with bufs their (offset, length) lists turned into pointers into the dummy's memory.
+ * -1 malformed (drop the connection); 1 a buffer outside the shared memory (the request fails -600). */
+static int get_keys(struct conn *c, struct mc_drd *r, struct req *q, int bufs) {
+  if (mc_drd_u32(r, &q->count) || q->count > MC_DUMMY_MAX_KEYS || q->count > r->n / 4) return -1;
+  q->keys = mc_calloc(q->count ? q->count : 1, sizeof(char *));
+  q->nbufs = mc_calloc(q->count ? q->count : 1, sizeof(size_t));
+  size_t cap = 0;
+  int outside = 0;
+  for (uint32_t i = 0; i < q->count; i++) {
+    if (mc_drd_str(r, &q->keys[i])) return -1;
+    if (!bufs) continue;
+    uint32_t k;
+    if (mc_drd_u32(r, &k) || k > MC_DUMMY_MAX_BUFS - q->nb || k > (r->n - r->off) / 16) return -1;
+    q->nbufs[i] = k;
+    if (q->nb + k > cap) {
+      cap = (q->nb + k) * 2;
+      q->ptrs = mc_realloc(q->ptrs, cap * sizeof(void *));
+      q->sizes = mc_realloc(q->sizes, cap * sizeof(size_t));
+    }
+    for (uint32_t j = 0; j < k; j++, q->nb++) {
+      uint64_t off, len;
+      if (mc_drd_u64(r, &off) || mc_drd_u64(r, &len)) return -1;
+      if (off > c->total || len > c->total - off) outside = 1, off = 0, len = 0;
+      q->ptrs[q->nb] = c->base + off;
+      q->sizes[q->nb] = len;
+    }
+  }
+  return outside;
+}
+
+static int all_single(const struct req *q) {
+  for (uint32_t i = 0; i < q->count; i++)
+    if (q->nbufs[i] != 1) return 0;
+  return 1;
+}
+
+/* Runs one parsed data request; results into res[0..count). */
+static void run_data(struct conn *c, int op, int flags, struct req *q, int64_t *res) {
+  mooncake_store_t s = c->srv->store;
+  const char **k = (const char **)q->keys;
+  size_t n = q->count;
+  int *ir = mc_calloc(n ? n : 1, sizeof(int));
+  int single = (flags & MC_DUMMY_SINGLE) && n == 1 && q->nbufs[0] == 1, upsert = flags & MC_WRITE_UPSERT;
+  if (op == MC_DOP_WRITE) {
+    int rc;
+    if (single) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
+    else if (all_single(q))
+      rc = mc_store_batch_write(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, upsert, ir),
+      rc ? mc_fill_int(ir, n, MC_INVALID_PARAMS) : (void)0;
+    else if ((rc = mc_store_batch_write_multi(s, k, (const void *const *)q->ptrs, q->sizes, q->nbufs, n, &q->cfg,
+                                              upsert, ir)))
+      mc_fill_int(ir, n, MC_INVALID_PARAMS);
+    for (size_t i = 0; i < n; i++) res[i] = ir[i];
+  } else {
+    int rc = 0;
+    if (single) res[0] = mooncake_store_get_into(s, k[0], q->ptrs[0], q->sizes[0]);
+    else if (all_single(q)) rc = mooncake_store_batch_get_into(s, k, q->ptrs, q->sizes, n, res);
+    else rc = mc_store_batch_get_into_multi(s, k, q->ptrs, q->sizes, q->nbufs, n, res);
+    for (size_t i = 0; rc && i < n; i++) res[i] = MC_INVALID_PARAMS;
+  }
+  mc_free(ir);
+}
+
+/* One request body -> reply body. -1: malformed (the connection is dropped). */
+static int serve(struct conn *c, const struct mc_dummy_hdr *h, struct mc_drd *r, struct mc_dbuf *out) {
+  mooncake_store_t s = c->srv->store;
+  struct req q = {0};
+  uint32_t force = 0;
+  int64_t v = 0;
+  int rc = 0;
+  switch (h->op) {
+    case MC_DOP_WRITE:
+    case MC_DOP_READ: {
+      if (h->op == MC_DOP_WRITE && get_config(r, &q)) {
+        rc = -1;
+        break;
+      }
+      int o = get_keys(c, r, &q, 1);
+      if (o < 0 || r->off != r->n) {
+        rc = -1;
+        break;
+      }
+      int64_t *res = mc_calloc(q.count ? q.count : 1, sizeof(int64_t));
+      if (o) {
+        refuse(c, "a buffer outside the memory it shared");
+        for (uint32_t i = 0; i < q.count; i++) res[i] = MC_INVALID_PARAMS;
+      } else {
+        run_data(c, h->op, h->flags, &q, res);
+      }
+      mc_dbuf_put(out, res, q.count * 8);
+      mc_free(res);
+      break;
+    }
+    case MC_DOP_REMOVE:
+      if (mc_drd_u32(r, &force)) {
+        rc = -1;
+        break;
+      }
+      /* fall through */
+    case MC_DOP_EXIST:
+    case MC_DOP_SIZE: {
+      if (get_keys(c, r, &q, 0) || r->off != r->n) {
+        rc = -1;
+        break;
+      }
+      int *ir = mc_calloc(q.count ? q.count : 1, sizeof(int));
+      const char **k = (const char **)q.keys;
+      if (h->op != MC_DOP_SIZE && q.count &&
+          (h->op == MC_DOP_EXIST ? mooncake_store_batch_is_exist(s, k, q.count, ir)
+                                 : mc_store_batch_remove(s, k, q.count, (int)force, ir)))
+        mc_fill_int(ir, q.count, MC_INVALID_PARAMS);
+      for (uint32_t i = 0; i < q.count; i++) {
+        v = h->op == MC_DOP_SIZE ? mooncake_store_get_size(s, k[i]) : ir[i];
+        mc_dbuf_put(out, &v, 8);
+      }
+      mc_free(ir);
+      break;
+    }
+    case MC_DOP_REMOVE_REGEX:
+    case MC_DOP_REMOVE_ALL:
+    case MC_DOP_HEALTH:
+    case MC_DOP_STATS: {
+      char *pat = NULL;
+      if ((h->op != MC_DOP_HEALTH && mc_drd_u32(r, &force)) || (h->op == MC_DOP_REMOVE_REGEX && mc_drd_str(r, &pat)) ||
+          r->off != r->n) {
+        mc_free(pat);
+        rc = -1;
+        break;
+      }
+      if (h->op == MC_DOP_REMOVE_REGEX) v = mooncake_store_remove_by_regex(s, pat, (int)force);
+      else if (h->op == MC_DOP_REMOVE_ALL) v = mooncake_store_remove_all(s, (int)force);
+      else if (h->op == MC_DOP_HEALTH) v = mooncake_store_health_check(s);
+      else v = (int64_t)(force == 0 ? c->frames : force == 1 ? c->bytes_in : c->bytes_out);
+      mc_free(pat);
+      mc_dbuf_put(out, &v, 8);
+      break;
+    }
+    default:
+      rc = -1;
+  }
+  req_free(&q);
+  return rc;
+}
+
+static void *conn_main(void *arg) {
+  struct conn *c = arg;
+  struct ucred cr;
+  socklen_t cl = sizeof(cr);
+  uid_t me = geteuid();
+  if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || (cr.uid != me && cr.uid != 0)) {
+    refuse(c, "peer is another user");
+    goto out;
+  }
+  c->pid = cr.pid;
+  if (hello(c)) goto out;
+  LOG_INFO("mooncake_client: dummy pid %d shares %llu bytes", (int)c->pid, (unsigned long long)c->total);
+  char *body = NULL;
+  for (;;) {
+    if (wait_readable(c) <= 0) break;
+    struct mc_dummy_hdr h;
+    if (mc_sock_read_deadline(c->fd, &h, sizeof(h), FRAME_TIMEOUT_MS)) break; /* EOF: the dummy is gone */
+    if (h.magic != MC_DUMMY_MAGIC || h.len > MC_DUMMY_MAX_BODY || h.op == MC_DOP_HELLO) {
+      refuse(c, "bad frame header");
+      break;
+    }
+    body = mc_realloc(body, h.len ? h.len : 1);
+    if (h.len && mc_sock_read_deadline(c->fd, body, h.len, FRAME_TIMEOUT_MS)) {
+      refuse(c, "frame body not received in time");
+      break;
+    }
+    c->frames++;
+    c->bytes_in += sizeof(h) + h.len;
+    struct mc_drd r = {body, h.len, 0, 0};
+    struct mc_dbuf out = {0};
+    int rc = serve(c, &h, &r, &out);
+    if (rc) refuse(c, "malformed request");
+    else rc = reply(c, h.op, &out);
+    mc_free(out.p);
+    if (rc) break;
+  }
+  mc_free(body);
+out:
+  if (c->base) { /* every call of this dummy has returned: nothing uses the memory any more */
+    mooncake_store_unregister_buffer(c->srv->store, c->base);
+    munmap(c->base, c->total);
+    c->base = NULL;
+    LOG_INFO("mooncake_client: dummy pid %d left; its memory is released", (int)c->pid);
+  }
+  pthread_mutex_lock(&c->srv->mu);
+  close(c->fd);
+  c->fd = -1;
+  c->done = 1;
+  pthread_mutex_unlock(&c->srv->mu);
+  return NULL;
+}
+
+/* Joins finished connection threads; with all, waits for every one (stop). Called with mu held. */
+static void reap(struct mc_realsrv *v, int all) {
+  for (int i = 0; i < v->nslots; i++) {
+    struct conn *c = &v->slots[i];
+    if (!c->used || (!c->done && !all)) continue;
+    if (!c->done && c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(c->th, NULL);
+    pthread_mutex_lock(&v->mu);
+    c->used = 0;
+  }
+}
+
+static void *accept_main(void *arg) {
+  struct mc_realsrv *v = arg;
+  while (!atomic_load(&v->stop)) {
+    struct pollfd p = {v->lfd, POLLIN, 0};
+    if (poll(&p, 1, POLL_MS) <= 0) continue;
+    int fd = accept4(v->lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    pthread_mutex_lock(&v->mu);
+    reap(v, 0);
+    struct conn *c = NULL;
+    for (int i = 0; !c && i < v->nslots; i++)
+      if (!v->slots[i].used) c = &v->slots[i];
+    if (c) {
+      *c = (struct conn){.srv = v, .fd = fd, .used = 1};
+      if (pthread_create(&c->th, NULL, conn_main, c)) c->used = 0, c = NULL;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (!c) {
+      atomic_fetch_add(&v->refused, 1);
+      LOG_WARN_LIMITED("mooncake_client: %d dummies already connected (--max_dummies); connection refused", v->nslots);
+      close(fd);
+    }
+  }
+  return NULL;
+}
+
+struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_dummies, uint64_t max_shared) {
+  struct sockaddr_un a;
+  unsigned alen = mc_dummy_sockaddr(&a, port);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) || listen(fd, 64)) {
+    LOG_ERROR("mooncake_client: cannot listen on @mooncake_client_%d.sock: %s", port, strerror(errno));
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  struct mc_realsrv *v = mc_calloc(1, sizeof(*v));
+  v->store = store;
+  v->lfd = fd;
+  v->port = port;
+  v->max_shared = max_shared;
+  v->nslots = max_dummies > 0 ? max_dummies : 1;
+  v->slots = mc_calloc((size_t)v->nslots, sizeof(struct conn));
+  pthread_mutex_init(&v->mu, NULL);
+  if (pthread_create(&v->th, NULL, accept_main, v)) {
+    close(fd);
+    mc_free(v->slots);
+    mc_free(v);
+    return NULL;
+  }
+  return v;
+}
+
+void mc_realsrv_stop(struct mc_realsrv *v) {
+  if (!v) return;
+  atomic_store(&v->stop, 1);
+  pthread_join(v->th, NULL);
+  close(v->lfd);
+  pthread_mutex_lock(&v->mu);
+  reap(v, 1);
+  pthread_mutex_unlock(&v->mu);
+  pthread_mutex_destroy(&v->mu);
+  mc_free(v->slots);
+  mc_free(v);
+}
+
+uint64_t mc_realsrv_refused(const struct mc_realsrv *v) { return atomic_load(&v->refused); }
