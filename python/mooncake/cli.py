@@ -1,4 +1,5 @@
-"""Console entry points of the pip package: run the binaries shipped in mooncake/bin."""
+"""Console entry points of the pip package (pyproject.toml, [project.scripts]): run the binaries shipped in
+mooncake/bin."""
 
 import os
 import sys
@@ -24,3 +25,11 @@ def mooncake_http_metadata_server():
 
 def transfer_engine_bench():
     _run("transfer_engine_bench")
+
+
+def mooncake():
+    _run("mooncake")
+
+
+def mooncake_store_node():
+    _run("mooncake_store_node")
