@@ -1,7 +1,7 @@
-"""pip install . -- builds the C libraries, binaries and the extension with CMake (no network, no build
-isolation needed: there is no pyproject.toml, so pip runs this file with the system setuptools), and
-packages them as mooncake/ (extension), mooncake/lib (libmooncake_*.so), mooncake/bin (binaries, exposed
-on PATH through console scripts of the same names).
+"""pip install . -- the build behind pyproject.toml (PEP 517, setuptools backend: Debian's python3-setuptools).
+It builds the C libraries, the programs and the extension with CMake (no network, no build isolation
+needed) and packages them as mooncake/ (extension), mooncake/lib (libmooncake_*.so) and mooncake/bin (the
+programs, on PATH through the console scripts of pyproject.toml). docs/packaging.md, "pip".
 
 Environment: MC_BUILD_DIR=<an existing CMake build> reuses it instead of building (it must have been
 built for the same Python); MC_BUILD_JOBS (default 2) sets the parallelism of a fresh build."""
@@ -18,9 +18,18 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 WORK = os.path.join(ROOT, "build", "pip-setuptools")
-with open(os.path.join(ROOT, "include", "mooncake", "version.h")) as f: # the one place the version is written
-    VERSION = re.search(r'#define MOONCAKE_VERSION_STRING "([0-9.]+)"', f.read()).group(1)
-BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake_client"]
+# The version integrations read with importlib.metadata.version("mooncake-transfer-engine") and compare
+# with upstream's releases (e.g. `>= 0.3.10.post1` before calling batch_remove(force=True)): the upstream
+# release whose Python API our contract covers, then our own version as a PEP 440 local label, so it orders
+# after that release and before upstream's next one: 0.3.12.post1+c.0.1.0 (docs/packaging.md, "Version").
+# Raise UPSTREAM_API when the package answers to a later upstream release.
+UPSTREAM_API = "0.3.12.post1"
+with open(os.path.join(ROOT, "include", "mooncake", "version.h")) as f: # the one place our version is written
+    OWN_VERSION = re.search(r'#define MOONCAKE_VERSION_STRING "([0-9.]+)"', f.read()).group(1)
+VERSION = "%s+c.%s" % (UPSTREAM_API, OWN_VERSION)
+# the programs of mooncake/bin; pyproject.toml's [project.scripts] runs them through mooncake/cli.py
+BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake",
+            "mooncake_store_node", "mooncake_client"]
 
 
 class CMakeBuild(build_ext):
@@ -51,16 +60,12 @@ class CMakeBuild(build_ext):
 
 
 os.makedirs(WORK, exist_ok=True)
-setup(
-    name="mooncake",
+setup(  # name, description, console scripts: pyproject.toml
     version=VERSION,
-    description="Mooncake KV-cache store and transfer engine (C implementation) for Python",
     package_dir={"": "python"},
     packages=["mooncake"],
     ext_modules=[Extension("mooncake._mooncake", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
-    entry_points={"console_scripts": ["%s = mooncake.cli:%s" % (b, b) for b in BINARIES]},
     options={"build": {"build_base": WORK}, "egg_info": {"egg_base": WORK}},
-    python_requires=">=3.8",
     zip_safe=False,
 )

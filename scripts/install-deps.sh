@@ -7,6 +7,8 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config python3 python3-dev python3-pytest python3-setuptools python3-numpy python3-pip python3-venv python3-wheel
   python3-torch
+  # docs/packaging.md: sd_notify readiness, man pages from --help, and what the tests of both use
+  python3-packaging libsystemd-dev help2man man-db
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libhiredis-dev libssl-dev libpcre2-dev libyaml-dev
   zlib1g-dev
   etcd-server etcd-client redis-server redis-tools iperf3 memcached iproute2 procps

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/util.h"
 #include "net/sock.h"
+#include "service_notify.h" /* READY=1 once dummies can connect, STOPPING=1 on the stop signal */
 
 struct cli_cfg {
   char *host, *metadata_server, *master_server_address, *protocol, *device_names, *device_name, *tenant_id;
@@ -75,7 +76,9 @@ int main(int argc, char **argv) {
   printf("mooncake_client: segment %s ready (%llu bytes); dummies connect to @mooncake_client_%d.sock\n", name,
          (unsigned long long)c.global_segment_size, (int)c.port);
   fflush(stdout);
+  sd_notify(0, "READY=1\nSTATUS=serving dummy clients");
   int stop_sig = mc_stop_signals_wait();
+  sd_notify(0, "STOPPING=1\nSTATUS=closing");
   printf("mooncake_client: signal %d, closing (%llu connections or frames refused)\n", (int)stop_sig,
          (unsigned long long)mc_realsrv_refused(srv));
   fflush(stdout);

@@ -17,6 +17,7 @@
 #include "common/knobs.h"
 #include "common/log.h"
 #include "master/master.h"
+#include "service_notify.h" /* READY=1 once every listener answers, STOPPING=1 on the shutdown signal */
 
 #define FLAGFILE_DEPTH 4
 #define USAGE "[--rpc_port=50051] [--config_path=FILE] [--flag=value ...]"
@@ -189,12 +190,19 @@ static int serve(struct mc_master_cfg *cfg) {
   char line[2048];
   mc_master_cfg_describe(cfg, line, sizeof(line));
   LOG_INFO("%s", line);
+  /* The embedded metadata server (mc_master_create), the admin server and the RPC listener all accept
+   * connections now: units ordered after this one may start. */
+  char status[160];
+  snprintf(status, sizeof(status), "READY=1\nSTATUS=serving RPCs on port %u", (unsigned)port);
+  sd_notify(0, status);
   /* A leader that lost its term (HA) restarts as a standby: a fresh process holds nothing of a state
    * another leader may have changed since (docs/ha.md, "Election and failover"). */
   struct timespec tick = {0, 100 * 1000000L};
   int sig;
   while ((sig = sigtimedwait(&set, NULL, &tick)) < 0 && !mc_master_ha_lost(m)) {
   }
+  sd_notify(0, sig < 0 ? "RELOADING=1\nSTATUS=lost its leader term, restarting as a standby"
+                       : "STOPPING=1\nSTATUS=shutting down");
   mc_master_destroy(m);
   if (sig < 0) return 2; /* main re-executes */
   LOG_INFO("Shutdown signal received, exiting gracefully");

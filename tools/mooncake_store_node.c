@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "common/knobs.h"
 #include "mooncake/store.h"
+#include "service_notify.h" /* READY=1 once the segment is mounted, STOPPING=1 on the stop signal */
 
 struct node_cfg {
   char *local_hostname, *metadata_server, *master_server_addr, *protocol, *device_name, *zone;
@@ -63,7 +64,11 @@ int main(int argc, char **argv) {
   printf("mooncake_store_node: segment %s ready (%llu bytes, zone '%s')\n", name,
          (unsigned long long)c.global_segment_size, *c.zone ? c.zone : (mc_knob_str(MC_KNOB_ZONE) ? mc_knob_str(MC_KNOB_ZONE) : ""));
   fflush(stdout);
+  char status[320];
+  snprintf(status, sizeof(status), "READY=1\nSTATUS=segment %s mounted", name);
+  sd_notify(0, status);
   int stop_sig = mc_stop_signals_wait();
+  sd_notify(0, "STOPPING=1\nSTATUS=unmounting");
   printf("mooncake_store_node: signal %d, unmounting %s\n", (int)stop_sig, name);
   fflush(stdout);
   mooncake_store_destroy(s);

@@ -1,4 +1,5 @@
-"""Console entry points of the pip package: run the binaries shipped in mooncake/bin."""
+"""Console entry points of the pip package (pyproject.toml, [project.scripts]): run the binaries shipped in
+mooncake/bin."""
 
 import os
 import sys
@@ -28,3 +29,11 @@ def transfer_engine_bench():
 
 def mooncake_client():
     _run("mooncake_client")
+
+
+def mooncake():
+    _run("mooncake")
+
+
+def mooncake_store_node():
+    _run("mooncake_store_node")
