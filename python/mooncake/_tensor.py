@@ -981,10 +981,36 @@ BATCH_GET_NAMES = ["batch_get_tensor", "batch_get_tensor_with_tp", "batch_get_te
                    "batch_get_tensor_with_parallelism_into"]
 
 
+def _docstring(name, f):
+    """A docstring for a tensor method that has none of its own: its signature and what its name's parts mean
+    (docs/python.md, "Tensor methods", has the table)."""
+    import inspect
+    try:
+        sig = str(inspect.signature(f)).replace("(self, ", "(").replace("(self)", "()")
+    except (TypeError, ValueError):
+        sig = "(...)"
+    get = "get" in name and "put" not in name
+    what = ["Reads the tensor(s) stored under the key(s): a tensor or None each." if get else
+            "Stores CPU tensor(s) as self-describing tensor objects: 0 or a negative ErrorCode each."]
+    parts = [("batch_", "Batch form: lists in, one result per key."),
+             ("upsert", "Replaces an existing value (a put keeps it)."),
+             ("pub_", "Takes a ReplicateConfig (replicas, pins, preferred segments, group_ids)."),
+             ("_with_tp", 'Tensor parallelism: shard "<key>_tp_<rank>", split along split_dim.'),
+             ("_with_parallelism", "Parallelism given by TensorParallelism / ReadTarget."),
+             ("_into", "Reads into the caller's buffer (the result views it)."),
+             ("_from", "The caller's buffer already holds a tensor object (header + data)."),
+             ("_cuda", "CUDA destinations: -600 where no GPU is present.")]
+    what += [d for key, d in parts if key in name]
+    return "%s%s\n\n%s\nSee docs/python.md, \"Tensors\"." % (name, sig, " ".join(what))
+
+
 def install(cls):
     """Puts the tensor methods on cls."""
     for n in PUT_NAMES + BATCH_PUT_NAMES + GET_NAMES + BATCH_GET_NAMES:
-        setattr(cls, n, getattr(TensorMethods, n))
+        f = getattr(TensorMethods, n)
+        if not (f.__doc__ or "").strip():
+            f.__doc__ = _docstring(n, f)
+        setattr(cls, n, f)
     for n, v in vars(TensorMethods).items():
         if n.startswith("_") and callable(v) and not n.startswith("__"):
             setattr(cls, n, v)
