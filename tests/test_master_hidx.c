@@ -328,7 +328,9 @@ static int follow_all(struct mc_mrpc_client *c, struct mc_uuid client, uint64_t 
  * live objects (docs/ha.md, "Holder indexes"). */
 static void test_resync_after_overflow(void) {
   struct mt_master mm;
-  REQUIRE(mt_master_start(&mm, NULL) == 0);
+  /* the fake holder never pings: a long client TTL keeps it alive through a slow (sanitizer) run */
+  const char *const ttl[] = {"--client_ttl=300", NULL};
+  REQUIRE(mt_master_start(&mm, ttl) == 0);
   struct mc_mrpc_client *c = mt_connect(mm.port);
   struct mc_uuid holder = mt_id(5);
   struct mc_segment_rec seg = mt_seg(5, "holder-e:1", SEG_BASE, 256u << 20);
