@@ -10,53 +10,21 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import yaml
 
 ROOT, BIN = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from ports import free_port  # noqa: E402  (never hands out one port twice)
+from script_checks import Procs, check, failures, http, run, stop, wait_port  # noqa: E402
 DEPLOY = os.path.join(ROOT, "deploy")
-failures = []
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
-def run(cmd, timeout=60):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
-
-
-def wait_port(port, proc, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def http(port, path, timeout=5):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
 
 
 # ---------------------------------------------------------------- Prometheus files
@@ -115,24 +83,8 @@ check(GUIDE <= referenced, "dashboard + rules cover the guide's five metrics")
 
 # ---------------------------------------------------------------- a real master with the example configs
 tmp = tempfile.mkdtemp(prefix="mc_test_deploy_")
-procs = []
-
-
-def start(cmd, log):
-    p = subprocess.Popen(cmd, stdout=open(os.path.join(tmp, log), "w"), stderr=subprocess.STDOUT)
-    procs.append(p)
-    return p
-
-
-def stop(p, grace=10):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    return p.returncode
+procs = Procs(tmp)
+start = procs.start
 
 
 try:
@@ -260,10 +212,7 @@ try:
         check(rc == 0 and not out.strip(), "systemd-tmpfiles parses deploy/tmpfiles/mooncake-hugepages.conf\n" + out)
     check("shmem_enabled - - - - advise" in open(conf).read(), "the tmpfiles.d line sets shmem huge pages to advise")
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    procs.kill_all()
     if failures:
         for name in ("master.log", "node.log", "master2.log"):
             path = os.path.join(tmp, name)

@@ -17,6 +17,7 @@ install of the build into a temporary prefix:
   skipped with the reason when a tool is not installed.
 
 Usage: test_packaging.py <repo root> <build dir>"""
+import functools
 import json
 import os
 import re
@@ -24,15 +25,17 @@ import shlex
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 ROOT, BUILD = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
 from ports import free_port  # noqa: E402  (never hands out one port twice)
+from script_checks import Procs, can_connect, check, failures, http, stop, wait_port  # noqa: E402
+import script_checks  # noqa: E402
+
+run = functools.partial(script_checks.run, timeout=120)  # installs and compiles take longer than its 60 s
 
 ON_PATH = {"mooncake", "mooncake_master", "mooncake_store_node", "mooncake_client", "mooncake_http_metadata_server",
            "transfer_engine_bench"}
@@ -43,19 +46,8 @@ HARDENING = ["NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes", "
              "ProtectKernelTunables=yes", "ProtectKernelModules=yes", "ProtectControlGroups=yes",
              "RestrictNamespaces=yes", "RestrictSUIDSGID=yes", "LockPersonality=yes", "MemoryDenyWriteExecute=yes",
              "SystemCallFilter=@system-service", "CapabilityBoundingSet=", "RestrictAddressFamilies="]
-failures = []
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what.splitlines()[0])
-    return cond
-
-
-def run(cmd, timeout=120, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
-    return p.returncode, p.stdout + p.stderr
 
 
 def cache_value(name):
@@ -71,51 +63,13 @@ def version_h():
         return re.search(r'#define MOONCAKE_VERSION_STRING "([0-9.]+)"', f.read()).group(1)
 
 
-def can_connect(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.5).close()
-        return True
-    except OSError:
-        return False
 
-
-def wait_port(port, proc, timeout=15):
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        if can_connect(port):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def http(port, path, timeout=5):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except OSError as e:
-        return 0, str(e)
 
 
 tmp = tempfile.mkdtemp(prefix="mc_test_packaging_")
 prefix = os.path.join(tmp, "prefix")
-procs = []
-
-
-def start(cmd, log, env=None):
-    p = subprocess.Popen(cmd, stdout=open(os.path.join(tmp, log), "w"), stderr=subprocess.STDOUT, env=env)
-    procs.append(p)
-    return p
-
-
-def stop(p, grace=15):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(grace)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    return p.returncode
+procs = Procs(tmp)
+start = procs.start
 
 
 class Notify:
@@ -269,7 +223,7 @@ int main(int argc, char **argv) {
             run_program(os.path.join(pb, "app"), "the find_package program")
     rc, out = run(["cmake", "-S", proj, "-B", pb + "_too_new", "-DWANT=1.0", "-DCMAKE_PREFIX_PATH=" + prefix])
     check(rc != 0 and "version" in out.lower(), "find_package(Mooncake 1.0) is refused by the version file")
-    stop(master)
+    stop(master, 15)
 
     # ------------------------------------------------------------ sd_notify
     if not check(cache_value("MC_HAVE_SYSTEMD") == "ON",
@@ -299,7 +253,7 @@ int main(int argc, char **argv) {
     node.send_signal(signal.SIGTERM)
     msg, seen = nn.wait_for("STOPPING", node)
     check(msg is not None and msg["STOPPING"] == "1", f"mooncake_store_node sends STOPPING=1 on SIGTERM ({seen})")
-    check(stop(node) == 0, "and exits 0")
+    check(stop(node, 15) == 0, "and exits 0")
     # mooncake_client: READY=1 once its segment is mounted and dummies can connect
     nc = Notify("client.sock")
     cport = free_port()
@@ -311,11 +265,11 @@ int main(int argc, char **argv) {
     cl.send_signal(signal.SIGTERM)
     msg, seen = nc.wait_for("STOPPING", cl)
     check(msg is not None and msg["STOPPING"] == "1", f"mooncake_client sends STOPPING=1 on SIGTERM ({seen})")
-    check(stop(cl) == 0, "and exits 0")
+    check(stop(cl, 15) == 0, "and exits 0")
     master.send_signal(signal.SIGTERM)
     msg, seen = n.wait_for("STOPPING", master)
     check(msg is not None and msg["STOPPING"] == "1", f"mooncake_master sends STOPPING=1 on SIGTERM ({seen})")
-    check(stop(master) == 0, "and exits 0")
+    check(stop(master, 15) == 0, "and exits 0")
     # A master that cannot listen (its RPC port taken) never reports ready.
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -379,10 +333,7 @@ int main(int argc, char **argv) {
 except SystemExit:
     pass
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    procs.kill_all()
     if failures:
         for name in sorted(os.listdir(tmp)):
             if name.endswith(".log"):
