@@ -569,6 +569,33 @@ static void test_witness_block_lies(void) {
   mc_witness_free(w);
 }
 
+/* Witnesses kept per reply block: a block is pruned whole once durable_seq passes its newest record, one
+ * partly durable keeps the rest, and past 65 536 records the oldest are given up. */
+static void test_witness_blocks(void) {
+  struct mc_witnesses *w = mc_witness_new();
+  struct mc_wbuf b = {0};
+  uint64_t seq = 1;
+  for (int blk = 0; blk < 70; blk++) { /* 70 replies of 1000 records, nothing durable */
+    b.len = 0;
+    mc_w_u64(&b, 3), mc_w_u64(&b, 0), mc_w_u32(&b, 1000);
+    for (int i = 0; i < 1000; i++) put_witness_record(&b, seq++, "k");
+    take(w, &b);
+  }
+  CHECK_EQ(mc_witness_count(w), 65536u);
+  CHECK_EQ(mc_witness_given_up(w), 70000u - 65536u);
+  b.len = 0; /* durable up to the middle of the 60th block: 59 500 records go, whole blocks and half a one */
+  mc_w_u64(&b, 3), mc_w_u64(&b, 59500), mc_w_u32(&b, 0);
+  CHECK_EQ(take(w, &b), 70000u - 59500u);
+  b.len = 0; /* another master's durable_seq prunes none of master 3's */
+  mc_w_u64(&b, 4), mc_w_u64(&b, 1u << 30), mc_w_u32(&b, 0);
+  CHECK_EQ(take(w, &b), 70000u - 59500u);
+  b.len = 0;
+  mc_w_u64(&b, 3), mc_w_u64(&b, 70000), mc_w_u32(&b, 0);
+  CHECK_EQ(take(w, &b), 0u);
+  mc_w_free(&b);
+  mc_witness_free(w);
+}
+
 /* Replica addresses come off the wire: one that claims to be in this client's own segment (read by
  * memcpy) but lies partly or wholly outside it must fail the read (-800), never copy from outside. */
 static void test_own_segment_replica_out_of_bounds(void) {
@@ -681,7 +708,7 @@ int main(int argc, char **argv) {
       TEST_CASE(test_setup_large_segment_is_lazy),
       TEST_CASE(test_malformed_master_replies),
       TEST_CASE(test_own_segment_replica_out_of_bounds),
-      TEST_CASE(test_fastput_start_rule), TEST_CASE(test_witness_block_lies),
+      TEST_CASE(test_fastput_start_rule), TEST_CASE(test_witness_block_lies), TEST_CASE(test_witness_blocks),
       TEST_CASE(test_teardown_at_exit),
       TEST_CASE(test_teardown_on_sigterm),
   };

@@ -30,17 +30,28 @@
 #define RECOMMIT_BATCH 1024
 #define RECOMMIT_TMO_MS 3000
 
-struct wit {
-  uint64_t seq, view, sent_ns; /* sent_ns: first sent to a master other than its own, 0 not yet */
-  uint32_t len;
-  uint8_t rec[]; /* the record as the master sent it (master/hidx.h layout) */
+/* Witnesses are kept as the blocks the replies brought them in: one allocation per block, its records'
+ * bytes copied in one piece, and a record dropped by marking it. A writer that puts in batches gets one
+ * block per batch and prunes it whole once durable_seq passes its newest record, so keeping them costs one
+ * allocation and one copy per reply, not per record. */
+struct rec {
+  uint64_t seq, sent_ns; /* sent_ns: first sent to a master other than its own, 0 not yet */
+  uint32_t off, len;     /* in the block's data */
+  uint8_t live;
+};
+struct block {
+  uint64_t view, max_seq;
+  uint32_t n, live;
+  struct rec *r;  /* n records, in this allocation */
+  uint8_t *data; /* their bytes as the master sent them (master/hidx.h layout) */
 };
 
 struct mc_witnesses {
   pthread_mutex_t mu;
-  struct wit **v;
-  size_t n, cap;
-  uint64_t view;    /* the master heard from last */
+  struct block **b; /* in arrival order */
+  size_t nb, capb;
+  size_t live;       /* records kept */
+  uint64_t view;     /* the master heard from last */
   uint64_t given_up; /* witnesses given up (never installed), for the log and tests */
   uint64_t block_ns; /* when a witness block came last: while they come, the replies prune */
   uint64_t pruned_view, pruned_durable; /* the last prune: a block with the same master and durable_seq
@@ -64,36 +75,42 @@ struct mc_witnesses *mc_witness_new(void) {
 
 void mc_witness_free(struct mc_witnesses *w) {
   if (!w) return;
-  for (size_t i = 0; i < w->n; i++) mc_free(w->v[i]);
-  mc_free(w->v);
+  for (size_t i = 0; i < w->nb; i++) mc_free(w->b[i]);
+  mc_free(w->b);
   pthread_mutex_destroy(&w->mu);
   mc_free(w);
 }
 
-/* Drops v[i] (order is not kept). mu held. */
-static void drop_at(struct mc_witnesses *w, size_t i) {
-  mc_free(w->v[i]);
-  w->v[i] = w->v[--w->n];
+/* Drops record i of block x (mu held); the block goes at the next compact once none is left. */
+static void drop_rec(struct mc_witnesses *w, struct block *x, uint32_t i) {
+  if (!x->r[i].live) return;
+  x->r[i].live = 0;
+  x->live--;
+  w->live--;
 }
 
-static void add(struct mc_witnesses *w, uint64_t view, uint64_t seq, const uint8_t *rec, size_t len) {
-  if (w->n >= MC_WITNESS_MAX) {
-    size_t old = 0;
-    for (size_t i = 1; i < w->n; i++)
-      if (w->v[i]->seq < w->v[old]->seq) old = i;
-    drop_at(w, old);
-    w->given_up++;
-    LOG_WARN_LIMITED("witnesses: %d pending (the master is not making them durable); the oldest are given up",
-                     MC_WITNESS_MAX);
-  }
-  if (w->n == w->cap) {
-    w->cap = w->cap ? 2 * w->cap : 64;
-    w->v = mc_realloc(w->v, sizeof(*w->v) * w->cap);
-  }
-  struct wit *x = mc_malloc(sizeof(*x) + len);
-  *x = (struct wit){.seq = seq, .view = view, .len = (uint32_t)len};
-  memcpy(x->rec, rec, len);
-  w->v[w->n++] = x;
+/* Frees the blocks with no record left, keeping the order of the others (mu held). */
+static void compact(struct mc_witnesses *w) {
+  size_t k = 0;
+  for (size_t i = 0; i < w->nb; i++)
+    if (w->b[i]->live) w->b[k++] = w->b[i];
+    else mc_free(w->b[i]);
+  w->nb = k;
+}
+
+/* Past MC_WITNESS_MAX the oldest are given up, logged: a writer whose master never makes records durable
+ * must not grow without bound (mu held). */
+static void cap(struct mc_witnesses *w) {
+  if (w->live <= MC_WITNESS_MAX) return;
+  for (size_t i = 0; i < w->nb && w->live > MC_WITNESS_MAX; i++)
+    for (uint32_t j = 0; j < w->b[i]->n && w->live > MC_WITNESS_MAX; j++)
+      if (w->b[i]->r[j].live) {
+        drop_rec(w, w->b[i], j);
+        w->given_up++;
+      }
+  compact(w);
+  LOG_WARN_LIMITED("witnesses: %d pending (the master is not making them durable); the oldest are given up",
+                   MC_WITNESS_MAX);
 }
 
 /* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. */
@@ -117,29 +134,61 @@ static uint64_t take_block(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
   uint64_t view = mc_r_u64(r), durable = mc_r_u64(r);
   uint32_t n = mc_r_count(r, 8 + 1 + 4 + 16 + 32 + 1);
   struct mc_rbuf_rd check = *r; /* the whole block decodes, or nothing of it is used */
-  for (uint32_t i = 0; i < n && !check.err; i++) skip_record(&check);
+  uint32_t above = 0;
+  for (uint32_t i = 0; i < n && !check.err; i++) above += skip_record(&check) > durable;
   if (check.err) {
     LOG_WARN_LIMITED("witnesses: a witness block does not decode; it is ignored");
     r->err = 1;
     return 0;
   }
+  struct block *x = NULL;
+  if (above) { /* one allocation: the block, its records' places, their bytes */
+    size_t bytes = check.off - r->off;
+    x = mc_malloc(sizeof(*x) + sizeof(struct rec) * n + bytes);
+    *x = (struct block){.view = view, .n = n, .live = above};
+    x->r = (struct rec *)(x + 1);
+    x->data = (uint8_t *)(x->r + n);
+    memcpy(x->data, r->p + r->off, bytes);
+    size_t base = r->off;
+    for (uint32_t i = 0; i < n; i++) {
+      size_t at = r->off;
+      uint64_t seq = skip_record(r);
+      x->r[i] = (struct rec){.seq = seq, .off = (uint32_t)(at - base), .len = (uint32_t)(r->off - at), .live = seq > durable};
+      if (seq > x->max_seq) x->max_seq = seq;
+    }
+  } else {
+    r->off = check.off;
+  }
   pthread_mutex_lock(&w->mu);
-  int was_empty = w->n == 0;
-  for (uint32_t i = 0; i < n; i++) {
-    size_t at = r->off;
-    uint64_t seq = skip_record(r);
-    if (seq > durable) add(w, view, seq, r->p + at, r->off - at);
+  int was_empty = w->live == 0;
+  if (x) {
+    if (w->nb == w->capb) {
+      w->capb = w->capb ? 2 * w->capb : 64;
+      w->b = mc_realloc(w->b, sizeof(*w->b) * w->capb);
+    }
+    w->b[w->nb++] = x;
+    w->live += x->live;
   }
   w->view = view;
   w->block_ns = mc_now_ns();
   if (view != w->pruned_view || durable != w->pruned_durable) { /* one scan per step of durable_seq, not per put */
-    for (size_t i = 0; i < w->n;)
-      if (w->v[i]->view == view && w->v[i]->seq <= durable) drop_at(w, i);
-      else i++;
+    for (size_t i = 0; i < w->nb; i++) {
+      struct block *y = w->b[i];
+      if (y->view != view || y == x) continue;
+      if (y->max_seq <= durable) { /* the whole block: the common case, one step per reply */
+        w->live -= y->live;
+        y->live = 0;
+        continue;
+      }
+      for (uint32_t j = 0; j < y->n && y->live; j++)
+        if (y->r[j].seq <= durable) drop_rec(w, y, j);
+    }
+    compact(w);
     w->pruned_view = view;
     w->pruned_durable = durable;
   }
-  void (*wake)(void *) = was_empty && w->n ? w->on_pending : NULL;
+  cap(w);
+  void (*wake)(void *) = was_empty && w->live ? w->on_pending : NULL;
   void *arg = w->arg;
   pthread_mutex_unlock(&w->mu);
   if (wake) wake(arg);
@@ -153,7 +202,7 @@ void mc_witness_take(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
 size_t mc_witness_count(struct mc_witnesses *w) {
   if (!w) return 0;
   pthread_mutex_lock(&w->mu);
-  size_t n = w->n;
+  size_t n = w->live;
   pthread_mutex_unlock(&w->mu);
   return n;
 }
@@ -170,9 +219,29 @@ int mc_witness_pending(struct mc_witnesses *w) { return mc_witness_count(w) > 0;
 
 uint64_t mc_witness_tick_ns(void) { return TICK_NS; }
 
+/* A live record of the set (mu held while used). */
+struct pick {
+  uint64_t seq;
+  struct block *b;
+  uint32_t i;
+};
+
 static int by_seq(const void *a, const void *b) {
-  uint64_t x = (*(struct wit *const *)a)->seq, y = (*(struct wit *const *)b)->seq;
+  uint64_t x = ((const struct pick *)a)->seq, y = ((const struct pick *)b)->seq;
   return x < y ? -1 : x > y;
+}
+
+/* The live records of master view, oldest first (mu held); *np of them. */
+static struct pick *picks_of(struct mc_witnesses *w, uint64_t view, size_t *np) {
+  struct pick *p = mc_malloc(sizeof(*p) * (w->live ? w->live : 1));
+  size_t n = 0;
+  for (size_t i = 0; i < w->nb; i++)
+    if (w->b[i]->view == view)
+      for (uint32_t j = 0; j < w->b[i]->n; j++)
+        if (w->b[i]->r[j].live) p[n++] = (struct pick){w->b[i]->r[j].seq, w->b[i], j};
+  qsort(p, n, sizeof(*p), by_seq);
+  *np = n;
+  return p;
 }
 
 /* One RECOMMIT of up to RECOMMIT_BATCH witnesses of master `view` (copied out under mu). */
@@ -188,14 +257,12 @@ static int recommit_view(struct mcli *c, struct mc_uuid id, uint64_t view) {
   pthread_mutex_lock(&w->mu);
   /* oldest first: a put and the removal of the same object, both witnessed here, go in the order they
    * happened (the master also guards against the other order across writers) */
-  struct wit **pick = mc_malloc(sizeof(*pick) * (w->n ? w->n : 1));
-  size_t np = 0;
-  for (size_t i = 0; i < w->n; i++)
-    if (w->v[i]->view == view) pick[np++] = w->v[i];
-  qsort(pick, np, sizeof(*pick), by_seq);
+  size_t np;
+  struct pick *pick = picks_of(w, view, &np);
   for (size_t i = 0; i < np && n < RECOMMIT_BATCH; i++) {
-    mc_w_bytes_raw(&req, pick[i]->rec, pick[i]->len);
-    seqs[n++] = pick[i]->seq;
+    const struct rec *x = &pick[i].b->r[pick[i].i];
+    mc_w_bytes_raw(&req, pick[i].b->data + x->off, x->len);
+    seqs[n++] = x->seq;
   }
   pthread_mutex_unlock(&w->mu);
   mc_free(pick);
@@ -218,11 +285,11 @@ static int recommit_view(struct mcli *c, struct mc_uuid id, uint64_t view) {
   uint64_t now = mc_now_ns();
   pthread_mutex_lock(&w->mu);
   uint32_t installed = 0, known = 0, refused = 0;
-  for (uint32_t k = 0; k < n && now_view; k++) {
-    size_t i = 0;
-    while (i < w->n && !(w->v[i]->view == view && w->v[i]->seq == seqs[k])) i++;
-    if (i == w->n) continue;
-    struct wit *x = w->v[i];
+  pick = now_view ? picks_of(w, view, &np) : NULL; /* again: the set may have changed meanwhile */
+  for (uint32_t k = 0, at = 0; k < n && now_view; k++) { /* both in seq order: one merge walk */
+    while (at < np && pick[at].seq < seqs[k]) at++;
+    if (at == np || pick[at].seq != seqs[k]) continue;
+    struct rec *x = &pick[at].b->r[pick[at].i];
     int s = st[k];
     if (s == MC_RECOMMIT_KNOWN && now_view == view) continue; /* its own master: durable in time */
     if (s == MC_SEGMENT_NOT_FOUND || s == MC_UNAVAILABLE_IN_CURRENT_STATUS) { /* not yet */
@@ -232,9 +299,11 @@ static int recommit_view(struct mcli *c, struct mc_uuid id, uint64_t view) {
     if (s == 0) installed++;
     else if (s == MC_RECOMMIT_KNOWN) known++;
     else refused++, w->given_up++;
-    drop_at(w, i);
+    drop_rec(w, pick[at].b, pick[at].i);
   }
+  compact(w);
   pthread_mutex_unlock(&w->mu);
+  mc_free(pick);
   if (installed || refused)
     LOG_INFO("witnesses of master %llu handed to master %llu: %u installed, %u known to their holders, %u given up",
              (unsigned long long)view, (unsigned long long)now_view, installed, known, refused);
@@ -252,11 +321,11 @@ void mc_witness_tick(struct mcli *c, struct mc_uuid id, int force) {
   pthread_mutex_lock(&w->mu);
   /* witnesses of the master the replies come from are pruned by those replies while they come */
   int quiet = force || mc_now_ns() - w->block_ns >= TICK_NS;
-  for (size_t i = 0; i < w->n && nv < 8; i++) {
-    if (!quiet && w->v[i]->view == w->view) continue;
+  for (size_t i = 0; i < w->nb && nv < 8; i++) {
+    if (!quiet && w->b[i]->view == w->view) continue;
     size_t k = 0;
-    while (k < nv && views[k] != w->v[i]->view) k++;
-    if (k == nv) views[nv++] = w->v[i]->view;
+    while (k < nv && views[k] != w->b[i]->view) k++;
+    if (k == nv) views[nv++] = w->b[i]->view;
   }
   pthread_mutex_unlock(&w->mu);
   for (size_t k = 0; k < nv; k++)
