@@ -113,16 +113,15 @@ static void cap(struct mc_witnesses *w) {
                    MC_WITNESS_MAX);
 }
 
-/* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. */
+/* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. Past the
+ * key, a record is fixed-size: segment (16), offset, length, size (3 x 8), hard pin (1), soft-pin TTL (8). */
+#define REC_TAIL (16 + 3 * 8 + 1 + 8)
 static uint64_t skip_record(struct mc_rbuf_rd *r) {
   uint64_t seq = mc_r_u64(r);
   mc_r_u8(r);
   uint32_t kl;
   mc_r_blob(r, &kl);
-  mc_get_uuid(r);
-  for (int i = 0; i < 3; i++) mc_r_u64(r);
-  mc_r_u8(r);
-  mc_r_u64(r);
+  mc_r_take(r, REC_TAIL);
   return seq;
 }
 
@@ -132,32 +131,33 @@ static uint64_t skip_record(struct mc_rbuf_rd *r) {
 static uint64_t take_block(struct mc_witnesses *w, struct mc_rbuf_rd *r) {
   if (r->err || r->len - r->off < 20) return 0;
   uint64_t view = mc_r_u64(r), durable = mc_r_u64(r);
-  uint32_t n = mc_r_count(r, 8 + 1 + 4 + 16 + 32 + 1);
-  struct mc_rbuf_rd check = *r; /* the whole block decodes, or nothing of it is used */
-  uint32_t above = 0;
-  for (uint32_t i = 0; i < n && !check.err; i++) above += skip_record(&check) > durable;
-  if (check.err) {
-    LOG_WARN_LIMITED("witnesses: a witness block does not decode; it is ignored");
-    r->err = 1;
-    return 0;
-  }
+  uint32_t n = mc_r_count(r, 8 + 1 + 4 + REC_TAIL);
+  /* one pass and one allocation: the block, its records' places, their bytes (at most what is left of the
+   * body: n is bounded by it too); the whole block decodes, or nothing of it is used */
   struct block *x = NULL;
-  if (above) { /* one allocation: the block, its records' places, their bytes */
-    size_t bytes = check.off - r->off;
-    x = mc_malloc(sizeof(*x) + sizeof(struct rec) * n + bytes);
-    *x = (struct block){.view = view, .n = n, .live = above};
+  if (n && !r->err) {
+    size_t left = r->len - r->off, base = r->off;
+    x = mc_malloc(sizeof(*x) + sizeof(struct rec) * n + left);
+    *x = (struct block){.view = view, .n = n};
     x->r = (struct rec *)(x + 1);
     x->data = (uint8_t *)(x->r + n);
-    memcpy(x->data, r->p + r->off, bytes);
-    size_t base = r->off;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !r->err; i++) {
       size_t at = r->off;
       uint64_t seq = skip_record(r);
       x->r[i] = (struct rec){.seq = seq, .off = (uint32_t)(at - base), .len = (uint32_t)(r->off - at), .live = seq > durable};
+      x->live += seq > durable;
       if (seq > x->max_seq) x->max_seq = seq;
     }
-  } else {
-    r->off = check.off;
+    if (!r->err && x->live) {
+      memcpy(x->data, r->p + base, r->off - base);
+    } else {
+      mc_free(x);
+      x = NULL;
+    }
+  }
+  if (r->err) {
+    LOG_WARN_LIMITED("witnesses: a witness block does not decode; it is ignored");
+    return 0;
   }
   pthread_mutex_lock(&w->mu);
   int was_empty = w->live == 0;
