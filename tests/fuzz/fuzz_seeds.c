@@ -1,5 +1,5 @@
 /* Writes the binary seed inputs of the fuzz targets (the text ones are committed as they are):
- *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport, OUTDIR/ctrl and OUTDIR/snapshot
+ *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport, OUTDIR/ctrl, OUTDIR/snapshot and OUTDIR/witness
  * Bodies are built with the protocol's own encoders, so the seeds stay valid requests when a record
  * changes. Run it and commit what changed under tests/fuzz/corpus (docs/testing.md, "Fuzzing"). */
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_common.h"
+#include "master/hidx.h"
 #include "proto/proto.h"
 #include "net/codec.h"
 
@@ -313,6 +314,32 @@ static void snapshot_seeds(void) {
   mc_w_free(&w);
 }
 
+/* ---------------------------------------------------------------- witness: reply tails (fuzz_witness.c) */
+
+/* A witness block: view_version, durable_seq, n records of the holder-index layout from seq first on. */
+static void wit_block(struct mc_wbuf *w, uint64_t view, uint64_t durable, uint32_t n, uint64_t first, int lie) {
+  mc_w_u64(w, view), mc_w_u64(w, durable);
+  mc_w_u32(w, lie ? n * 1000 : n);
+  for (uint32_t i = 0; i < n; i++) {
+    char key[32];
+    int kl = snprintf(key, sizeof(key), "key-%u", i % 7);
+    mc_hidx_encode(w, first + i, i % 5 ? MC_HIDX_PUT : MC_HIDX_DROP, key, (uint32_t)kl,
+                   (struct mc_uuid){0x5a5a5a5a00000000ull, 1 + i % 2}, 4096ull * i, 4096, 4000, (uint8_t)(i & 1),
+                   i % 3 ? 0 : 60000);
+  }
+}
+
+static void witness_seeds(void) {
+  struct mc_wbuf w = {0};
+  SEED("witness", "one_block", wit_block(&w, 1, 10, 8, 11, 0));
+  SEED("witness", "pruned_by_next", wit_block(&w, 1, 10, 8, 11, 0), wit_block(&w, 1, 16, 4, 19, 0));
+  SEED("witness", "new_master", wit_block(&w, 1, 10, 8, 11, 0), wit_block(&w, 2, 30, 4, 31, 0));
+  SEED("witness", "all_durable", wit_block(&w, 3, 100, 6, 50, 0));
+  SEED("witness", "lying_count", wit_block(&w, 1, 0, 3, 1, 1));
+  SEED("witness", "empty", wit_block(&w, 1, 0, 0, 1, 0));
+  mc_w_free(&w);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
@@ -323,5 +350,6 @@ int main(int argc, char **argv) {
   dataport_seeds();
   ctrl_seeds();
   snapshot_seeds();
+  witness_seeds();
   return 0;
 }
