@@ -11,7 +11,7 @@ set(MC_FUZZ_CAMPAIGN_SECONDS 20 CACHE STRING "Length of each fuzz_campaign_<targ
 
 set(MC_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 # replay mutations per input (the socket targets are slower per input)
-set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot rdma p2p)
+set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot rdma p2p witness)
 set(MC_FUZZ_MUTATIONS_master 200)
 set(MC_FUZZ_MUTATIONS_desc 200)
 set(MC_FUZZ_MUTATIONS_config 100)
@@ -22,6 +22,7 @@ set(MC_FUZZ_MUTATIONS_auth 200)
 set(MC_FUZZ_MUTATIONS_snapshot 200)
 set(MC_FUZZ_MUTATIONS_rdma 200)
 set(MC_FUZZ_MUTATIONS_p2p 200)
+set(MC_FUZZ_MUTATIONS_witness 200)
 
 if(MC_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")

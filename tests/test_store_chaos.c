@@ -161,7 +161,17 @@ static int worker_main(char **argv) { /* --worker ID MASTER METADATA GSS SECS SE
   }
   /* slots: 0..3 values to write, 4..7 read targets */
   uint8_t *mem = aligned_alloc(4096, 8 * SLOT);
-  if (!mem || mooncake_store_register_buffer(s, mem, 8 * SLOT)) return 3;
+  if (!mem) return 3;
+  /* registering publishes the buffer to the metadata service: a victim restarted while the chaos has the
+   * metadata server down fails here as in its setup (the parent starts the chaos only after every worker's
+   * READY) */
+  rc = mooncake_store_register_buffer(s, mem, 8 * SLOT);
+  if (rc) {
+    printf("FAILED setup %d\n", rc);
+    return 2;
+  }
+  printf("READY\n");
+  fflush(stdout);
   struct wstats st = {0};
   uint64_t version = 0;
   int no_upsert = getenv("MC_CHAOS_NO_UPSERT") != NULL;
@@ -480,6 +490,14 @@ static void run_chaos(const struct plan *pl) {
     char *args[] = {"chaos_worker", "--worker", ids[i], M.addr, M.metadata, i < 2 ? gss_seg : gss_none,
                     secs_s, seed_s, NULL};
     REQUIRE(child_start(&w[i], args, i % 2 ? "MC_FORCE_TCP=1" : NULL) == 0);
+  }
+  for (int i = 0; i < NWORKERS; i++) { /* set up before the chaos starts: their runs count from here */
+    char line[128] = "";
+    if (child_line(&w[i], line, sizeof(line), 15000) || strncmp(line, "READY", 5)) {
+      fprintf(stderr, "worker %d did not come up: %s\n", i, line);
+      mc_tp_dump_log(w[i].log);
+      REQUIRE(!"a worker came up");
+    }
   }
   /* victims: the same workload from clients killed with SIGKILL now and then and started again; the
    * first NVICTIMS have a segment of their own (lost with them), the other NPURE are pure clients. They
