@@ -159,7 +159,7 @@ def compatible(req, meta, any_tp_rank=True):
 
 
 def encode_manifest(dtype, global_shape, split_dim, count):
-    """The 96-byte manifest of a sharded tensor (upstream's layout, docs/python.md, "Manifests")."""
+    """The 96-byte manifest of a sharded tensor (upstream's layout, docs/python.md, "Tensor parallelism")."""
     shape = list(global_shape) + [-1] * (T.MAX_DIMS - len(global_shape))
     return bytearray(_MANIFEST.pack(MANIFEST_MAGIC, MANIFEST_VERSION, MANIFEST_SIZE, dtype, len(global_shape),
                                     split_dim, count, 0, *shape))
