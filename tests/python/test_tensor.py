@@ -318,6 +318,20 @@ def test_tp_families(s):
 
 
 # ------------------------------------------------------------------ unified parallelism API
+#
+# Where the expected values below come from (read in upstream Mooncake's store integration,
+# mooncake-integration/store/store_py_internal.h and store_py_parallel_{write,read}.h):
+# - keys: one tp axis keeps the old "<key>_tp_<rank>"; otherwise each axis, sorted dp < tp < ep < pp, appends
+#   "__<kind>_<rank>of<size>" plus "_sd<n>" / "_eid<n>" / "_sid<n>" for the fields that are set; a writer
+#   partition is "<key>__writer_<rank>of<size>_sd<dim>"; manifests "<key>__parallelism_manifest" and
+#   "<key>__writer_manifest";
+# - shard headers: the axes are copied in the order the caller listed them (not sorted), reserved0 holds the
+#   ep expert id / pp stage id, reserved1 the shard's length along its split dim;
+# - which writes add a manifest (tensor writes with a tp axis or a writer partition), with which shape and
+#   count (the whole tensor's shape; the tp size or partition count), and that buffer (_from) writes with a
+#   tp axis write every rank and no manifest;
+# - reads: a single-tp shard request also looks under the writer key, "full" without axes falls back to the
+#   object under the key, and a single-tp shard request that nothing matches returns "<key>_tp_<rank>" as is.
 
 
 def tp_par(rank, size, split_dim=0):
