@@ -114,15 +114,25 @@ PyTypeObject McpyMsgServerType = {
 
 typedef struct {
   PyObject_HEAD mc_msg_client_t *c;
+  mc_msg_client_t *closing; /* closed while sends ran: freed by the last of them */
+  int inflight;             /* sends running without the GIL (changed only with the GIL held) */
 } ClientObj;
 
-static void client_close(ClientObj *self) {
-  mc_msg_client_t *c = self->c;
-  self->c = NULL;
+static void client_free(mc_msg_client_t *c) {
   if (c) {
     Py_BEGIN_ALLOW_THREADS mc_msg_client_free(c);
     Py_END_ALLOW_THREADS
   }
+}
+
+static void client_close(ClientObj *self) {
+  mc_msg_client_t *c = self->c;
+  if (!c) return;
+  self->c = NULL;
+  if (self->inflight)
+    self->closing = c; /* a send still uses it */
+  else
+    client_free(c);
 }
 
 static void Client_dealloc(ClientObj *self) {
@@ -137,6 +147,7 @@ static int Client_init(ClientObj *self, PyObject *args, PyObject *kw) {
   const char *host;
   int port, tmo;
   if (!PyArg_ParseTuple(args, "Oii", &h, &port, &tmo) || mcpy_str(h, &host, "host")) return -1;
+  if (self->inflight) return 0; /* re-initialized while sends run: keeps its target */
   client_close(self);
   if (port > 0 && port <= 65535 && tmo > 0) self->c = mc_msg_client_new(host, (uint16_t)port, tmo);
   return 0;
@@ -150,8 +161,13 @@ static PyObject *client_send(ClientObj *self, PyObject *args) {
   int rc = MC_INVALID_PARAMS;
   if (self->c && kind >= 0 && kind <= 65535) {
     mc_msg_client_t *c = self->c;
+    self->inflight++;
     Py_BEGIN_ALLOW_THREADS rc = mc_msg_send(c, (uint16_t)kind, view.buf, (size_t)view.len);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS if (--self->inflight == 0 && self->closing) {
+      mc_msg_client_t *z = self->closing;
+      self->closing = NULL;
+      client_free(z);
+    }
   }
   PyBuffer_Release(&view);
   return PyLong_FromLong(rc);

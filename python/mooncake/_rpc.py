@@ -261,7 +261,7 @@ class RpcInterface:
             c = self._clients.get(target)
             if c is None:
                 if len(self._clients) >= MAX_TARGETS:
-                    self._clients.pop(next(iter(self._clients))).close()
+                    self._clients.pop(next(iter(self._clients)))  # freed once no send uses it
                 c = self._clients[target] = _mooncake.MsgClient(hp[0], hp[1], self._timeout_s * 1000)
             return c
 

@@ -583,6 +583,56 @@ def test_with_parallelism_tp_and_other_axes(s):
     assert s.get_tensor_with_parallelism("m", ReadTarget("shard", p3)) is None
 
 
+COMBOS = [(), ("dp",), ("pp",), ("ep",), ("dp", "pp"), ("ep", "dp"), ("pp", "ep", "dp")]
+
+
+def tagged(kind, i):
+    return axis(kind, i % 2, 2, expert_id=5 if kind == "ep" else None, stage_id=1 if kind == "pp" else None)
+
+
+@pytest.mark.parametrize("others", COMBOS, ids=lambda c: "+".join(c) or "tp")
+def test_every_combination_reassembles(s, others):
+    """tp with every set of other axes, the tp axis first or last, every split dim, tp sizes 2 and 4: each
+    rank's stored object is the rank's slice (torch.cat of them is the original), its key and header are
+    upstream's, and full / shard reads with another tp size give the original back."""
+    t = sample(torch.float32, (4, 8, 4), 40 + len(others))
+    for size in (2, 4):
+        for sd in range(3):
+            for tp_first in (True, False):
+                k = "combo_%s_%d_%d_%d" % ("_".join(others), size, sd, tp_first)
+                tags = [tagged(o, i) for i, o in enumerate(others)]
+                pars = []
+                for r in range(size):
+                    tp = axis("tp", r, size, split_dim=sd)
+                    par = TensorParallelism([tp] + tags if tp_first else tags + [tp])
+                    # one tp axis: the caller passes its shard; with other axes: the full tensor
+                    src = torch.chunk(t, size, sd)[r] if not others else t
+                    assert s.put_tensor_with_parallelism(k, src, par) == 0
+                    pars.append(par)
+                objs = []
+                for r, par in enumerate(pars):
+                    canon = sorted(par.axes, key=lambda a: ["dp", "tp", "ep", "pp"].index(a.kind))
+                    key = "%s_tp_%d" % (k, r) if not others else k + "".join(
+                        "__%s_%dof%d" % (a.kind, a.rank, a.size) + ("_sd%d" % a.split_dim if a.split_dim is not None
+                                                                    else "") +
+                        ("_eid%d" % a.expert_id if a.expert_id is not None else "") +
+                        ("_sid%d" % a.stage_id if a.stage_id is not None else "") for a in canon)
+                    ref = torch.chunk(t, size, sd)[r].contiguous()
+                    kinds = {"dp": 0, "tp": 1, "ep": 2, "pp": 3}
+                    hdr_axes = [(kinds[a.kind], a.rank, a.size, -1 if a.split_dim is None else a.split_dim,
+                                 a.expert_id or a.stage_id or 0, ref.shape[sd] if a.kind == "tp" else 0)
+                                for a in par.axes]
+                    assert s.get(key) == header(0, t.shape, ref.shape, 1, hdr_axes) + raw(ref), key
+                    objs.append(s.get_tensor(key))
+                assert same(torch.cat(objs, sd), t)
+                assert s.get(k + "__parallelism_manifest") == manifest(0, t.shape, sd, size)
+                assert same(s.get_tensor_with_parallelism(k, ReadTarget("full", pars[0])), t)
+                other = 4 if size == 2 else 2
+                tp = axis("tp", 1, other, split_dim=sd)
+                got = s.get_tensor_with_parallelism(k, ReadTarget("shard", TensorParallelism([tp] + tags)))
+                assert same(got, torch.chunk(t, other, sd)[1])
+
+
 def test_parallelism_limits(s):
     t = torch.zeros(4, 4)
     splitting_dp = TensorParallelism([axis("dp", 0, 2, split_dim=0), axis("tp", 0, 2, split_dim=1)])
