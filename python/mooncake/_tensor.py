@@ -7,6 +7,9 @@ without it (the classes ParallelAxis, TensorParallelism and ReadTarget need no t
 installs the methods below only when torch can be found, and each one still answers with its failure value
 if importing torch fails when it is first called.
 
+The unified parallelism family (*_with_parallelism, writer partitions, manifests) is in mooncake/_parallel.py
+and installed with these.
+
 Conventions: puts return a status (0 or a negative code; batches one per key), gets a tensor or None
 (batches None per failed key), getters "into" a buffer a tensor viewing that buffer. Hostile objects (bad
 magic, ndim > 8, unknown dtype, a shape that does not match the payload) read as None, never as an
