@@ -30,7 +30,8 @@ mc_msg_server_t *mc_msg_server_start(const char *bind_ip, uint16_t port, int thr
   if (!fn || threads < 0 || idle_timeout_s < 0) return NULL;
   struct mc_msg_server *s = mc_calloc(1, sizeof *s);
   s->fn = fn, s->ctx = ctx;
-  struct mc_mrpc_server_opts o = {.threads = threads > 16 ? 16 : threads, .idle_timeout_s = idle_timeout_s};
+  struct mc_mrpc_server_opts o = {.threads = threads > 16 ? 16 : threads, .idle_timeout_s = idle_timeout_s,
+                                  .name = "message server"};
   s->srv = mc_mrpc_server_start_opts(bind_ip && *bind_ip ? bind_ip : "0.0.0.0", port, msg_handle, NULL, s, &o,
                                      port_out);
   if (!s->srv) {
