@@ -11,7 +11,7 @@ if(NOT TARGET mooncake_py)
   return()
 endif()
 set(MC_PYTEST ${MC_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider)
-foreach(part guide store_api store_p2 engine_api xproc integrations install ha tensor standalone)
+foreach(part guide store_api store_p2 engine_api xproc integrations install ha tensor standalone rpc)
   add_test(NAME py_${part} COMMAND ${MC_PYTEST} ${CMAKE_CURRENT_SOURCE_DIR}/python/test_${part}.py
            WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/python)
   set_tests_properties(py_${part} PROPERTIES TIMEOUT 300 ENVIRONMENT

@@ -446,6 +446,31 @@ MC_API int mc_te_batch_status(transfer_engine_t engine, batch_id_t batch_id);
  * not run meanwhile. */
 MC_API int mc_te_wait_batch(transfer_engine_t engine, batch_id_t batch_id, int timeout_ms);
 
+/* ---- Messages (docs/transfer-engine.md, "Messages"): one-way framed messages between processes over TCP,
+ * each acknowledged by its receiver; what mooncake.engine.RpcInterface sends data and tensors with. */
+typedef struct mc_msg_server mc_msg_server_t;
+typedef struct mc_msg_client mc_msg_client_t;
+/* Called on a server thread for each message (body valid only during the call): returns the status the
+ * sender gets back (0, or a negative store ErrorCode). */
+typedef int (*mc_msg_handler_fn)(void *ctx, uint16_t kind, const uint8_t *body, size_t len);
+/* Largest message body (bytes): larger sends are refused with -600 (INVALID_PARAMS). */
+#define MC_MSG_MAX_BODY (256u << 20)
+/* Listens on bind_ip:port (port 0: ephemeral; *port_out, when not NULL, gets the port) and calls fn for
+ * every message, from `threads` worker threads (0: as many as CPUs, at most 16); a connection with no
+ * message for idle_timeout_s seconds is closed (0: 600 s). NULL when it cannot listen or fn is NULL. */
+MC_API mc_msg_server_t *mc_msg_server_start(const char *bind_ip, uint16_t port, int threads, int idle_timeout_s,
+                                            mc_msg_handler_fn fn, void *ctx, uint16_t *port_out);
+/* Stops listening, closes every connection and waits until no handler runs; frees the server. NULL: nothing. */
+MC_API void mc_msg_server_stop(mc_msg_server_t *s);
+/* A sender to host:port (does not connect yet); every send is bounded by timeout_ms (> 0). It keeps a few
+ * connections for reuse; any number of threads may send through one client. NULL for a bad argument. */
+MC_API mc_msg_client_t *mc_msg_client_new(const char *host, uint16_t port, int timeout_ms);
+/* Sends one message of `kind` and waits for its acknowledgement: the handler's status, or -900
+ * (RPC_FAIL: no connection / the peer went away) / -901 (RPC_TIMEOUT) / -600 (a body over MC_MSG_MAX_BODY,
+ * a NULL client, NULL data with len > 0). */
+MC_API int mc_msg_send(mc_msg_client_t *c, uint16_t kind, const void *data, size_t len);
+MC_API void mc_msg_client_free(mc_msg_client_t *c);
+
 #ifdef __cplusplus
 }
 #endif

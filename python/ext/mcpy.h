@@ -52,7 +52,8 @@ struct mcpy_config {
 int mcpy_config(PyObject *o, size_t nkeys, struct mcpy_config *out);
 void mcpy_config_free(struct mcpy_config *c);
 
-extern PyTypeObject McpyStoreType, McpyEngineType, McpyBufferHandleType, McpyP2PType;
+extern PyTypeObject McpyStoreType, McpyEngineType, McpyBufferHandleType, McpyP2PType, McpyMsgServerType,
+    McpyMsgClientType;
 /* A BufferHandle owning `data` (malloc'ed, freed with the handle). */
 PyObject *mcpy_buffer_handle(void *data, size_t size);
 

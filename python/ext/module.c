@@ -1,5 +1,5 @@
-/* mooncake._mooncake: the native part of the mooncake package (types Store, Engine, BufferHandle, P2PStore and
- * the store error names). Loaded by mooncake/store.py and mooncake/engine.py. */
+/* mooncake._mooncake: the native part of the mooncake package (types Store, Engine, BufferHandle, P2PStore, MsgServer,
+ * MsgClient and the store error names). Loaded by mooncake/store.py and mooncake/engine.py. */
 #include "mcpy.h"
 
 static PyObject *err_name(PyObject *m, PyObject *args) {
@@ -15,7 +15,7 @@ static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "mooncake._mooncake", NU
 
 PyMODINIT_FUNC PyInit__mooncake(void) {
   if (PyType_Ready(&McpyStoreType) || PyType_Ready(&McpyEngineType) || PyType_Ready(&McpyBufferHandleType) ||
-      PyType_Ready(&McpyP2PType))
+      PyType_Ready(&McpyP2PType) || PyType_Ready(&McpyMsgServerType) || PyType_Ready(&McpyMsgClientType))
     return NULL;
   PyObject *m = PyModule_Create(&mod);
   if (!m) return NULL;
@@ -23,5 +23,7 @@ PyMODINIT_FUNC PyInit__mooncake(void) {
   PyModule_AddObjectRef(m, "Engine", (PyObject *)&McpyEngineType);
   PyModule_AddObjectRef(m, "BufferHandle", (PyObject *)&McpyBufferHandleType);
   PyModule_AddObjectRef(m, "P2PStore", (PyObject *)&McpyP2PType);
+  PyModule_AddObjectRef(m, "MsgServer", (PyObject *)&McpyMsgServerType);
+  PyModule_AddObjectRef(m, "MsgClient", (PyObject *)&McpyMsgClientType);
   return m;
 }

@@ -7,6 +7,9 @@ without it (the classes ParallelAxis, TensorParallelism and ReadTarget need no t
 installs the methods below only when torch can be found, and each one still answers with its failure value
 if importing torch fails when it is first called.
 
+The unified parallelism family (*_with_parallelism, writer partitions, manifests) is in mooncake/_parallel.py
+and installed with these.
+
 Conventions: puts return a status (0 or a negative code; batches one per key), gets a tensor or None
 (batches None per failed key), getters "into" a buffer a tensor viewing that buffer. Hostile objects (bad
 magic, ndim > 8, unknown dtype, a shape that does not match the payload) read as None, never as an
@@ -320,72 +323,6 @@ def _tp_axis(rank, size, split_dim, local_extent):
     return (_AXIS_KINDS["tp"], rank, size, split_dim, 0, local_extent)
 
 
-class _Plan:
-    """A parsed TensorParallelism. tp: (rank, size, split_dim or None) of its tp axis, or None. parts: its axes
-    in upstream's canonical order (dp, tp, ep, pp) as (kind, rank, size, split_dim, expert_id, stage_id).
-    A single tp axis is a legacy tp shard ("<key>_tp_<rank>"); otherwise the object lives under
-    "<key>__<kind>_<rank>of<size>[_sd<split_dim>][_eid<expert_id>][_sid<stage_id>]..." (one part per axis)."""
-
-    __slots__ = ("tp", "parts")
-
-    def legacy(self):
-        return self.tp is not None and len(self.parts) == 1
-
-    def key(self, base, tp_rank=None):
-        rank = tp_rank if tp_rank is not None else self.tp[0] if self.tp else None
-        if self.legacy():
-            return tp_key(base, rank)
-        out = base
-        for kind, r, size, sd, eid, sid in self.parts:
-            out += "__%s_%dof%d" % (_AXIS_NAMES[kind], rank if kind == _AXIS_KINDS["tp"] else r, size)
-            out += "".join("_%s%d" % (tag, v) for tag, v in (("sd", sd), ("eid", eid), ("sid", sid)) if v is not None)
-        return out
-
-    def header_axes(self, local_shape, tp_rank=None):
-        """The header's axis entries for a shard of local_shape (tp rank overridden by tp_rank)."""
-        out = []
-        for kind, r, size, sd, eid, sid in self.parts:
-            if kind == _AXIS_KINDS["tp"] and tp_rank is not None:
-                r = tp_rank
-            r0 = eid if kind == _AXIS_KINDS["ep"] else sid if kind == _AXIS_KINDS["pp"] else None
-            out.append((kind, r, size, -1 if sd is None else sd, r0 or 0, 0 if sd is None else local_shape[sd]))
-        return out
-
-
-def _parse_parallelism(parallelism, ctx):
-    """None (no parallelism), a _Plan, or a code (logged): INVALID_PARAMS for a malformed request,
-    NOT_SUPPORTED for layouts this package does not implement (a dp/ep/pp axis that splits)."""
-    if parallelism is None:
-        return None
-    axes = [parallelism] if isinstance(parallelism, ParallelAxis) else getattr(parallelism, "axes", None)
-    if not axes:
-        return None
-    parts = []
-    for a in axes:
-        kind = str(getattr(a, "kind", "")).lower()
-        rank, size, sd = getattr(a, "rank", None), getattr(a, "size", None), getattr(a, "split_dim", None)
-        eid, sid = getattr(a, "expert_id", None), getattr(a, "stage_id", None)
-        if kind not in _AXIS_KINDS or not all(isinstance(v, int) for v in (rank, size)) or size <= 0 or \
-                not 0 <= rank < size or not all(v is None or isinstance(v, int) for v in (sd, eid, sid)):
-            _log.error("%s: bad parallel axis %r", ctx, a)
-            return INVALID_PARAMS
-        parts.append((_AXIS_KINDS[kind], rank, size, sd, eid, sid))
-    if len(parts) > MAX_AXES or len({p[0] for p in parts}) != len(parts):
-        _log.error("%s: at most %d axes, each kind once (got %r)", ctx, MAX_AXES, parallelism)
-        return INVALID_PARAMS
-    plan = _Plan()
-    plan.parts = sorted(parts, key=lambda p: p[0])  # dp=0, tp=1, ep=2, pp=3: upstream's canonical order
-    tp = [p for p in parts if p[0] == _AXIS_KINDS["tp"]]
-    plan.tp = tp[0][1:4] if tp else None
-    if any(p[3] is not None for p in parts if p[0] != _AXIS_KINDS["tp"]):
-        _log.error("%s: a dp/ep/pp axis with a split_dim is not supported", ctx)
-        return NOT_SUPPORTED
-    if plan.tp is not None and len(parts) > 1 and plan.tp[2] is None:
-        _log.error("%s: the tp axis needs a split_dim", ctx)
-        return INVALID_PARAMS
-    return plan
-
-
 # ------------------------------------------------------------------ the methods
 
 
@@ -626,161 +563,28 @@ class TensorMethods:
                 out.append(NOT_SUPPORTED)
         return out
 
-    # -------------------------------------------------------------- unified parallelism API
-
-    def _par_batch(self, keys, tensors, parallelisms, config, writer_partitions, upsert, ctx):
-        """Full tensors (parallelism None) under their key; a single "tp" axis: the tensor is that rank's
-        shard, stored under "<key>_tp_<rank>" with the global shape it implies."""
-        torch = _torch()
-        if not isinstance(keys, (list, tuple)) or not isinstance(tensors, (list, tuple)):
-            raise TypeError("%s: keys and tensors_list must be lists" % ctx)
-        pars = [None] * len(keys) if parallelisms is None else list(parallelisms)
-        if torch is None or not self._ready or not len(keys) == len(tensors) == len(pars) or \
-                not _groups_fit(config, keys):
-            return [INVALID_PARAMS] * len(keys)
-        if writer_partitions is not None:
-            _log.error("%s: writer_partition(s) are not supported", ctx)
-            return [NOT_SUPPORTED] * len(keys)
-        skeys, blobs, out = [], [], [0] * len(keys)
-        for i, (k, t, p) in enumerate(zip(keys, tensors, pars)):
-            plan = _parse_parallelism(p, ctx)
-            h = _host_tensor(torch, t, ctx)
-            skeys.append(k if plan is None or isinstance(plan, int) else plan.key(k))
-            if isinstance(plan, int) or h is None:
-                out[i] = plan if isinstance(plan, int) else INVALID_PARAMS
-                blobs.append(None)
-            elif plan is None:
-                blobs.append(_encode(torch, h))
-            elif plan.tp is None:
-                blobs.append(_encode(torch, h, None, plan.header_axes(list(h.shape))))
-            elif plan.legacy():
-                blobs.append(self._tp_shard_blob(torch, h, plan.tp, ctx))
-            else:  # tp with other axes: h is the full tensor, the tp rank's slice is stored
-                shards = _tp_shards(torch, h, plan.tp[1], plan.tp[2], ctx)
-                sh = None if shards is None else shards[plan.tp[0]][1].contiguous()
-                blobs.append(None if sh is None else _encode(torch, sh, h.shape, plan.header_axes(list(sh.shape))))
-        res = self._write_encoded(skeys, blobs, config, upsert)
-        return [o if o != 0 else r for o, r in zip(out, res)]
-
-    @staticmethod
-    def _tp_shard_blob(torch, h, tp, ctx):
-        """The object of shard h of a tp set (global shape: h's times size along split_dim), or None."""
-        rank, size, split_dim = tp
-        if split_dim is None or not 0 <= split_dim < h.dim():  # a shard write names its split dim
-            _log.error("%s: split_dim %s missing or out of range for shape %s", ctx, split_dim, list(h.shape))
-            return None
-        gshape = list(h.shape)
-        gshape[split_dim] *= size
-        return _encode(torch, h, gshape, [_tp_axis(rank, size, split_dim, h.shape[split_dim])])
-
-    def put_tensor_with_parallelism(self, key, tensor, parallelism=None, config=None, writer_partition=None):
-        return self._par_batch([key], [tensor], [parallelism], config, writer_partition, False,
-                               "put_tensor_with_parallelism")[0]
-
-    def upsert_tensor_with_parallelism(self, key, tensor, parallelism=None, config=None, writer_partition=None):
-        return self._par_batch([key], [tensor], [parallelism], config, writer_partition, True,
-                               "upsert_tensor_with_parallelism")[0]
-
-    def batch_put_tensor_with_parallelism(self, keys, tensors_list, parallelisms=None, config=None,
-                                          writer_partitions=None):
-        return self._par_batch(keys, tensors_list, parallelisms, config, writer_partitions, False,
-                               "batch_put_tensor_with_parallelism")
-
-    def batch_upsert_tensor_with_parallelism(self, keys, tensors_list, parallelisms=None, config=None,
-                                             writer_partitions=None):
-        return self._par_batch(keys, tensors_list, parallelisms, config, writer_partitions, True,
-                               "batch_upsert_tensor_with_parallelism")
-
-    def _par_from(self, keys, buffer_ptrs, sizes, parallelisms, config, writer_partitions, upsert, ctx):
-        if not all(isinstance(x, (list, tuple)) for x in (keys, buffer_ptrs, sizes)):
-            raise TypeError("%s: keys, buffer_ptrs and sizes must be lists" % ctx)
-        if not self._ready or not len(keys) == len(buffer_ptrs) == len(sizes):
-            return [INVALID_PARAMS] * len(keys)
-        return self._par_batch(list(keys), self._buffer_tensors(buffer_ptrs, sizes, ctx), parallelisms, config,
-                               writer_partitions, upsert, ctx)
-
-    def put_tensor_with_parallelism_from(self, key, buffer_ptr, size, parallelism=None, config=None,
-                                         writer_partition=None):
-        return self._par_from([key], [buffer_ptr], [size], [parallelism], config, writer_partition, False,
-                              "put_tensor_with_parallelism_from")[0]
-
-    def upsert_tensor_with_parallelism_from(self, key, buffer_ptr, size, parallelism=None, config=None,
-                                            writer_partition=None):
-        return self._par_from([key], [buffer_ptr], [size], [parallelism], config, writer_partition, True,
-                              "upsert_tensor_with_parallelism_from")[0]
-
-    def batch_put_tensor_with_parallelism_from(self, keys, buffer_ptrs, sizes, parallelisms=None, config=None,
-                                               writer_partitions=None):
-        return self._par_from(keys, buffer_ptrs, sizes, parallelisms, config, writer_partitions, False,
-                              "batch_put_tensor_with_parallelism_from")
-
-    def batch_upsert_tensor_with_parallelism_from(self, keys, buffer_ptrs, sizes, parallelisms=None, config=None,
-                                                  writer_partitions=None):
-        return self._par_from(keys, buffer_ptrs, sizes, parallelisms, config, writer_partitions, True,
-                              "batch_upsert_tensor_with_parallelism_from")
-
-    def _read_target(self, key, target):
-        """The tensor a ReadTarget asks for, or None."""
-        mode = "as_stored" if target is None else target.mode
-        if mode == "as_stored":
-            return self.get_tensor(key)
-        plan = _parse_parallelism(target.parallelism, "get_tensor_with_parallelism")
-        if mode == "shard":
-            if plan is None or isinstance(plan, int):
-                _log.error("get_tensor_with_parallelism: mode \"shard\" needs a parallelism")
-                return None
-            return self._read_shard(key, plan)[0]
-        if plan is not None and not isinstance(plan, int) and not plan.legacy():
-            return self._read_full_multi(key, plan)
-        return self._read_full(key)
-
-    def _read_shard(self, key, plan, tp_rank=None):
-        """(tensor, Meta) of the shard plan names (tp rank overridden by tp_rank), or (None, None) when it is
-        missing or its header carries other axes (stored with another layout: no remapping)."""
-        t, meta = self._get_meta(plan.key(key, tp_rank))
-        if meta is None:
-            return None, None
-        got = [a[:1] + a[2:6] for a in meta.axes]
-        if plan.legacy():  # a legacy read names no split dim unless the caller gave one
-            rank, size, split_dim = plan.tp if tp_rank is None else (tp_rank,) + plan.tp[1:]
-            ok = len(got) == 1 and got[0][:3] == (_AXIS_KINDS["tp"], rank, size) and split_dim in (None, got[0][3])
-        else:
-            ok = got == [a[:5] for a in plan.header_axes(meta.local_shape, tp_rank)]
-        if not ok:
-            _log.error("get_tensor_with_parallelism: %s is not stored as the shard asked for", key)
-            return None, None
-        return t, meta
-
-    def _read_full_multi(self, key, plan):
-        """The full tensor of a tp shard set scoped by other axes: its tp ranks' shards concatenated."""
-        if plan.tp is None:
-            _log.error("get_tensor_with_parallelism: a full read of a dp/ep/pp tagged set is not supported")
-            return None
-        parts, meta0 = [], None
-        for rank in range(plan.tp[1]):
-            t, meta = self._read_shard(key, plan, rank)
-            if meta is None or (meta0 is not None and (meta.global_shape, meta.local_shape, meta.dtype) !=
-                                (meta0.global_shape, meta0.local_shape, meta0.dtype)):
-                return None
-            meta0 = meta0 or meta
-            parts.append(t)
-        full = torch_cat(parts, plan.tp[2])
-        return full if full is not None and list(full.shape) == meta0.global_shape else None
-
     def _get_meta(self, key):
         """(tensor, Meta) of the object under key, or (None, None)."""
         return self._get_meta_many([key])[0]
 
     def _get_meta_many(self, keys):
-        """[(tensor, Meta) or (None, None)] of the objects under keys. Each is read whole into a private
-        buffer with get_into (no staging-buffer size limit, unlike get_buffer), which the tensor then owns;
-        an object that changed size between get_size and the read is tried once more."""
-        torch, keys = _torch(), list(keys)
-        out = [(None, None)] * len(keys)
+        """[(tensor, Meta) or (None, None)] of the objects under keys, each read whole into a private buffer
+        the tensor then owns (_get_raw_many)."""
+        torch = _torch()
+        return [(None, None) if raw is None else _decode_buffer(torch, raw, len(raw))
+                for raw in self._get_raw_many(keys)]
+
+    def _get_raw_many(self, keys, min_size=HEADER_SIZE, max_size=None):
+        """[bytearray of the object or None] for keys: each asked its size and read whole with
+        batch_get_into (no staging-buffer size limit, unlike get_buffer); an object that changed size
+        between get_size and the read is tried once more. Objects outside [min_size, max_size] read as
+        None."""
+        keys = list(keys)
+        out = [None] * len(keys)
         for attempt in range(2):
-            todo = [i for i in range(len(keys)) if out[i][1] is None]
+            todo = [i for i in range(len(keys)) if out[i] is None]
             sizes = {i: self.get_size(keys[i]) for i in todo}
-            todo = [i for i in todo if sizes[i] >= HEADER_SIZE]
+            todo = [i for i in todo if sizes[i] >= min_size and (max_size is None or sizes[i] <= max_size)]
             if not todo:
                 break
             bufs = {i: bytearray(sizes[i]) for i in todo}
@@ -789,73 +593,11 @@ class TensorMethods:
             retry = False
             for i, n in zip(todo, got):
                 if n >= 0:
-                    out[i] = _decode_buffer(torch, bufs[i], n)
+                    out[i] = bufs[i] if n == sizes[i] else bufs[i][:n]
                 else:
                     retry = True
             if not retry:
                 break
-        return out
-
-    def _read_full(self, key):
-        """The whole tensor: the object under key when it is a full one, else its tp shards concatenated."""
-        t, meta = self._get_meta(key)
-        if meta is not None and meta.layout == LAYOUT_FULL:
-            return t
-        t0, m0 = self._get_meta(tp_key(key, 0))
-        tp = [a for a in (m0.axes if m0 else []) if a[0] == _AXIS_KINDS["tp"]]
-        if m0 is None or len(m0.axes) != 1 or not tp or tp[0][2] != 0 or tp[0][4] < 0:
-            _log.error("get_tensor_with_parallelism: %s has no full object and no tp shard set", key)
-            return None
-        count, split_dim = tp[0][3], tp[0][4]
-        parts = [t0]
-        for rank in range(1, count):
-            t, m = self._get_meta(tp_key(key, rank))
-            if m is None or m.dtype != m0.dtype or m.global_shape != m0.global_shape or len(m.axes) != 1 or \
-                    m.local_shape != m0.local_shape or m.axes[0][:1] + m.axes[0][2:5] != tp[0][:1] + (rank, count,
-                                                                                                      split_dim):
-                _log.error("get_tensor_with_parallelism: shard %d of %s is missing or inconsistent", rank, key)
-                return None
-            parts.append(t)
-        full = torch_cat(parts, split_dim)
-        if full is None or list(full.shape) != m0.global_shape:
-            _log.error("get_tensor_with_parallelism: the shards of %s do not add up to shape %s", key,
-                       m0.global_shape)
-            return None
-        return full
-
-    def get_tensor_with_parallelism(self, key, target=None):
-        return self.batch_get_tensor_with_parallelism([key], None if target is None else [target])[0]
-
-    def batch_get_tensor_with_parallelism(self, keys, targets=None):
-        if not isinstance(keys, (list, tuple)):
-            raise TypeError("batch_get_tensor_with_parallelism: keys must be a list")
-        targets = [None] * len(keys) if targets is None else list(targets)
-        if _torch() is None or not self._ready or len(targets) != len(keys):
-            return [None] * len(keys)
-        return [self._read_target(k, t) for k, t in zip(keys, targets)]
-
-    def get_tensor_with_parallelism_into(self, key, buffer_ptr, size, target=None):
-        return self.batch_get_tensor_with_parallelism_into([key], [buffer_ptr], [size],
-                                                           None if target is None else [target])[0]
-
-    def batch_get_tensor_with_parallelism_into(self, keys, buffer_ptrs, sizes, targets=None):
-        """As batch_get_tensor_with_parallelism, the object written into each buffer as [header][data] (a full
-        tensor reassembled from shards gets a full header); the result views the buffer."""
-        torch = _torch()
-        if not all(isinstance(x, (list, tuple)) for x in (keys, buffer_ptrs, sizes)):
-            raise TypeError("batch_get_tensor_with_parallelism_into: keys, buffer_ptrs and sizes must be lists")
-        targets = [None] * len(keys) if targets is None else list(targets)
-        if torch is None or not self._ready or not len(keys) == len(buffer_ptrs) == len(sizes) == len(targets):
-            return [None] * len(keys)
-        out = []
-        for k, p, n, t in zip(keys, buffer_ptrs, sizes, targets):
-            v = self._read_target(k, t)
-            blob = None if v is None else _encode(torch, v.contiguous())
-            if blob is None or not isinstance(p, int) or p <= 0 or not isinstance(n, int) or len(blob) > n:
-                out.append(None)
-                continue
-            ctypes.memmove(p, (ctypes.c_char * len(blob)).from_buffer(blob), len(blob))
-            out.append(_from_memory(torch, p, len(blob)))
         return out
 
     # -------------------------------------------------------------- safetensors files
@@ -1005,12 +747,16 @@ def _docstring(name, f):
 
 
 def install(cls):
-    """Puts the tensor methods on cls."""
+    """Puts the tensor methods (these and mooncake/_parallel.py's) on cls."""
     for n in PUT_NAMES + BATCH_PUT_NAMES + GET_NAMES + BATCH_GET_NAMES:
-        f = getattr(TensorMethods, n)
+        f = getattr(TensorMethods, n, None) or getattr(ParallelMethods, n)
         if not (f.__doc__ or "").strip():
             f.__doc__ = _docstring(n, f)
         setattr(cls, n, f)
-    for n, v in vars(TensorMethods).items():
-        if n.startswith("_") and callable(v) and not n.startswith("__"):
-            setattr(cls, n, v)
+    for k in (TensorMethods, ParallelMethods):
+        for n, v in vars(k).items():
+            if n.startswith("_") and callable(v) and not n.startswith("__"):
+                setattr(cls, n, v)
+
+
+from ._parallel import ParallelMethods  # noqa: E402 (it uses the helpers above)

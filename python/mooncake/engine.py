@@ -1,7 +1,8 @@
 """mooncake.engine: the Transfer Engine (docs/python.md, "What is there").
 
 TransferEngine's methods are implemented in C (mooncake._mooncake.Engine, over libmooncake_te); this
-module adds initialize()'s metadata forms, the helper names and the P2 methods. Before a successful
+module adds initialize()'s metadata forms, the helper names and the P2 methods. RpcInterface (alias
+CoroRPCInterface) comes from mooncake/_rpc.py. Before a successful
 initialize() every method returns its failure value (-1, 0, [] or b"").
 """
 
@@ -9,6 +10,8 @@ import json
 import os
 
 from . import _mooncake
+from ._rpc import CoroRPCInterface, ReceivedData, ReceivedTensor, RpcInterface  # noqa: F401 (upstream's names)
+from ._rpc import create_rpc_client, create_rpc_server  # noqa: F401
 from ._util import PybindEnum
 
 SUPPORT_CUDA = False

@@ -43,6 +43,7 @@ struct mc_mrpc_server_opts {
   int max_conns;      /* open connections at most (more are closed at once); 0 = $MC_MASTER_MAX_CONNECTIONS or 4096 */
   uint64_t max_inflight; /* bytes of large request frames + unsent replies at most (see mrpc_server.c); 0 =
                             $MC_MASTER_MAX_INFLIGHT_BYTES or 1 GiB */
+  const char *name;      /* what the server is called in the open-cluster warning; NULL = "master RPC" */
 };
 /* Listens on bind_ip:port (port 0 = ephemeral; *port_out gets the port). NULL if it cannot bind.
  * Handlers run on the worker threads, one request of a connection at a time, requests of different

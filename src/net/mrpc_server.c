@@ -906,7 +906,7 @@ struct mc_mrpc_server *mc_mrpc_server_start_opts(const char *bind_ip, uint16_t p
       return NULL;
     }
   }
-  mc_auth_note_open("master RPC");
+  mc_auth_note_open(o && o->name ? o->name : "master RPC");
   return s;
 }
 
