@@ -117,7 +117,9 @@ int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys
   if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
   if (!count) return 0;
   MC_VIA_DUMMY(s, int,
-               (mc_dummy_write(dm, flags & MC_WRITE_UPSERT, keys, bufs, sizes, nbufs, count, config, 0, results_out), 0));
+               (mc_dummy_write(dm, flags & MC_WRITE_UPSERT, keys, bufs, sizes, nbufs, count, config, group_ids, 0,
+                               results_out),
+                0));
   if (!enter_batch(s, count, results_out)) return 0;
   struct multi m;
   multi_open(s, &m, bufs, sizes, nbufs, count);

@@ -158,10 +158,11 @@ int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const 
 void mc_dummy_close(struct mc_dummy *d);
 const char *mc_dummy_name(const struct mc_dummy *d);
 uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size);
-/* nbufs NULL = one buffer per key; flags as mc_write; single: the one-key call's semantics. */
+/* nbufs NULL = one buffer per key; flags as mc_write; groups NULL or each key's group id; single: the
+ * one-key call's semantics. */
 void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
-                    int single, int *results);
+                    const char *const *groups, int single, int *results);
 void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
                    const size_t *nbufs, size_t count, int single, int64_t *results);
 int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out);

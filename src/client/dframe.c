@@ -48,14 +48,16 @@ static int get_count(struct mc_drd *r, struct mc_dreq *q, size_t min) {
   return 0;
 }
 
-/* Keys with their buffers: per key str, u32 nbufs, nbufs x (off, len[, obj]). */
-static int get_bufs(struct mc_drd *r, struct mc_dreq *q, uint64_t shared, int ranged) {
+/* Keys with their buffers: per key str, (groups) str, u32 nbufs, nbufs x (off, len[, obj]). */
+static int get_bufs(struct mc_drd *r, struct mc_dreq *q, uint64_t shared, int ranged, int groups) {
   size_t each = ranged ? 24 : 16, cap = 0;
-  if (get_count(r, q, 8)) return -1;
+  if (get_count(r, q, groups ? 12 : 8)) return -1;
   q->nbufs = mc_calloc(q->count ? q->count : 1, sizeof(size_t));
+  if (groups) q->groups = mc_calloc(q->count ? q->count : 1, sizeof(char *));
   for (uint32_t i = 0; i < q->count; i++) {
     uint32_t k;
-    if (mc_drd_str(r, &q->keys[i]) || mc_drd_u32(r, &k) || k > MC_DUMMY_MAX_BUFS - q->nb || k > left(r) / each)
+    if (mc_drd_str(r, &q->keys[i]) || (groups && mc_drd_str(r, &q->groups[i])) || mc_drd_u32(r, &k) ||
+        k > MC_DUMMY_MAX_BUFS - q->nb || k > left(r) / each)
       return -1;
     q->nbufs[i] = k;
     if (q->nb + k > cap) {
@@ -84,12 +86,12 @@ static int get_strs(struct mc_drd *r, struct mc_dreq *q, uint32_t n) {
 static int decode(struct mc_drd *r, struct mc_dreq *q, uint64_t shared) {
   switch (q->op) {
     case MC_DOP_WRITE:
-      return get_config(r, q) || get_bufs(r, q, shared, 0);
+      return get_config(r, q) || get_bufs(r, q, shared, 0, (q->flags & MC_DUMMY_GROUPS) != 0);
     case MC_DOP_READ:
-      return get_bufs(r, q, shared, 0);
+      return get_bufs(r, q, shared, 0, 0);
     case MC_DOP_PUT_WRITE:
     case MC_DOP_GET_READ:
-      return get_bufs(r, q, shared, 1);
+      return get_bufs(r, q, shared, 1, 0);
     case MC_DOP_REMOVE:
     case MC_DOP_PUT_END:
       if (mc_drd_u32(r, &q->arg)) return -1;

@@ -242,13 +242,14 @@ static void put_config(struct mc_dbuf *b, const mc_replicate_config_t *c) {
     if (c->preferred_segments[i]) mc_dbuf_str(b, c->preferred_segments[i]);
 }
 
-/* One data request (WRITE or READ, or with obj PUT_WRITE or GET_READ: buffer j at object offset obj[j]) over
+/* One data request (WRITE (with groups: each key's group id) or READ, or with obj PUT_WRITE or GET_READ:
+ * buffer j at object offset obj[j]) over
  * keys[0..count): object i is buffers bufs[first[i] .. first[i]+nb[i]). Keys whose buffers all lie in the
  * shared memory (and, for copying writes, none) go by offset; the others are gathered into / scattered from
  * the staging area, in waves that fit it; a key larger than the whole staging area gets -600. */
 static void data_call(struct mc_dummy *d, int op, int flags, int copy, const char **keys, void *const *bufs,
                       const size_t *sizes, const size_t *obj, const size_t *nb, size_t count,
-                      const mc_replicate_config_t *cfg, int64_t *res) {
+                      const mc_replicate_config_t *cfg, const char *const *groups, int64_t *res) {
   int in_op = op == MC_DOP_WRITE || op == MC_DOP_PUT_WRITE; /* bytes go from the caller's buffers */
   uint64_t per_buf = obj ? 24 : 16;
   size_t *first = mc_calloc(count + 1, sizeof(size_t));
@@ -264,6 +265,7 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
     uint64_t used = 0, body = CFG_BYTES;
     for (; i < count; i++) {
       uint64_t tot = 0, kb = 8 + strlen(keys[i]) + per_buf * nb[i]; /* this key's bytes in the request */
+      if (groups) kb += 4 + strlen(groups[i] ? groups[i] : "");
       if (kb > MAX_REQ || nb[i] > MC_DUMMY_MAX_BUFS) {
         res[i] = MC_INVALID_PARAMS;
         continue;
@@ -301,6 +303,7 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
     for (size_t q = 0; q < m; q++) {
       size_t k = in[q];
       mc_dbuf_str(&req, keys[k]);
+      if (groups) mc_dbuf_str(&req, groups[k] ? groups[k] : "");
       if (soff[k] != UINT64_MAX) {
         uint64_t o = soff[k];
         for (size_t j = first[k]; in_op && j < first[k + 1]; j++)
@@ -359,12 +362,12 @@ static size_t *ones(size_t count) {
 
 void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
-                    int single, int *results) {
+                    const char *const *groups, int single, int *results) {
   size_t *nb = nbufs ? NULL : ones(count);
   int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
-  int wire = (flags & MC_WRITE_UPSERT) | (single ? MC_DUMMY_SINGLE : 0);
+  int wire = (flags & MC_WRITE_UPSERT) | (single ? MC_DUMMY_SINGLE : 0) | (groups ? MC_DUMMY_GROUPS : 0);
   data_call(d, MC_DOP_WRITE, wire, flags & MC_WRITE_COPY, (const char **)keys, (void *const *)values, sizes, NULL,
-            nbufs ? nbufs : nb, count, cfg, r);
+            nbufs ? nbufs : nb, count, cfg, groups, r);
   for (size_t i = 0; i < count; i++) results[i] = (int)r[i];
   mc_free(r);
   mc_free(nb);
@@ -374,7 +377,7 @@ void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *buf
                    const size_t *nbufs, size_t count, int single, int64_t *results) {
   size_t *nb = nbufs ? NULL : ones(count);
   data_call(d, MC_DOP_READ, single ? MC_DUMMY_SINGLE : 0, 0, (const char **)keys, bufs, sizes, NULL,
-            nbufs ? nbufs : nb, count, NULL, results);
+            nbufs ? nbufs : nb, count, NULL, NULL, results);
   mc_free(nb);
 }
 
@@ -480,7 +483,7 @@ int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n) { return sh
 int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
                     const mc_replicate_config_t *cfg, int flags) {
   int r;
-  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, 1, &r);
+  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, NULL, 1, &r);
   return r;
 }
 
@@ -549,7 +552,7 @@ void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_
 void mc_dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
                      const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results) {
   data_call(d, put ? MC_DOP_PUT_WRITE : MC_DOP_GET_READ, 0, 0, (const char **)keys, bufs, sizes, offsets, nbufs, count,
-            NULL, results);
+            NULL, NULL, results);
 }
 
 /* PUT_END (with revoke) / GET_START / GET_END over keys. */

@@ -8,8 +8,9 @@
  *   HELLO   body u64 pool_size, u64 total_size; exactly one descriptor (SCM_RIGHTS): a sealed memfd of
  *           total_size bytes (the dummy's memory pool followed by its staging area). Must be the first frame.
  *           Reply: i64 status, then the real client's segment name (rest of the body).
- *   WRITE   flags MC_WRITE_UPSERT / MC_DUMMY_SINGLE; config; u32 count; per key: str key, u32 nbufs, nbufs x
- *           (u64 offset, u64 length) inside the shared memory. Reply: count x i64.
+ *   WRITE   flags MC_WRITE_UPSERT / MC_DUMMY_SINGLE / MC_DUMMY_GROUPS; config; u32 count; per key: str key,
+ *           (with MC_DUMMY_GROUPS) str group, u32 nbufs, nbufs x (u64 offset, u64 length) inside the shared
+ *           memory. Reply: count x i64.
  *   READ    flags MC_DUMMY_SINGLE; u32 count; per key as WRITE. Reply: count x i64.
  *   EXIST / REMOVE (u32 force first) / SIZE: u32 count; count x str. Reply: count x i64.
  *   REMOVE_REGEX: u32 force, str pattern. REMOVE_ALL: u32 force. HEALTH: empty. STATS: u32 which.
@@ -40,7 +41,7 @@
 #define MC_DUMMY_MAX_PREFERRED 64       /* preferred segments in one config */
 #define MC_DUMMY_MAX_SESSIONS 65536     /* sessions one dummy may hold open at once (put and get) */
 #define MC_DUMMY_SINGLE 0x100           /* WRITE/READ of one key with the single-call semantics */
-#define MC_DUMMY_GROUPS 0x200           /* PUT_START: every key carries its group id */
+#define MC_DUMMY_GROUPS 0x200           /* WRITE, PUT_START: every key carries its group id */
 
 enum mc_dummy_op {
   MC_DOP_HELLO = 1,
@@ -113,7 +114,7 @@ struct mc_dreq {
   uint32_t count; /* keys */
   char **keys;
   uint64_t *sizes; /* PUT_START: each key's object size */
-  char **groups;   /* PUT_START with MC_DUMMY_GROUPS: each key's group id */
+  char **groups;   /* WRITE and PUT_START with MC_DUMMY_GROUPS: each key's group id */
   size_t *nbufs;   /* WRITE, READ, PUT_WRITE, GET_READ: buffers of each key */
   size_t nb;       /* buffers in all */
   uint64_t *off, *len, *obj; /* obj: PUT_WRITE, GET_READ only */

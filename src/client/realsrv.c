@@ -193,12 +193,14 @@ static void run_data(struct conn *c, struct req *q, int64_t *res) {
   int *ir = mc_calloc(n ? n : 1, sizeof(int));
   int single = (d->flags & MC_DUMMY_SINGLE) && n == 1 && d->nbufs[0] == 1, upsert = d->flags & MC_WRITE_UPSERT;
   int rc = 0;
+  const char *const *g = (const char *const *)d->groups;
   if (d->op == MC_DOP_WRITE) {
-    if (single) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
+    if (single && !g) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
     else if (all_single(d))
-      rc = mc_store_batch_write(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, upsert, ir);
+      rc = mc_store_batch_write_grouped(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, g, upsert, ir);
     else
-      rc = mc_store_batch_write_multi(s, k, (const void *const *)q->ptrs, q->sizes, d->nbufs, n, &q->cfg, upsert, ir);
+      rc = mc_store_batch_write_multi_grouped(s, k, (const void *const *)q->ptrs, q->sizes, d->nbufs, n, &q->cfg, g,
+                                              upsert, ir);
     if (rc) mc_fill_int(ir, n, MC_INVALID_PARAMS);
     for (size_t i = 0; i < n; i++) res[i] = ir[i];
   } else if (d->op == MC_DOP_READ) {
