@@ -11,7 +11,7 @@ set(MC_FUZZ_CAMPAIGN_SECONDS 20 CACHE STRING "Length of each fuzz_campaign_<targ
 
 set(MC_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 # replay mutations per input (the socket targets are slower per input)
-set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot rdma p2p witness)
+set(MC_FUZZ_TARGETS master dataport desc ctrl http config auth snapshot rdma p2p witness dummy)
 set(MC_FUZZ_MUTATIONS_master 200)
 set(MC_FUZZ_MUTATIONS_desc 200)
 set(MC_FUZZ_MUTATIONS_config 100)
@@ -23,6 +23,7 @@ set(MC_FUZZ_MUTATIONS_snapshot 200)
 set(MC_FUZZ_MUTATIONS_rdma 200)
 set(MC_FUZZ_MUTATIONS_p2p 200)
 set(MC_FUZZ_MUTATIONS_witness 200)
+set(MC_FUZZ_MUTATIONS_dummy 200)
 
 if(MC_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -66,4 +67,4 @@ endforeach()
 
 # The generator of the binary seed inputs (not a test): fuzz_seeds tests/fuzz/corpus
 add_executable(fuzz_seeds ${MC_FUZZ_SRC}/fuzz_seeds.c)
-target_link_libraries(fuzz_seeds PRIVATE mc_master)
+target_link_libraries(fuzz_seeds PRIVATE mc_master mc_client)

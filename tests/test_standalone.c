@@ -69,9 +69,82 @@ static int real_start(void) {
  *   EXIST k / SIZE k / REMOVE k
  *   WIRE k n seed      get_into a pool buffer; answers the bytes that crossed the socket meanwhile
  *   FORK k             a forked child's is_exist must fail -900; answers the parent's is_exist after it
- *   SPIN n             starts a thread putting, getting and removing n-byte objects without end; answers 0 */
+ *   SPIN n             starts a thread putting, getting and removing n-byte objects without end; answers 0
+ *   SESS k n seed      put session: start, the first half written from a pool buffer, the second from the heap
+ *                      (through staging), end -> first failure or 0
+ *   SREAD k n seed     get session: start, read back the same two ways, verify, end -> bytes read, -1 mismatch
+ *   SOPEN k n / SWRITE k n / SEND k revoke   put session start / one ranged write / end, alone
+ *   COPY k / MOVE k source    a task placing k on this dummy's real client's segment -> rc
+ *   TASKWAIT           queries the last task until it ends -> its status (3 SUCCESS), or the query's code
+ *   QUERY hi lo        query_task of that id -> rc
+ *   MOUNT / UNMOUNT    the extra-segment calls -> rc */
 static mooncake_store_t D;
 static char *pool_a, *pool_b;
+static mc_task_id_t last_task;
+
+/* A put session over [pool_a: first half][heap: second half] of n bytes. */
+static long long dummy_session_put(const char *k, size_t n, unsigned seed) {
+  char *heap = malloc(n), *v = malloc(n);
+  fill(v, n, seed);
+  size_t h = n / 2, sz = n;
+  memcpy(pool_a, v, h);
+  memcpy(heap, v + h, n - h);
+  const char *keys[1] = {k};
+  int r = -1;
+  long long out = mc_store_put_session_start(D, keys, &sz, 1, NULL, NULL, &r);
+  if (!out) out = r;
+  if (!out) {
+    const void *bufs[2] = {pool_a, heap};
+    size_t sizes[2] = {h, n - h}, offs[2] = {0, h}, nb = 2;
+    int64_t w = -1;
+    out = mc_store_put_session_write(D, keys, bufs, sizes, offs, &nb, 1, &w);
+    if (!out) out = w == (int64_t)n ? 0 : w ? w : -1;
+  }
+  if (!out) {
+    out = mc_store_put_session_end(D, keys, 1, 0, &r);
+    if (!out) out = r;
+  }
+  free(heap);
+  free(v);
+  return out;
+}
+
+/* A get session reading n bytes back into [pool_b][heap]; n, -1 on a mismatch, or the failure. */
+static long long dummy_session_get(const char *k, size_t n, unsigned seed) {
+  char *heap = malloc(n), *v = malloc(n);
+  const char *keys[1] = {k};
+  int r = -1;
+  long long out = mc_store_get_session_start(D, keys, 1, &r);
+  if (!out) out = r;
+  if (!out) {
+    size_t h = n / 2;
+    memset(pool_b, 0, h);
+    memset(heap, 0, n);
+    void *bufs[2] = {pool_b, heap};
+    size_t sizes[2] = {h, n - h}, offs[2] = {0, h}, nb = 2;
+    int64_t g = -1;
+    out = mc_store_get_session_read(D, keys, bufs, sizes, offs, &nb, 1, &g);
+    if (!out) out = g;
+    memcpy(v, pool_b, h);
+    memcpy(v + h, heap, n - h);
+    if (out == (long long)n && !verify(v, n, seed)) out = -1;
+    if (mc_store_get_session_end(D, keys, 1)) out = -2;
+  }
+  free(heap);
+  free(v);
+  return out;
+}
+
+static long long dummy_task_wait(void) {
+  mc_task_info_t t;
+  for (long end = mc_tp_now_ms() + 60000; mc_tp_now_ms() < end; mc_tp_sleep_ms(100)) {
+    int rc = mc_store_query_task(D, last_task, &t);
+    if (rc) return rc;
+    if (t.id.hi != last_task.hi || t.id.lo != last_task.lo) return -3;
+    if (t.status >= 2) return t.status; /* FAILED or SUCCESS */
+  }
+  return -4;
+}
 
 static int64_t wire_bytes(void) {
   struct mc_dummy *d = ((struct mc_store *)D)->dummy;
@@ -166,6 +239,47 @@ static int dummy_main(int port) {
     } else if (sscanf(line, "SPIN %llu", &n) == 1) {
       pthread_t th;
       out = pthread_create(&th, NULL, spin_main, (void *)(uintptr_t)n);
+    } else if (sscanf(line, "SESS %127s %llu %u", k1, &n, &seed) == 3) {
+      out = dummy_session_put(k1, n, seed);
+    } else if (sscanf(line, "SREAD %127s %llu %u", k1, &n, &seed) == 3) {
+      out = dummy_session_get(k1, n, seed);
+    } else if (sscanf(line, "SOPEN %127s %llu", k1, &n) == 2) {
+      const char *keys[1] = {k1};
+      size_t sz = n;
+      int r = -1;
+      out = mc_store_put_session_start(D, keys, &sz, 1, NULL, NULL, &r);
+      if (!out) out = r;
+    } else if (sscanf(line, "SWRITE %127s %llu", k1, &n) == 2) {
+      const char *keys[1] = {k1};
+      const void *bufs[1] = {pool_a};
+      size_t sz = n, off = 0, nb = 1;
+      int64_t w = -1;
+      out = mc_store_put_session_write(D, keys, bufs, &sz, &off, &nb, 1, &w);
+      if (!out) out = w;
+    } else if (sscanf(line, "SEND %127s %u", k1, &seed) == 2) {
+      const char *keys[1] = {k1};
+      int r = -1;
+      out = mc_store_put_session_end(D, keys, 1, (int)seed, &r);
+      if (!out) out = r;
+    } else if (sscanf(line, "COPY %127s", k1) == 1) {
+      char me[300];
+      mooncake_store_get_hostname(D, me, sizeof(me));
+      const char *tg[1] = {me};
+      out = mc_store_create_copy_task(D, k1, tg, 1, &last_task);
+    } else if (sscanf(line, "MOVE %127s %127s", k1, k2) == 2) {
+      char me[300];
+      mooncake_store_get_hostname(D, me, sizeof(me));
+      out = mc_store_create_move_task(D, k1, k2, me, &last_task);
+    } else if (!strncmp(line, "TASKWAIT", 8)) {
+      out = dummy_task_wait();
+    } else if (sscanf(line, "QUERY %llu %u", &n, &seed) == 2) {
+      mc_task_info_t t;
+      out = mc_store_query_task(D, (mc_task_id_t){n, seed}, &t);
+    } else if (!strncmp(line, "MOUNT", 5)) {
+      char id[40];
+      out = mc_store_mount_extra_segment(D, NULL, 0, 16 * MiB, NULL, id, sizeof(id));
+    } else if (!strncmp(line, "UNMOUNT", 7)) {
+      out = mc_store_unmount_extra_segment(D, "00000000-0000-0000-0000-000000000000", 0, 0);
     } else if (!strncmp(line, "QUIT", 4)) {
       break;
     }
@@ -233,6 +347,60 @@ static void test_zero_copy(void) {
   CHECK(wire > 0 && wire < 512);
 }
 
+/* Layer-wise sessions through the real client: byte-exact both ways (pool buffers and, through staging,
+ * heap buffers), each dummy's sessions its own, and a dummy that dies leaves no put session behind. */
+static void test_sessions(void) {
+  CHECK_EQ(peer_cmd(&A, "SESS s1 %llu 70", 3 * MiB + 5), 0);
+  CHECK_EQ(peer_cmd(&B, "SREAD s1 %llu 70", 3 * MiB + 5), (long long)(3 * MiB + 5));
+  CHECK_EQ(peer_cmd(&A, "SREAD s1 %llu 70", 3 * MiB + 5), (long long)(3 * MiB + 5));
+  CHECK_EQ(peer_cmd(&A, "SESS s1b 1 71"), 0); /* a 1-byte object: all of it from the heap */
+  CHECK_EQ(peer_cmd(&B, "SREAD s1b 1 71"), 1);
+  CHECK_EQ(peer_cmd(&B, "SREAD nothing 10 1"), MC_OBJECT_NOT_FOUND);
+  /* A's open session is not B's: B cannot write into it, nor start the key again */
+  CHECK_EQ(peer_cmd(&A, "SOPEN s2 1000"), 0);
+  CHECK_EQ(peer_cmd(&B, "SWRITE s2 1000"), MC_INVALID_PARAMS);
+  CHECK_EQ(peer_cmd(&B, "SOPEN s2 1000"), MC_OBJECT_ALREADY_EXISTS); /* A's put, on the master */
+  CHECK_EQ(peer_cmd(&A, "SOPEN s2 1000"), MC_INVALID_PARAMS); /* already open for A */
+  CHECK_EQ(peer_cmd(&A, "SWRITE s2 1001"), MC_INVALID_PARAMS); /* a range outside the object */
+  CHECK_EQ(peer_cmd(&B, "SEND s2 0"), MC_INVALID_PARAMS);
+  CHECK_EQ(peer_cmd(&A, "SWRITE s2 1000"), 1000);
+  CHECK_EQ(peer_cmd(&A, "SEND s2 1"), 0); /* revoked: nothing left */
+  CHECK_EQ(peer_cmd(&B, "EXIST s2"), 0);
+  /* a dummy that dies with a put session open: the real client revokes it, the key is free again */
+  struct peer C;
+  REQUIRE(dummy_start(&C) == 0);
+  CHECK_EQ(peer_cmd(&C, "SOPEN s3 4096"), 0);
+  peer_kill(&C);
+  long long r = -1;
+  for (long t = mc_tp_now_ms() + 10000; r && mc_tp_now_ms() < t; mc_tp_sleep_ms(100)) r = peer_cmd(&B, "SOPEN s3 4096");
+  CHECK_EQ(r, 0);
+  CHECK_EQ(peer_cmd(&B, "SEND s3 1"), 0);
+}
+
+/* Copy and move tasks asked for by a dummy: the real client asks the master, the real client's segment
+ * receives the replica (it runs the task as the target's owner), both dummies read it byte for byte. */
+static void test_tasks(void) {
+  struct peer P;
+  REQUIRE(peer_start(&P, &M, 32 * MiB, 8 * MiB, NULL) == 0);
+  CHECK_EQ(peer_cmd(&P, "PUT tmove %llu 80 1 1", 2 * MiB + 7), 0); /* on P's own segment */
+  CHECK_EQ(peer_cmd(&A, "MOVE tmove %s", P.name), 0);
+  CHECK_EQ(peer_cmd(&A, "TASKWAIT"), 3);
+  CHECK_EQ(peer_cmd(&B, "GET tmove %llu 80", 2 * MiB + 7), (long long)(2 * MiB + 7));
+  CHECK_EQ(peer_cmd(&P, "PUT tcopy %llu 81 1 1", 1 * MiB + 1), 0);
+  CHECK_EQ(peer_cmd(&B, "COPY tcopy"), 0);
+  CHECK_EQ(peer_cmd(&B, "TASKWAIT"), 3);
+  CHECK_EQ(peer_cmd(&A, "GET tcopy %llu 81", 1 * MiB + 1), (long long)(1 * MiB + 1));
+  peer_quit(&P); /* its replicas go with it; the moved and copied ones stay */
+  mc_tp_sleep_ms(500);
+  CHECK_EQ(peer_cmd(&B, "GET tmove %llu 80", 2 * MiB + 7), (long long)(2 * MiB + 7));
+  CHECK_EQ(peer_cmd(&B, "GET tcopy %llu 81", 1 * MiB + 1), (long long)(1 * MiB + 1));
+  CHECK_EQ(peer_cmd(&A, "COPY no_such_key"), MC_OBJECT_NOT_FOUND);
+  CHECK_EQ(peer_cmd(&A, "QUERY 1 2"), MC_TASK_NOT_FOUND);
+  /* a dummy owns no segment: the extra-segment calls are refused */
+  CHECK_EQ(peer_cmd(&A, "MOUNT"), MC_NOT_SUPPORTED);
+  CHECK_EQ(peer_cmd(&A, "UNMOUNT"), MC_NOT_SUPPORTED);
+}
+
 static void test_dummy_dies_mid_operation(void) {
   struct peer C;
   REQUIRE(dummy_start(&C) == 0);
@@ -292,6 +460,116 @@ static long long hello_with(int pass, uint64_t pool, uint64_t total, int *keep) 
   if (keep && r == 0) *keep = fd;
   else if (fd >= 0) close(fd);
   return r;
+}
+
+/* A fresh connection (HELLO with sealed), one frame; the real client's first answer (-99: it hung up). */
+static long long one_frame(int sealed, uint16_t op, uint16_t flags, const struct mc_dbuf *b) {
+  int fd = -1;
+  if (hello_with(sealed, MiB / 2, MiB, &fd) != 0) return -98;
+  struct mc_dummy_hdr h = {MC_DUMMY_MAGIC, op, flags, (uint32_t)b->n, 0};
+  long long r = -97;
+  if (mc_sock_write_deadline(fd, &h, sizeof(h), 5000) == 0 && (!b->n || !mc_sock_write_deadline(fd, b->p, b->n, 5000)))
+    r = recv_i64(fd);
+  close(fd);
+  return r;
+}
+
+static void put_default_config(struct mc_dbuf *b, uint32_t npref) {
+  int32_t z = 0;
+  mc_dbuf_u64(b, 1);
+  mc_dbuf_put(b, &z, 4);
+  mc_dbuf_u64(b, (uint64_t)-1);
+  mc_dbuf_put(b, &z, 4);
+  mc_dbuf_u32(b, npref);
+}
+
+/* The session and task frames, lying: every malformed one drops the connection, buffers outside the
+ * shared memory fail -600 with the connection kept. */
+static void hostile_new_frames(int sealed) {
+  struct mc_dbuf b = {0};
+  /* PUT_START: preferred segments over the cap; a count larger than the body; a size missing */
+  put_default_config(&b, MC_DUMMY_MAX_PREFERRED + 1);
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_START, 0, &b), -99);
+  b.n = 0;
+  put_default_config(&b, 0);
+  mc_dbuf_u32(&b, 1000);
+  mc_dbuf_str(&b, "k");
+  mc_dbuf_u64(&b, 5);
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_START, 0, &b), -99);
+  b.n = 0;
+  put_default_config(&b, 0);
+  mc_dbuf_u32(&b, 1);
+  mc_dbuf_str(&b, "k");
+  mc_dbuf_u64(&b, 5);
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_START, MC_DUMMY_GROUPS, &b), -99); /* the group is missing */
+  mc_dbuf_str(&b, "g");
+  mc_dbuf_u32(&b, 0); /* a trailing word */
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_START, MC_DUMMY_GROUPS, &b), -99);
+  /* PUT_WRITE / GET_READ: a buffer count past the body; a key holding a NUL; buffers outside */
+  for (uint16_t op = MC_DOP_PUT_WRITE; op <= MC_DOP_GET_READ; op++) {
+    b.n = 0;
+    mc_dbuf_u32(&b, 1);
+    mc_dbuf_str(&b, "k");
+    mc_dbuf_u32(&b, 1u << 30);
+    mc_dbuf_u64(&b, 0);
+    CHECK_EQ(one_frame(sealed, op, 0, &b), -99);
+    b.n = 0;
+    mc_dbuf_u32(&b, 1);
+    mc_dbuf_u32(&b, 3);
+    mc_dbuf_put(&b, "a\0b", 3);
+    mc_dbuf_u32(&b, 0);
+    CHECK_EQ(one_frame(sealed, op, 0, &b), -99);
+    b.n = 0;
+    mc_dbuf_u32(&b, 1);
+    mc_dbuf_str(&b, "k");
+    mc_dbuf_u32(&b, 1);
+    mc_dbuf_u64(&b, MiB - 8); /* 8 bytes left, 16 claimed */
+    mc_dbuf_u64(&b, 16);
+    mc_dbuf_u64(&b, 0);
+    CHECK_EQ(one_frame(sealed, op, 0, &b), MC_INVALID_PARAMS);
+    b.n -= 8; /* the object offset cut off */
+    CHECK_EQ(one_frame(sealed, op, 0, &b), -99);
+  }
+  /* PUT_END without its revoke word, GET_START / GET_END with a count past the body */
+  b.n = 0;
+  mc_dbuf_u32(&b, 1);
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_END, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_u32(&b, 500);
+  mc_dbuf_str(&b, "k");
+  CHECK_EQ(one_frame(sealed, MC_DOP_GET_START, 0, &b), -99);
+  CHECK_EQ(one_frame(sealed, MC_DOP_GET_END, 0, &b), -99);
+  /* sessions a connection never opened: per key -600, the connection kept */
+  b.n = 0;
+  mc_dbuf_u32(&b, 0);
+  mc_dbuf_u32(&b, 1);
+  mc_dbuf_str(&b, "never_opened");
+  CHECK_EQ(one_frame(sealed, MC_DOP_PUT_END, 0, &b), MC_INVALID_PARAMS);
+  /* COPY_TASK with no target, and with more than 8; MOVE_TASK short; QUERY_TASK short and long */
+  b.n = 0;
+  mc_dbuf_str(&b, "k");
+  mc_dbuf_u32(&b, 0);
+  CHECK_EQ(one_frame(sealed, MC_DOP_COPY_TASK, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_str(&b, "k");
+  mc_dbuf_u32(&b, 9);
+  for (int i = 0; i < 9; i++) mc_dbuf_str(&b, "seg");
+  CHECK_EQ(one_frame(sealed, MC_DOP_COPY_TASK, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_str(&b, "k");
+  mc_dbuf_str(&b, "src");
+  CHECK_EQ(one_frame(sealed, MC_DOP_MOVE_TASK, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_u64(&b, 1);
+  CHECK_EQ(one_frame(sealed, MC_DOP_QUERY_TASK, 0, &b), -99);
+  mc_dbuf_u64(&b, 2);
+  CHECK_EQ(one_frame(sealed, MC_DOP_QUERY_TASK, 0, &b), MC_TASK_NOT_FOUND);
+  mc_dbuf_u64(&b, 3);
+  CHECK_EQ(one_frame(sealed, MC_DOP_QUERY_TASK, 0, &b), -99);
+  /* an op past the last one */
+  b.n = 0;
+  CHECK_EQ(one_frame(sealed, MC_DOP_LAST + 1, 0, &b), -99);
+  free(b.p);
 }
 
 static void test_hostile_frames(void) {
@@ -361,6 +639,7 @@ static void test_hostile_frames(void) {
   CHECK_EQ(recv_i64(fd), -99);
   close(fd);
   free(b.p);
+  hostile_new_frames(sealed);
   close(p[0]);
   close(p[1]);
   close(unsealed);
@@ -428,10 +707,13 @@ static void setup_cluster(void) {
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   if (argc == 3 && !strcmp(argv[1], "--dummy")) return dummy_main(atoi(argv[2]));
+  if (argc >= 6 && !strcmp(argv[1], "--peer")) return peer_main(argc, argv);
   static const struct mc_test_case cases[] = {
       TEST_CASE(setup_cluster),
       TEST_CASE(test_two_dummies),
       TEST_CASE(test_zero_copy),
+      TEST_CASE(test_sessions),
+      TEST_CASE(test_tasks),
       TEST_CASE(test_dummy_dies_mid_operation),
       TEST_CASE(test_hostile_frames),
       TEST_CASE(test_other_user_refused),

@@ -164,7 +164,7 @@ int mc_store_batch_write_grouped(mooncake_store_t store, const char **keys, cons
   struct mc_store *s = store;
   if (!s || !mc_batch_args_ok(keys, values, sizes, count, results_out)) return BAD_CALL;
   if (!count) return 0;
-  MC_VIA_DUMMY(s, int, (mc_dummy_write(dm, flags, keys, values, sizes, NULL, count, config, 0, results_out), 0));
+  MC_VIA_DUMMY(s, int, (mc_dummy_write(dm, flags, keys, values, sizes, NULL, count, config, group_ids, 0, results_out), 0));
   if (!mc_api_enter(s)) {
     mc_fill_int(results_out, count, MC_INVALID_PARAMS);
     return 0;

@@ -117,7 +117,9 @@ int mc_store_batch_write_multi_grouped(mooncake_store_t store, const char **keys
   if (!s || !multi_args_ok(keys, bufs, sizes, nbufs, count, results_out)) return BAD_CALL;
   if (!count) return 0;
   MC_VIA_DUMMY(s, int,
-               (mc_dummy_write(dm, flags & MC_WRITE_UPSERT, keys, bufs, sizes, nbufs, count, config, 0, results_out), 0));
+               (mc_dummy_write(dm, flags & MC_WRITE_UPSERT, keys, bufs, sizes, nbufs, count, config, group_ids, 0,
+                               results_out),
+                0));
   if (!enter_batch(s, count, results_out)) return 0;
   struct multi m;
   multi_open(s, &m, bufs, sizes, nbufs, count);
@@ -310,6 +312,7 @@ int mc_store_create_copy_task(mooncake_store_t store, const char *key, const cha
   for (size_t i = 0; i < count; i++)
     if (!targets[i]) return BAD_CALL;
   task_id_out(id_out, (struct mc_uuid){0, 0});
+  MC_VIA_DUMMY(s, int, mc_dummy_task(dm, key, targets, count, NULL, id_out));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   struct mc_uuid id = {0, 0};
   int rc = !*key || !count || count > MC_TASK_MAX_TARGETS
@@ -325,6 +328,7 @@ int mc_store_create_move_task(mooncake_store_t store, const char *key, const cha
   struct mc_store *s = store;
   if (!s || !key || !source || !target || !id_out) return BAD_CALL;
   task_id_out(id_out, (struct mc_uuid){0, 0});
+  MC_VIA_DUMMY(s, int, mc_dummy_task(dm, key, &target, 1, source, id_out));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   struct mc_uuid id = {0, 0};
   int rc = !*key ? MC_INVALID_PARAMS : mcli_create_move_task(s->master.cli, key, source, target, &id);
@@ -337,6 +341,7 @@ int mc_store_query_task(mooncake_store_t store, mc_task_id_t id, mc_task_info_t 
   struct mc_store *s = store;
   if (!s || !out) return BAD_CALL;
   memset(out, 0, sizeof(*out));
+  MC_VIA_DUMMY(s, int, mc_dummy_query_task(dm, id, out));
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   struct mcli_task_info t = {0};
   int rc = mcli_query_task(s->master.cli, (struct mc_uuid){id.hi, id.lo}, &t);

@@ -158,10 +158,11 @@ int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const 
 void mc_dummy_close(struct mc_dummy *d);
 const char *mc_dummy_name(const struct mc_dummy *d);
 uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size);
-/* nbufs NULL = one buffer per key; flags as mc_write; single: the one-key call's semantics. */
+/* nbufs NULL = one buffer per key; flags as mc_write; groups NULL or each key's group id; single: the
+ * one-key call's semantics. */
 void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
-                    int single, int *results);
+                    const char *const *groups, int single, int *results);
 void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
                    const size_t *nbufs, size_t count, int single, int64_t *results);
 int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out);
@@ -174,6 +175,17 @@ int64_t mc_dummy_key1(struct mc_dummy *d, int op, int force, const char *key);
 int mc_dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results);
 int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len);
 int mc_dummy_health(struct mc_dummy *d);
+/* Sessions and tasks through the real client (the public calls' semantics, results per key). */
+void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_t *sizes, size_t count,
+                        const mc_replicate_config_t *cfg, const char *const *groups, int *results);
+void mc_dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
+                     const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results);
+void mc_dummy_put_end(struct mc_dummy *d, const char *const *keys, size_t count, int revoke, int *results);
+void mc_dummy_get_start(struct mc_dummy *d, const char *const *keys, size_t count, int *results);
+int mc_dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count);
+int mc_dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
+                  mc_task_id_t *id);
+int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out);
 /* Closes the handle's dummy, if any (life held for writing). */
 void mc_store_drop_dummy(struct mc_store *s);
 /* Whether [p, p+n) lies in the memory this dummy shares. */
@@ -194,6 +206,24 @@ int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n);
       pthread_rwlock_unlock(&(s)->life);                                  \
     }                                                                     \
   } while (0)
+
+/* ---- session.c: sessions held for an owner other than the handle's callers (a dummy, realsrv.c) ---- */
+struct mc_sess_owner {
+  size_t n, cap; /* sessions open (guarded by the session table's lock), and at most */
+};
+int mc_sess_put_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
+                      size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
+                      int *results_out);
+int mc_sess_ranged(mooncake_store_t store, struct mc_sess_owner *o, int put, const char **keys,
+                   const void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
+                   size_t count, int64_t *results);
+int mc_sess_put_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count, int revoke,
+                    int *results_out);
+int mc_sess_get_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count,
+                      int *results_out);
+int mc_sess_get_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count);
+/* Revokes the owner's put sessions and drops all of its sessions (none of its calls may be running). */
+void mc_sess_drop_owner(mooncake_store_t store, struct mc_sess_owner *o);
 
 /* ---- realsrv.c: the real client's listener for dummies (tools/mooncake_client.c) ---- */
 struct mc_realsrv;

@@ -242,13 +242,16 @@ static void put_config(struct mc_dbuf *b, const mc_replicate_config_t *c) {
     if (c->preferred_segments[i]) mc_dbuf_str(b, c->preferred_segments[i]);
 }
 
-/* One data request (WRITE or READ) over keys[0..count): object i is buffers bufs[first[i] .. first[i]+nb[i]).
- * Keys whose buffers all lie in the shared memory (and, for copying writes, none) go by offset; the others
- * are gathered into / scattered from the staging area, in waves that fit it; a key larger than the
- * whole staging area gets -600. */
+/* One data request (WRITE (with groups: each key's group id) or READ, or with obj PUT_WRITE or GET_READ:
+ * buffer j at object offset obj[j]) over
+ * keys[0..count): object i is buffers bufs[first[i] .. first[i]+nb[i]). Keys whose buffers all lie in the
+ * shared memory (and, for copying writes, none) go by offset; the others are gathered into / scattered from
+ * the staging area, in waves that fit it; a key larger than the whole staging area gets -600. */
 static void data_call(struct mc_dummy *d, int op, int flags, int copy, const char **keys, void *const *bufs,
-                      const size_t *sizes, const size_t *nb, size_t count, const mc_replicate_config_t *cfg,
-                      int64_t *res) {
+                      const size_t *sizes, const size_t *obj, const size_t *nb, size_t count,
+                      const mc_replicate_config_t *cfg, const char *const *groups, int64_t *res) {
+  int in_op = op == MC_DOP_WRITE || op == MC_DOP_PUT_WRITE; /* bytes go from the caller's buffers */
+  uint64_t per_buf = obj ? 24 : 16;
   size_t *first = mc_calloc(count + 1, sizeof(size_t));
   for (size_t i = 0; i < count; i++) first[i + 1] = first[i] + nb[i];
   uint64_t stage = d->total - d->pool;
@@ -261,7 +264,8 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
     size_t m = 0, nbuf = 0;
     uint64_t used = 0, body = CFG_BYTES;
     for (; i < count; i++) {
-      uint64_t tot = 0, kb = 8 + strlen(keys[i]) + 16 * nb[i]; /* this key's bytes in the request */
+      uint64_t tot = 0, kb = 8 + strlen(keys[i]) + per_buf * nb[i]; /* this key's bytes in the request */
+      if (groups) kb += 4 + strlen(groups[i] ? groups[i] : "");
       if (kb > MAX_REQ || nb[i] > MC_DUMMY_MAX_BUFS) {
         res[i] = MC_INVALID_PARAMS;
         continue;
@@ -299,19 +303,30 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
     for (size_t q = 0; q < m; q++) {
       size_t k = in[q];
       mc_dbuf_str(&req, keys[k]);
+      if (groups) mc_dbuf_str(&req, groups[k] ? groups[k] : "");
       if (soff[k] != UINT64_MAX) {
         uint64_t o = soff[k];
-        for (size_t j = first[k]; op == MC_DOP_WRITE && j < first[k + 1]; j++)
+        for (size_t j = first[k]; in_op && j < first[k + 1]; j++)
           memcpy(d->base + o, bufs[j], sizes[j]), o += sizes[j];
-        mc_dbuf_u32(&req, 1);
-        mc_dbuf_u64(&req, soff[k]);
-        mc_dbuf_u64(&req, stot[k]);
+        if (!obj) { /* one staged buffer: the object's bytes in order */
+          mc_dbuf_u32(&req, 1);
+          mc_dbuf_u64(&req, soff[k]);
+          mc_dbuf_u64(&req, stot[k]);
+          continue;
+        }
+        mc_dbuf_u32(&req, (uint32_t)nb[k]); /* ranged: each buffer staged in turn, at its own object offset */
+        for (size_t j = first[k], at = soff[k]; j < first[k + 1]; at += sizes[j++]) {
+          mc_dbuf_u64(&req, at);
+          mc_dbuf_u64(&req, sizes[j]);
+          mc_dbuf_u64(&req, obj[j]);
+        }
         continue;
       }
       mc_dbuf_u32(&req, (uint32_t)nb[k]);
       for (size_t j = first[k]; j < first[k + 1]; j++) {
         mc_dbuf_u64(&req, (uint64_t)shared_off(d, bufs[j], sizes[j]));
         mc_dbuf_u64(&req, sizes[j]);
+        if (obj) mc_dbuf_u64(&req, obj[j]);
       }
     }
     int rc = call(d, (uint16_t)op, (uint16_t)flags, &req, &rep, -1);
@@ -320,7 +335,7 @@ static void data_call(struct mc_dummy *d, int op, int flags, int copy, const cha
     for (size_t q = 0; q < m; q++) {
       size_t k = in[q];
       res[k] = r[q];
-      if (op != MC_DOP_READ || soff[k] == UINT64_MAX || r[q] <= 0) continue;
+      if (in_op || soff[k] == UINT64_MAX || r[q] <= 0) continue;
       uint64_t left = (uint64_t)r[q], o = soff[k];
       for (size_t j = first[k]; left && j < first[k + 1]; j++) {
         size_t c = sizes[j] < left ? sizes[j] : left;
@@ -347,12 +362,12 @@ static size_t *ones(size_t count) {
 
 void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
-                    int single, int *results) {
+                    const char *const *groups, int single, int *results) {
   size_t *nb = nbufs ? NULL : ones(count);
   int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
-  int wire = (flags & MC_WRITE_UPSERT) | (single ? MC_DUMMY_SINGLE : 0);
-  data_call(d, MC_DOP_WRITE, wire, flags & MC_WRITE_COPY, (const char **)keys, (void *const *)values, sizes,
-            nbufs ? nbufs : nb, count, cfg, r);
+  int wire = (flags & MC_WRITE_UPSERT) | (single ? MC_DUMMY_SINGLE : 0) | (groups ? MC_DUMMY_GROUPS : 0);
+  data_call(d, MC_DOP_WRITE, wire, flags & MC_WRITE_COPY, (const char **)keys, (void *const *)values, sizes, NULL,
+            nbufs ? nbufs : nb, count, cfg, groups, r);
   for (size_t i = 0; i < count; i++) results[i] = (int)r[i];
   mc_free(r);
   mc_free(nb);
@@ -361,8 +376,8 @@ void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, cons
 void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
                    const size_t *nbufs, size_t count, int single, int64_t *results) {
   size_t *nb = nbufs ? NULL : ones(count);
-  data_call(d, MC_DOP_READ, single ? MC_DUMMY_SINGLE : 0, 0, (const char **)keys, bufs, sizes, nbufs ? nbufs : nb,
-            count, NULL, results);
+  data_call(d, MC_DOP_READ, single ? MC_DUMMY_SINGLE : 0, 0, (const char **)keys, bufs, sizes, NULL,
+            nbufs ? nbufs : nb, count, NULL, NULL, results);
   mc_free(nb);
 }
 
@@ -390,17 +405,29 @@ int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out) {
   return n;
 }
 
-/* EXIST / SIZE / REMOVE over keys: one i64 per key, in requests below the frame limit. */
-void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
+/* The per-key part of a keyed request: key i's bytes appended to b. */
+typedef void (*key_enc_fn)(struct mc_dbuf *b, size_t i, const void *ctx);
+
+static void enc_key(struct mc_dbuf *b, size_t i, const void *ctx) { mc_dbuf_str(b, ((const char *const *)ctx)[i]); }
+
+/* A request over keys[0..count) (prefix, u32 n, n encodings), cut into requests below the frame limit,
+ * with one i64 per key in the reply (reply_one: a single i64 for the whole request, given to every key).
+ * A key whose encoding alone passes the limit gets -600. */
+static void keyed_calls(struct mc_dummy *d, int op, int flags, const struct mc_dbuf *prefix, size_t count,
+                        key_enc_fn enc, const void *ctx, int reply_one, int64_t *results) {
   for (size_t i = 0; i < count;) {
     struct mc_dbuf req = {0}, rep;
-    size_t first = i, body = 8;
-    if (op == MC_DOP_REMOVE) mc_dbuf_u32(&req, (uint32_t)force);
+    size_t first = i;
+    if (prefix->n) mc_dbuf_put(&req, prefix->p, prefix->n);
     mc_dbuf_u32(&req, 0); /* the count, set below */
     size_t at = req.n - 4;
-    for (; i < count && i - first < MC_DUMMY_MAX_KEYS && body + 4 + strlen(keys[i]) <= MAX_REQ; i++) {
-      body += 4 + strlen(keys[i]);
-      mc_dbuf_str(&req, keys[i]);
+    for (; i < count && i - first < MC_DUMMY_MAX_KEYS; i++) {
+      size_t before = req.n;
+      enc(&req, i, ctx);
+      if (req.n > MAX_REQ) {
+        req.n = before;
+        break;
+      }
     }
     if (i == first) { /* one key larger than a whole request */
       results[i++] = MC_INVALID_PARAMS;
@@ -410,13 +437,27 @@ void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *key
     uint32_t n = (uint32_t)(i - first);
     memcpy(req.p + at, &n, 4);
     pthread_mutex_lock(&d->mu);
-    int rc = call(d, (uint16_t)op, 0, &req, &rep, -1);
+    int rc = call(d, (uint16_t)op, (uint16_t)flags, &req, &rep, -1);
     pthread_mutex_unlock(&d->mu);
     if (rc) for (size_t j = first; j < i; j++) results[j] = rc;
-    else reply_i64(&rep, results + first, n, MC_RPC_FAIL);
+    else if (reply_one) {
+      int64_t v;
+      reply_i64(&rep, &v, 1, MC_RPC_FAIL);
+      for (size_t j = first; j < i; j++) results[j] = v;
+    } else {
+      reply_i64(&rep, results + first, n, MC_RPC_FAIL);
+    }
     mc_free(req.p);
     mc_free(rep.p);
   }
+}
+
+/* EXIST / SIZE / REMOVE over keys: one i64 per key, in requests below the frame limit. */
+void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
+  struct mc_dbuf pre = {0};
+  if (op == MC_DOP_REMOVE) mc_dbuf_u32(&pre, (uint32_t)force);
+  keyed_calls(d, op, 0, &pre, count, enc_key, keys, 0, results);
+  mc_free(pre.p);
 }
 
 /* REMOVE_REGEX (pattern) / REMOVE_ALL / HEALTH / STATS (which): one i64. */
@@ -442,7 +483,7 @@ int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n) { return sh
 int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
                     const mc_replicate_config_t *cfg, int flags) {
   int r;
-  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, 1, &r);
+  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, NULL, 1, &r);
   return r;
 }
 
@@ -476,4 +517,126 @@ int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len) {
 int mc_dummy_health(struct mc_dummy *d) {
   int64_t v = mc_dummy_simple(d, MC_DOP_HEALTH, 0, NULL);
   return v < 0 ? 2 : (int)v; /* the real client unreachable counts as its master unreachable */
+}
+
+/* ------------------------------------------------------------------ sessions and tasks */
+
+static void to_int(const int64_t *r, int *out, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = (int)r[i];
+}
+
+struct start_ctx {
+  const char *const *keys, *const *groups;
+  const size_t *sizes;
+};
+
+static void enc_start(struct mc_dbuf *b, size_t i, const void *ctx) {
+  const struct start_ctx *c = ctx;
+  mc_dbuf_str(b, c->keys[i]);
+  mc_dbuf_u64(b, c->sizes[i]);
+  if (c->groups) mc_dbuf_str(b, c->groups[i] ? c->groups[i] : "");
+}
+
+void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_t *sizes, size_t count,
+                        const mc_replicate_config_t *cfg, const char *const *groups, int *results) {
+  struct mc_dbuf pre = {0};
+  put_config(&pre, cfg);
+  struct start_ctx c = {keys, groups, sizes};
+  int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
+  keyed_calls(d, MC_DOP_PUT_START, groups ? MC_DUMMY_GROUPS : 0, &pre, count, enc_start, &c, 0, r);
+  to_int(r, results, count);
+  mc_free(r);
+  mc_free(pre.p);
+}
+
+void mc_dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
+                     const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results) {
+  data_call(d, put ? MC_DOP_PUT_WRITE : MC_DOP_GET_READ, 0, 0, (const char **)keys, bufs, sizes, offsets, nbufs, count,
+            NULL, NULL, results);
+}
+
+/* PUT_END (with revoke) / GET_START / GET_END over keys. */
+static void keys_op(struct mc_dummy *d, int op, int revoke, const char *const *keys, size_t count, int *results) {
+  struct mc_dbuf pre = {0};
+  if (op == MC_DOP_PUT_END) mc_dbuf_u32(&pre, (uint32_t)revoke);
+  int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
+  keyed_calls(d, op, 0, &pre, count, enc_key, keys, op == MC_DOP_GET_END, r);
+  if (results) to_int(r, results, count);
+  mc_free(r);
+  mc_free(pre.p);
+}
+
+void mc_dummy_put_end(struct mc_dummy *d, const char *const *keys, size_t count, int revoke, int *results) {
+  keys_op(d, MC_DOP_PUT_END, revoke, keys, count, results);
+}
+
+void mc_dummy_get_start(struct mc_dummy *d, const char *const *keys, size_t count, int *results) {
+  keys_op(d, MC_DOP_GET_START, 0, keys, count, results);
+}
+
+int mc_dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count) {
+  keys_op(d, MC_DOP_GET_END, 0, keys, count, NULL);
+  return 0; /* as the real call: the sessions are gone (or the real client is, and them with it) */
+}
+
+/* One request, its reply in *rep (NULL-safe to free); 0 or the call's failure. */
+static int call1(struct mc_dummy *d, int op, const struct mc_dbuf *req, struct mc_dbuf *rep) {
+  pthread_mutex_lock(&d->mu);
+  int rc = call(d, (uint16_t)op, 0, req, rep, -1);
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+/* COPY_TASK (targets, n) or MOVE_TASK (source, one target). */
+int mc_dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
+                  mc_task_id_t *id) {
+  *id = (mc_task_id_t){0, 0};
+  if (!*key || !n || n > MC_DREQ_MAX_STRS - 1) return MC_INVALID_PARAMS; /* the real call's own answer */
+  struct mc_dbuf req = {0}, rep;
+  mc_dbuf_str(&req, key);
+  if (source) {
+    mc_dbuf_str(&req, source);
+    mc_dbuf_str(&req, targets[0]);
+  } else {
+    mc_dbuf_u32(&req, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) mc_dbuf_str(&req, targets[i]);
+  }
+  int64_t v = MC_INVALID_PARAMS;
+  if (req.n > MAX_REQ) goto out; /* names longer than a frame: no real segment is called that */
+  struct mc_drd r;
+  v = call1(d, source ? MC_DOP_MOVE_TASK : MC_DOP_COPY_TASK, &req, &rep);
+  r = (struct mc_drd){rep.p, rep.n, 0, 0};
+  if (!v && (mc_drd_get(&r, &v, 8) || mc_drd_u64(&r, &id->hi) || mc_drd_u64(&r, &id->lo))) v = MC_RPC_FAIL;
+  if (v) *id = (mc_task_id_t){0, 0};
+  mc_free(rep.p);
+out:
+  mc_free(req.p);
+  return (int)v;
+}
+
+int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out) {
+  struct mc_dbuf req = {0}, rep;
+  mc_dbuf_u64(&req, id.hi);
+  mc_dbuf_u64(&req, id.lo);
+  int64_t v = call1(d, MC_DOP_QUERY_TASK, &req, &rep);
+  struct mc_drd r = {rep.p, rep.n, 0, 0};
+  char *client = NULL, *msg = NULL;
+  uint32_t type = 0, status = 0;
+  if (!v && mc_drd_get(&r, &v, 8)) v = MC_RPC_FAIL;
+  if (!v && (mc_drd_u64(&r, &out->id.hi) || mc_drd_u64(&r, &out->id.lo) || mc_drd_u32(&r, &type) ||
+             mc_drd_u32(&r, &status) || mc_drd_u64(&r, &out->created_at_ms_epoch) ||
+             mc_drd_u64(&r, &out->last_updated_at_ms_epoch) || mc_drd_str(&r, &client) || mc_drd_str(&r, &msg)))
+    v = MC_RPC_FAIL;
+  if (!v) {
+    out->type = (int)type, out->status = (int)status;
+    snprintf(out->assigned_client, sizeof(out->assigned_client), "%s", client);
+    snprintf(out->message, sizeof(out->message), "%s", msg);
+  } else {
+    memset(out, 0, sizeof(*out));
+  }
+  mc_free(client);
+  mc_free(msg);
+  mc_free(req.p);
+  mc_free(rep.p);
+  return (int)v;
 }

@@ -26,7 +26,6 @@
 #define FRAME_TIMEOUT_MS 10000 /* a started frame (and the HELLO after connect) must be complete by then */
 #define REPLY_TIMEOUT_MS 10000 /* a dummy that does not read its reply is dropped */
 #define POLL_MS 500            /* how often idle waits look at the stop flag */
-#define MAX_PREFERRED 64
 
 struct conn {
   struct mc_realsrv *srv;
@@ -36,6 +35,7 @@ struct conn {
   uint64_t total;
   uint64_t frames, bytes_in, bytes_out;
   pid_t pid;
+  struct mc_sess_owner own; /* the sessions this dummy holds open in the store */
 };
 
 struct mc_realsrv {
@@ -141,154 +141,174 @@ static int hello(struct conn *c) {
 
 /* ------------------------------------------------------------------ requests */
 
+/* A decoded request with its buffers as pointers into the dummy's memory and its config in the store's form. */
 struct req {
+  struct mc_dreq d;
   mc_replicate_config_t cfg;
-  const char **pref;
-  uint32_t count;
-  char **keys;
-  size_t *nbufs, nb;
   void **ptrs;
-  size_t *sizes;
+  size_t *sizes, *objs;
 };
 
 static void req_free(struct req *q) {
-  for (uint32_t i = 0; q->keys && i < q->count; i++) mc_free(q->keys[i]);
-  for (size_t i = 0; q->pref && i < q->cfg.preferred_segments_count; i++) mc_free((char *)q->pref[i]);
-  mc_free(q->pref);
-  mc_free(q->keys);
-  mc_free(q->nbufs);
+  mc_dreq_free(&q->d);
   mc_free(q->ptrs);
   mc_free(q->sizes);
+  mc_free(q->objs);
 }
 
-static int get_config(struct mc_drd *r, struct req *q) {
-  int32_t sp, hp;
-  uint64_t ttl, rn;
-  uint32_t n;
-  if (mc_drd_u64(r, &rn) || mc_drd_get(r, &sp, 4) || mc_drd_u64(r, &ttl) || mc_drd_get(r, &hp, 4) ||
-      mc_drd_u32(r, &n) || n > MAX_PREFERRED)
-    return -1;
-  q->cfg = (mc_replicate_config_t){rn, sp, (int64_t)ttl, hp, NULL, 0};
-  q->pref = mc_calloc(n ? n : 1, sizeof(char *));
-  q->cfg.preferred_segments = q->pref;
-  for (; q->cfg.preferred_segments_count < n; q->cfg.preferred_segments_count++)
-    if (mc_drd_str(r, (char **)&q->pref[q->cfg.preferred_segments_count])) return -1;
-  return 0;
-}
-
-/* Keys, and with bufs their (offset, length) lists turned into pointers into the dummy's memory.
- * -1 malformed (drop the connection); 1 a buffer outside the shared memory (the request fails -600). */
-static int get_keys(struct conn *c, struct mc_drd *r, struct req *q, int bufs) {
-  if (mc_drd_u32(r, &q->count) || q->count > MC_DUMMY_MAX_KEYS || q->count > r->n / 4) return -1;
-  q->keys = mc_calloc(q->count ? q->count : 1, sizeof(char *));
-  q->nbufs = mc_calloc(q->count ? q->count : 1, sizeof(size_t));
-  size_t cap = 0;
-  int outside = 0;
-  for (uint32_t i = 0; i < q->count; i++) {
-    if (mc_drd_str(r, &q->keys[i])) return -1;
-    if (!bufs) continue;
-    uint32_t k;
-    if (mc_drd_u32(r, &k) || k > MC_DUMMY_MAX_BUFS - q->nb || k > (r->n - r->off) / 16) return -1;
-    q->nbufs[i] = k;
-    if (q->nb + k > cap) {
-      cap = (q->nb + k) * 2;
-      q->ptrs = mc_realloc(q->ptrs, cap * sizeof(void *));
-      q->sizes = mc_realloc(q->sizes, cap * sizeof(size_t));
-    }
-    for (uint32_t j = 0; j < k; j++, q->nb++) {
-      uint64_t off, len;
-      if (mc_drd_u64(r, &off) || mc_drd_u64(r, &len)) return -1;
-      if (off > c->total || len > c->total - off) outside = 1, off = 0, len = 0;
-      q->ptrs[q->nb] = c->base + off;
-      q->sizes[q->nb] = len;
-    }
+static void req_bind(struct conn *c, struct req *q) {
+  struct mc_dreq *d = &q->d;
+  q->cfg = (mc_replicate_config_t){d->replica_num, d->soft_pin, (int64_t)d->ttl_ms, d->hard_pin,
+                                   (const char **)d->pref, d->npref};
+  size_t n = d->nb ? d->nb : 1;
+  q->ptrs = mc_calloc(n, sizeof(void *));
+  q->sizes = mc_calloc(n, sizeof(size_t));
+  q->objs = mc_calloc(n, sizeof(size_t));
+  for (size_t i = 0; i < d->nb; i++) {
+    q->ptrs[i] = c->base + d->off[i];
+    q->sizes[i] = d->len[i];
+    if (d->obj) q->objs[i] = d->obj[i];
   }
-  return outside;
 }
 
-static int all_single(const struct req *q) {
-  for (uint32_t i = 0; i < q->count; i++)
-    if (q->nbufs[i] != 1) return 0;
+static int all_single(const struct mc_dreq *d) {
+  for (uint32_t i = 0; i < d->count; i++)
+    if (d->nbufs[i] != 1) return 0;
   return 1;
 }
 
-/* Runs one parsed data request; results into res[0..count). */
-static void run_data(struct conn *c, int op, int flags, struct req *q, int64_t *res) {
+static void put_ints(struct mc_dbuf *out, const int *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t x = v[i];
+    mc_dbuf_put(out, &x, 8);
+  }
+}
+
+/* Runs one data request (WRITE, READ, PUT_WRITE, GET_READ); results into res[0..count). */
+static void run_data(struct conn *c, struct req *q, int64_t *res) {
   mooncake_store_t s = c->srv->store;
-  const char **k = (const char **)q->keys;
-  size_t n = q->count;
+  struct mc_dreq *d = &q->d;
+  const char **k = (const char **)d->keys;
+  size_t n = d->count;
   int *ir = mc_calloc(n ? n : 1, sizeof(int));
-  int single = (flags & MC_DUMMY_SINGLE) && n == 1 && q->nbufs[0] == 1, upsert = flags & MC_WRITE_UPSERT;
-  if (op == MC_DOP_WRITE) {
-    int rc;
-    if (single) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
-    else if (all_single(q))
-      rc = mc_store_batch_write(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, upsert, ir),
-      rc ? mc_fill_int(ir, n, MC_INVALID_PARAMS) : (void)0;
-    else if ((rc = mc_store_batch_write_multi(s, k, (const void *const *)q->ptrs, q->sizes, q->nbufs, n, &q->cfg,
-                                              upsert, ir)))
-      mc_fill_int(ir, n, MC_INVALID_PARAMS);
+  int single = (d->flags & MC_DUMMY_SINGLE) && n == 1 && d->nbufs[0] == 1, upsert = d->flags & MC_WRITE_UPSERT;
+  int rc = 0;
+  const char *const *g = (const char *const *)d->groups;
+  if (d->op == MC_DOP_WRITE) {
+    if (single && !g) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
+    else if (all_single(d))
+      rc = mc_store_batch_write_grouped(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, g, upsert, ir);
+    else
+      rc = mc_store_batch_write_multi_grouped(s, k, (const void *const *)q->ptrs, q->sizes, d->nbufs, n, &q->cfg, g,
+                                              upsert, ir);
+    if (rc) mc_fill_int(ir, n, MC_INVALID_PARAMS);
     for (size_t i = 0; i < n; i++) res[i] = ir[i];
-  } else {
-    int rc = 0;
+  } else if (d->op == MC_DOP_READ) {
     if (single) res[0] = mooncake_store_get_into(s, k[0], q->ptrs[0], q->sizes[0]);
-    else if (all_single(q)) rc = mooncake_store_batch_get_into(s, k, q->ptrs, q->sizes, n, res);
-    else rc = mc_store_batch_get_into_multi(s, k, q->ptrs, q->sizes, q->nbufs, n, res);
-    for (size_t i = 0; rc && i < n; i++) res[i] = MC_INVALID_PARAMS;
+    else if (all_single(d)) rc = mooncake_store_batch_get_into(s, k, q->ptrs, q->sizes, n, res);
+    else rc = mc_store_batch_get_into_multi(s, k, q->ptrs, q->sizes, d->nbufs, n, res);
+  } else { /* the dummy's own sessions */
+    rc = mc_sess_ranged(s, &c->own, d->op == MC_DOP_PUT_WRITE, k, (const void *const *)q->ptrs, q->sizes, q->objs,
+                        d->nbufs, n, res);
+  }
+  for (size_t i = 0; rc && d->op != MC_DOP_WRITE && i < n; i++) res[i] = MC_INVALID_PARAMS;
+  mc_free(ir);
+}
+
+/* Session and task requests; reply into out. */
+static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
+  mooncake_store_t s = c->srv->store;
+  struct mc_dreq *d = &q->d;
+  const char **k = (const char **)d->keys;
+  int *ir = mc_calloc(d->count ? d->count : 1, sizeof(int));
+  int64_t v = 0;
+  mc_task_id_t id = {0, 0};
+  switch (d->op) {
+    case MC_DOP_PUT_START: {
+      size_t *sz = mc_calloc(d->count ? d->count : 1, sizeof(size_t));
+      for (uint32_t i = 0; i < d->count; i++) sz[i] = d->sizes[i];
+      if (mc_sess_put_start(s, &c->own, k, sz, d->count, &q->cfg, (const char *const *)d->groups, ir))
+        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
+      mc_free(sz);
+      put_ints(out, ir, d->count);
+      break;
+    }
+    case MC_DOP_PUT_END:
+    case MC_DOP_GET_START:
+      if (d->op == MC_DOP_PUT_END ? mc_sess_put_end(s, &c->own, k, d->count, (int)d->arg, ir)
+                                  : mc_sess_get_start(s, &c->own, k, d->count, ir))
+        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
+      put_ints(out, ir, d->count);
+      break;
+    case MC_DOP_GET_END:
+      v = mc_sess_get_end(s, &c->own, k, d->count);
+      mc_dbuf_put(out, &v, 8);
+      break;
+    case MC_DOP_COPY_TASK:
+    case MC_DOP_MOVE_TASK:
+      v = d->op == MC_DOP_COPY_TASK
+              ? mc_store_create_copy_task(s, d->str[0], (const char **)d->str + 1, d->nstr - 1, &id)
+              : mc_store_create_move_task(s, d->str[0], d->str[1], d->str[2], &id);
+      mc_dbuf_put(out, &v, 8);
+      mc_dbuf_u64(out, id.hi);
+      mc_dbuf_u64(out, id.lo);
+      break;
+    case MC_DOP_QUERY_TASK: {
+      mc_task_info_t t;
+      v = mc_store_query_task(s, (mc_task_id_t){d->id_hi, d->id_lo}, &t);
+      mc_dbuf_put(out, &v, 8);
+      mc_dbuf_u64(out, t.id.hi);
+      mc_dbuf_u64(out, t.id.lo);
+      mc_dbuf_u32(out, (uint32_t)t.type);
+      mc_dbuf_u32(out, (uint32_t)t.status);
+      mc_dbuf_u64(out, t.created_at_ms_epoch);
+      mc_dbuf_u64(out, t.last_updated_at_ms_epoch);
+      mc_dbuf_str(out, t.assigned_client);
+      mc_dbuf_str(out, t.message);
+      break;
+    }
   }
   mc_free(ir);
 }
 
 /* One request body -> reply body. -1: malformed (the connection is dropped). */
-static int serve(struct conn *c, const struct mc_dummy_hdr *h, struct mc_drd *r, struct mc_dbuf *out) {
+static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body, struct mc_dbuf *out) {
   mooncake_store_t s = c->srv->store;
   struct req q = {0};
-  uint32_t force = 0;
   int64_t v = 0;
-  int rc = 0;
-  switch (h->op) {
+  if (mc_dreq_decode(h->op, h->flags, body, h->len, c->total, &q.d)) {
+    req_free(&q);
+    return -1;
+  }
+  struct mc_dreq *d = &q.d;
+  req_bind(c, &q);
+  const char **k = (const char **)d->keys;
+  switch (d->op) {
     case MC_DOP_WRITE:
-    case MC_DOP_READ: {
-      if (h->op == MC_DOP_WRITE && get_config(r, &q)) {
-        rc = -1;
-        break;
-      }
-      int o = get_keys(c, r, &q, 1);
-      if (o < 0 || r->off != r->n) {
-        rc = -1;
-        break;
-      }
-      int64_t *res = mc_calloc(q.count ? q.count : 1, sizeof(int64_t));
-      if (o) {
+    case MC_DOP_READ:
+    case MC_DOP_PUT_WRITE:
+    case MC_DOP_GET_READ: {
+      int64_t *res = mc_calloc(d->count ? d->count : 1, sizeof(int64_t));
+      if (d->outside) {
         refuse(c, "a buffer outside the memory it shared");
-        for (uint32_t i = 0; i < q.count; i++) res[i] = MC_INVALID_PARAMS;
+        for (uint32_t i = 0; i < d->count; i++) res[i] = MC_INVALID_PARAMS;
       } else {
-        run_data(c, h->op, h->flags, &q, res);
+        run_data(c, &q, res);
       }
-      mc_dbuf_put(out, res, q.count * 8);
+      mc_dbuf_put(out, res, d->count * 8);
       mc_free(res);
       break;
     }
     case MC_DOP_REMOVE:
-      if (mc_drd_u32(r, &force)) {
-        rc = -1;
-        break;
-      }
-      /* fall through */
     case MC_DOP_EXIST:
     case MC_DOP_SIZE: {
-      if (get_keys(c, r, &q, 0) || r->off != r->n) {
-        rc = -1;
-        break;
-      }
-      int *ir = mc_calloc(q.count ? q.count : 1, sizeof(int));
-      const char **k = (const char **)q.keys;
-      if (h->op != MC_DOP_SIZE && q.count &&
-          (h->op == MC_DOP_EXIST ? mooncake_store_batch_is_exist(s, k, q.count, ir)
-                                 : mc_store_batch_remove(s, k, q.count, (int)force, ir)))
-        mc_fill_int(ir, q.count, MC_INVALID_PARAMS);
-      for (uint32_t i = 0; i < q.count; i++) {
-        v = h->op == MC_DOP_SIZE ? mooncake_store_get_size(s, k[i]) : ir[i];
+      int *ir = mc_calloc(d->count ? d->count : 1, sizeof(int));
+      if (d->op != MC_DOP_SIZE && d->count &&
+          (d->op == MC_DOP_EXIST ? mooncake_store_batch_is_exist(s, k, d->count, ir)
+                                 : mc_store_batch_remove(s, k, d->count, (int)d->arg, ir)))
+        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
+      for (uint32_t i = 0; i < d->count; i++) {
+        v = d->op == MC_DOP_SIZE ? mooncake_store_get_size(s, k[i]) : ir[i];
         mc_dbuf_put(out, &v, 8);
       }
       mc_free(ir);
@@ -297,27 +317,18 @@ static int serve(struct conn *c, const struct mc_dummy_hdr *h, struct mc_drd *r,
     case MC_DOP_REMOVE_REGEX:
     case MC_DOP_REMOVE_ALL:
     case MC_DOP_HEALTH:
-    case MC_DOP_STATS: {
-      char *pat = NULL;
-      if ((h->op != MC_DOP_HEALTH && mc_drd_u32(r, &force)) || (h->op == MC_DOP_REMOVE_REGEX && mc_drd_str(r, &pat)) ||
-          r->off != r->n) {
-        mc_free(pat);
-        rc = -1;
-        break;
-      }
-      if (h->op == MC_DOP_REMOVE_REGEX) v = mooncake_store_remove_by_regex(s, pat, (int)force);
-      else if (h->op == MC_DOP_REMOVE_ALL) v = mooncake_store_remove_all(s, (int)force);
-      else if (h->op == MC_DOP_HEALTH) v = mooncake_store_health_check(s);
-      else v = (int64_t)(force == 0 ? c->frames : force == 1 ? c->bytes_in : c->bytes_out);
-      mc_free(pat);
+    case MC_DOP_STATS:
+      if (d->op == MC_DOP_REMOVE_REGEX) v = mooncake_store_remove_by_regex(s, d->str[0], (int)d->arg);
+      else if (d->op == MC_DOP_REMOVE_ALL) v = mooncake_store_remove_all(s, (int)d->arg);
+      else if (d->op == MC_DOP_HEALTH) v = mooncake_store_health_check(s);
+      else v = (int64_t)(d->arg == 0 ? c->frames : d->arg == 1 ? c->bytes_in : c->bytes_out);
       mc_dbuf_put(out, &v, 8);
       break;
-    }
     default:
-      rc = -1;
+      run_other(c, &q, out);
   }
   req_free(&q);
-  return rc;
+  return 0;
 }
 
 static void *conn_main(void *arg) {
@@ -348,9 +359,8 @@ static void *conn_main(void *arg) {
     }
     c->frames++;
     c->bytes_in += sizeof(h) + h.len;
-    struct mc_drd r = {body, h.len, 0, 0};
     struct mc_dbuf out = {0};
-    int rc = serve(c, &h, &r, &out);
+    int rc = serve(c, &h, body, &out);
     if (rc) refuse(c, "malformed request");
     else rc = reply(c, h.op, &out);
     mc_free(out.p);
@@ -358,6 +368,7 @@ static void *conn_main(void *arg) {
   }
   mc_free(body);
 out:
+  mc_sess_drop_owner(c->srv->store, &c->own); /* its put sessions revoked, the others dropped */
   if (c->base) { /* every call of this dummy has returned: nothing uses the memory any more */
     mooncake_store_unregister_buffer(c->srv->store, c->base);
     munmap(c->base, c->total);
@@ -398,7 +409,7 @@ static void *accept_main(void *arg) {
     for (int i = 0; !c && i < v->nslots; i++)
       if (!v->slots[i].used) c = &v->slots[i];
     if (c) {
-      *c = (struct conn){.srv = v, .fd = fd, .used = 1};
+      *c = (struct conn){.srv = v, .fd = fd, .used = 1, .own = {0, MC_DUMMY_MAX_SESSIONS}};
       if (pthread_create(&c->th, NULL, conn_main, c)) c->used = 0, c = NULL;
     }
     pthread_mutex_unlock(&v->mu);

@@ -9,7 +9,12 @@
  * still running on it. An abandoned put session (a client that died) is the master's to clean up, as any
  * unfinished put: after put_start_discard_timeout_sec another writer may take the key over, and its space
  * is freed after put_start_release_timeout_sec (docs/master.md, "Put"). Teardown revokes the open put
- * sessions of the handle. */
+ * sessions of the handle.
+ *
+ * A session belongs to an owner: NULL for the handle's own callers, or a dummy client the real client serves
+ * (realsrv.c, docs/standalone.md). Owners do not see each other's sessions (the same key under another owner
+ * is another session), each dummy holds at most its cap open at once, and a dummy that leaves has its put
+ * sessions revoked and its get sessions dropped (mc_sess_drop_owner). */
 #include <string.h>
 
 #include "client/client.h"
@@ -30,6 +35,7 @@ struct sess {
   uint64_t lease_end; /* get: when the lookup's lease ends (mc_now_ms) */
   struct mcli_reps r; /* put: the replicas being written; get: the lookup, r.reps[rep] read */
   uint32_t rep;
+  struct mc_sess_owner *owner; /* NULL: the handle's own callers */
   char key[];
 };
 
@@ -50,30 +56,37 @@ static void sess_free(struct sess *e) {
   mc_free(e);
 }
 
-static struct sess **slot(struct mc_sessions *t, const char *key, int put) {
+static struct sess **slot(struct mc_sessions *t, const char *key, int put, const struct mc_sess_owner *o) {
   struct sess **p = &t->b[(mc_str_hash(key) ^ (uint64_t)put) & (NBUCKETS - 1)];
-  while (*p && ((*p)->put != put || strcmp((*p)->key, key))) p = &(*p)->next;
+  while (*p && ((*p)->put != put || (*p)->owner != o || strcmp((*p)->key, key))) p = &(*p)->next;
   return p;
 }
 
-static struct sess *find(struct mc_sessions *t, const char *key, int put) { return *slot(t, key, put); }
+static struct sess *find(struct mc_sessions *t, const char *key, int put, const struct mc_sess_owner *o) {
+  return *slot(t, key, put, o);
+}
 
-static void drop(struct mc_sessions *t, const char *key, int put) {
-  struct sess **p = slot(t, key, put), *e = *p;
+static void drop(struct mc_sessions *t, const char *key, int put, struct mc_sess_owner *o) {
+  struct sess **p = slot(t, key, put, o), *e = *p;
   if (!e) return;
   *p = e->next;
+  if (o) o->n--;
   sess_free(e);
 }
 
+/* Whether the owner may open one more session (the handle's own callers always may). */
+static int room(const struct mc_sess_owner *o, size_t more) { return !o || o->n + more < o->cap; }
+
 static void add(struct mc_sessions *t, const char *key, int put, uint64_t size, struct mcli_reps *r, uint32_t rep,
-                uint64_t lease_end) {
-  drop(t, key, put);
+                uint64_t lease_end, struct mc_sess_owner *o) {
+  drop(t, key, put, o);
   size_t n = strlen(key);
   struct sess *e = mc_calloc(1, sizeof(*e) + n + 1);
   memcpy(e->key, key, n);
-  e->put = put, e->size = size, e->r = *r, e->rep = rep, e->lease_end = lease_end;
+  e->put = put, e->size = size, e->r = *r, e->rep = rep, e->lease_end = lease_end, e->owner = o;
   memset(r, 0, sizeof(*r)); /* moved */
-  struct sess **p = slot(t, key, put);
+  if (o) o->n++;
+  struct sess **p = slot(t, key, put, o);
   e->next = *p;
   *p = e;
 }
@@ -137,8 +150,9 @@ static int keys_ok(const char **keys, size_t count) {
 }
 
 /* PutStart for the keys of one group run (order[a..b)); sessions for those that started. */
-static void start_run(struct mc_store *s, const char **keys, const size_t *sizes, const size_t *order, size_t a,
-                      size_t b, const mc_replicate_config_t *config, const char *group, int *results) {
+static void start_run(struct mc_store *s, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
+                      const size_t *order, size_t a, size_t b, const mc_replicate_config_t *config, const char *group,
+                      int *results) {
   size_t n = b - a;
   struct mc_put_config cfg;
   int rc = mc_write_config(s, config, group, &cfg);
@@ -148,8 +162,8 @@ static void start_run(struct mc_store *s, const char **keys, const size_t *sizes
   pthread_mutex_lock(&s->sessions->mu);
   for (size_t j = a; j < b; j++) {
     size_t i = order[j];
-    if (rc || !*keys[i] || !sizes[i] || find(s->sessions, keys[i], 1)) {
-      results[i] = rc ? rc : MC_INVALID_PARAMS; /* empty key, size 0, or a session already open */
+    if (rc || !*keys[i] || !sizes[i] || find(s->sessions, keys[i], 1, o) || !room(o, m)) {
+      results[i] = rc ? rc : MC_INVALID_PARAMS; /* empty key, size 0, a session already open, the owner's cap */
       continue;
     }
     k[m] = keys[i], len[m] = sizes[i], at[m++] = i;
@@ -160,7 +174,7 @@ static void start_run(struct mc_store *s, const char **keys, const size_t *sizes
   pthread_mutex_lock(&s->sessions->mu);
   for (size_t q = 0; q < m; q++) {
     results[at[q]] = call ? call : r[q].status;
-    if (!call && !r[q].status) add(s->sessions, k[q], 1, len[q], &r[q], 0, 0);
+    if (!call && !r[q].status) add(s->sessions, k[q], 1, len[q], &r[q], 0, 0, o);
   }
   pthread_mutex_unlock(&s->sessions->mu);
   mcli_reps_free(r, m); /* the moved ones are empty */
@@ -174,16 +188,25 @@ static void start_run(struct mc_store *s, const char **keys, const size_t *sizes
 int mc_store_put_session_start(mooncake_store_t store, const char **keys, const size_t *sizes, size_t count,
                                const mc_replicate_config_t *config, const char *const *group_ids, int *results_out) {
   struct mc_store *s = store;
+  if (s && keys_ok(keys, count) && sizes && results_out)
+    MC_VIA_DUMMY(s, int, (mc_dummy_put_start(dm, keys, sizes, count, config, group_ids, results_out), 0));
+  return mc_sess_put_start(store, NULL, keys, sizes, count, config, group_ids, results_out);
+}
+
+int mc_sess_put_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
+                      size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
+                      int *results_out) {
+  struct mc_store *s = store;
   if (!s || !keys_ok(keys, count) || !sizes || !results_out) return BAD_CALL;
   if (!count || !enter(s, count, results_out, 0)) return 0;
-  size_t *o = mc_group_order(group_ids, count);
+  size_t *ord = mc_group_order(group_ids, count);
   for (size_t a = 0, b; a < count; a = b) {
-    const char *g = mc_group_of(group_ids, o[a]);
-    for (b = a; b < count && !strcmp(mc_group_of(group_ids, o[b]), g); b++) {
+    const char *g = mc_group_of(group_ids, ord[a]);
+    for (b = a; b < count && !strcmp(mc_group_of(group_ids, ord[b]), g); b++) {
     }
-    start_run(s, keys, sizes, o, a, b, config, g, results_out);
+    start_run(s, o, keys, sizes, ord, a, b, config, g, results_out);
   }
-  mc_free(o);
+  mc_free(ord);
   mc_api_leave(s);
   return 0;
 }
@@ -208,7 +231,7 @@ struct ranged {
 
 /* Looks each key's session up, checks its ranges and takes it (inflight); results[i] = -600 for a key
  * without a usable session, and a get session past its lease is dropped with -707. */
-static void take(struct mc_store *s, int put, const char **keys, const void *const *bufs, const size_t *sizes,
+static void take(struct mc_store *s, struct mc_sess_owner *o, int put, const char **keys, const void *const *bufs, const size_t *sizes,
                  const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results, struct ranged *g) {
   size_t total = 0;
   for (size_t i = 0; i < count; i++) total += nbufs[i];
@@ -222,10 +245,10 @@ static void take(struct mc_store *s, int put, const char **keys, const void *con
   pthread_mutex_lock(&s->sessions->mu);
   for (size_t i = 0, first = 0; i < count; first += nbufs[i++]) {
     results[i] = MC_INVALID_PARAMS;
-    struct sess *e = find(s->sessions, keys[i], put);
+    struct sess *e = find(s->sessions, keys[i], put, o);
     if (!e || e->sealed) continue;
     if (!put && now >= e->lease_end) {
-      drop(s->sessions, keys[i], 0);
+      drop(s->sessions, keys[i], 0, o);
       results[i] = MC_LEASE_EXPIRED;
       continue;
     }
@@ -256,7 +279,7 @@ static void take(struct mc_store *s, int put, const char **keys, const void *con
 
 /* Runs the transfers, then per key the bytes moved (its range sizes) or the first failure; releases the
  * sessions taken. A get session whose lease ended during the reads: -707, and it is dropped. */
-static void finish(struct mc_store *s, int put, const char **keys, const size_t *sizes, const size_t *nbufs,
+static void finish(struct mc_store *s, struct mc_sess_owner *o, int put, const char **keys, const size_t *sizes, const size_t *nbufs,
                    size_t count, int64_t *results, struct ranged *g) {
   if (put) mc_xfer_run_retry(s, g->x, g->m);
   else mc_xfer_run(s, g->x, g->m, 0);
@@ -273,7 +296,7 @@ static void finish(struct mc_store *s, int put, const char **keys, const size_t 
     e->inflight--;
     if (!put && now >= e->lease_end) {
       if (bytes >= 0) LOG_WARN("lease_expired_before_data_transfer_completed key=%s", keys[i]);
-      if (!e->inflight) drop(s->sessions, keys[i], 0);
+      if (!e->inflight) drop(s->sessions, keys[i], 0, o);
       results[i] = MC_LEASE_EXPIRED;
     }
   }
@@ -285,28 +308,44 @@ static void finish(struct mc_store *s, int put, const char **keys, const size_t 
   mc_free(g->e);
 }
 
-static int ranged_call(struct mc_store *s, int put, const char **keys, const void *const *bufs, const size_t *sizes,
-                       const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results) {
+int mc_sess_ranged(mooncake_store_t store, struct mc_sess_owner *o, int put, const char **keys,
+                   const void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
+                   size_t count, int64_t *results) {
+  struct mc_store *s = store;
   if (!s || !keys_ok(keys, count) || !bufs || !sizes || !offsets || !nbufs || !results) return BAD_CALL;
   if (!count || !enter(s, count, results, 1)) return 0;
   struct ranged g;
-  take(s, put, keys, bufs, sizes, offsets, nbufs, count, results, &g);
-  finish(s, put, keys, sizes, nbufs, count, results, &g);
+  take(s, o, put, keys, bufs, sizes, offsets, nbufs, count, results, &g);
+  finish(s, o, put, keys, sizes, nbufs, count, results, &g);
   mc_api_leave(s);
   return 0;
 }
 
 int mc_store_put_session_write(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
                                const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out) {
-  return ranged_call(store, 1, keys, bufs, sizes, offsets, nbufs, count, results_out);
+  struct mc_store *s = store;
+  if (s && keys_ok(keys, count) && bufs && sizes && offsets && nbufs && results_out)
+    MC_VIA_DUMMY(s, int, (mc_dummy_ranged(dm, 1, keys, (void *const *)bufs, sizes, offsets, nbufs, count, results_out), 0));
+  return mc_sess_ranged(store, NULL, 1, keys, bufs, sizes, offsets, nbufs, count, results_out);
 }
 
 int mc_store_get_session_read(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
                               const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out) {
-  return ranged_call(store, 0, keys, (const void *const *)bufs, sizes, offsets, nbufs, count, results_out);
+  struct mc_store *s = store;
+  if (s && keys_ok(keys, count) && bufs && sizes && offsets && nbufs && results_out)
+    MC_VIA_DUMMY(s, int, (mc_dummy_ranged(dm, 0, keys, bufs, sizes, offsets, nbufs, count, results_out), 0));
+  return mc_sess_ranged(store, NULL, 0, keys, (const void *const *)bufs, sizes, offsets, nbufs, count, results_out);
 }
 
 int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t count, int revoke, int *results_out) {
+  struct mc_store *s = store;
+  if (s && keys_ok(keys, count) && results_out)
+    MC_VIA_DUMMY(s, int, (mc_dummy_put_end(dm, keys, count, revoke, results_out), 0));
+  return mc_sess_put_end(store, NULL, keys, count, revoke, results_out);
+}
+
+int mc_sess_put_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count, int revoke,
+                    int *results_out) {
   struct mc_store *s = store;
   if (!s || !keys_ok(keys, count) || !results_out) return BAD_CALL;
   if (!count || !enter(s, count, results_out, 0)) return 0;
@@ -315,7 +354,7 @@ int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t c
   size_t *at = mc_calloc(count, sizeof(*at)), m = 0;
   pthread_mutex_lock(&t->mu);
   for (size_t i = 0; i < count; i++) {
-    struct sess *e = find(t, keys[i], 1);
+    struct sess *e = find(t, keys[i], 1, o);
     results_out[i] = MC_INVALID_PARAMS;
     if (!e) continue;
     e->sealed = 1;
@@ -324,7 +363,7 @@ int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t c
   for (int busy = 1; busy;) { /* the writes still running on them */
     busy = 0;
     for (size_t q = 0; q < m && !busy; q++) {
-      const struct sess *e = find(t, k[q], 1); /* a concurrent end may have finished it */
+      const struct sess *e = find(t, k[q], 1, o); /* a concurrent end may have finished it */
       busy = e && e->inflight > 0;
     }
     if (busy) pthread_cond_wait(&t->cv, &t->mu);
@@ -336,7 +375,7 @@ int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t c
   for (size_t q = 0; q < m; q++) {
     int st = call ? call : r[q];
     results_out[at[q]] = st;
-    if (!st) drop(t, keys[at[q]], 1); /* on failure the session stays, sealed: end or revoke may be retried */
+    if (!st) drop(t, keys[at[q]], 1, o); /* on failure the session stays, sealed: end or revoke may be retried */
   }
   pthread_mutex_unlock(&t->mu);
   mc_free(r);
@@ -361,6 +400,13 @@ static int pick(const struct mc_store *s, const struct mcli_reps *r) {
 
 int mc_store_get_session_start(mooncake_store_t store, const char **keys, size_t count, int *results_out) {
   struct mc_store *s = store;
+  if (s && keys_ok(keys, count) && results_out) MC_VIA_DUMMY(s, int, (mc_dummy_get_start(dm, keys, count, results_out), 0));
+  return mc_sess_get_start(store, NULL, keys, count, results_out);
+}
+
+int mc_sess_get_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count,
+                      int *results_out) {
+  struct mc_store *s = store;
   if (!s || !keys_ok(keys, count) || !results_out) return BAD_CALL;
   if (!count || !enter(s, count, results_out, 0)) return 0;
   struct mcli_reps *r = mc_calloc(count, sizeof(*r));
@@ -370,9 +416,10 @@ int mc_store_get_session_start(mooncake_store_t store, const char **keys, size_t
   for (size_t i = 0; i < count; i++) {
     int st = call ? call : r[i].status, rep = st ? -1 : pick(s, &r[i]);
     if (!st && rep < 0) st = MC_INVALID_REPLICA;
+    if (!st && !find(s->sessions, keys[i], 0, o) && !room(o, 0)) st = MC_INVALID_PARAMS; /* the owner's cap */
     results_out[i] = st;
-    if (st) drop(s->sessions, keys[i], 0);
-    else add(s->sessions, keys[i], 0, r[i].reps[rep].size, &r[i], (uint32_t)rep, t0 + lease);
+    if (st) drop(s->sessions, keys[i], 0, o);
+    else add(s->sessions, keys[i], 0, r[i].reps[rep].size, &r[i], (uint32_t)rep, t0 + lease, o);
   }
   pthread_mutex_unlock(&s->sessions->mu);
   mcli_reps_free(r, count);
@@ -383,14 +430,58 @@ int mc_store_get_session_start(mooncake_store_t store, const char **keys, size_t
 
 int mc_store_get_session_end(mooncake_store_t store, const char **keys, size_t count) {
   struct mc_store *s = store;
+  if (s && keys_ok(keys, count)) MC_VIA_DUMMY(s, int, mc_dummy_get_end(dm, keys, count));
+  return mc_sess_get_end(store, NULL, keys, count);
+}
+
+int mc_sess_get_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count) {
+  struct mc_store *s = store;
   if (!s || !keys_ok(keys, count)) return BAD_CALL;
   struct mc_sessions *t = s->sessions;
   pthread_mutex_lock(&t->mu);
   for (size_t i = 0; i < count; i++) {
     struct sess *e;
-    while ((e = find(t, keys[i], 0)) && e->inflight) pthread_cond_wait(&t->cv, &t->mu);
-    drop(t, keys[i], 0);
+    while ((e = find(t, keys[i], 0, o)) && e->inflight) pthread_cond_wait(&t->cv, &t->mu);
+    drop(t, keys[i], 0, o);
   }
   pthread_mutex_unlock(&t->mu);
   return 0;
+}
+
+void mc_sess_drop_owner(mooncake_store_t store, struct mc_sess_owner *o) {
+  struct mc_store *s = store;
+  if (!o->n || !mc_api_enter(s)) return; /* not set up: teardown dropped every session already */
+  struct mc_sessions *t = s->sessions;
+  const char **keys = NULL;
+  size_t n = 0, cap = 0;
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < NBUCKETS; i++) /* the owner's calls have all returned: nothing of it is in flight */
+    for (struct sess *e = t->b[i]; e; e = e->next)
+      if (e->owner == o && e->put) {
+        if (n == cap) keys = mc_realloc(keys, sizeof(*keys) * (cap = cap ? 2 * cap : 16));
+        keys[n++] = mc_strdup(e->key);
+      }
+  pthread_mutex_unlock(&t->mu);
+  if (n) {
+    int *r = mc_calloc(n, sizeof(*r));
+    if (mcli_batch_put_end(s->master.cli, &mc_put_ops, s->self.client_id, keys, n, 1, r))
+      LOG_WARN("a dummy left %zu put sessions open; revoking them failed, the master reclaims them later", n);
+    mc_free(r);
+  }
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < NBUCKETS; i++)
+    for (struct sess **p = &t->b[i]; *p;) {
+      struct sess *e = *p;
+      if (e->owner != o) {
+        p = &e->next;
+        continue;
+      }
+      *p = e->next;
+      o->n--;
+      sess_free(e);
+    }
+  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < n; i++) mc_free((char *)keys[i]);
+  mc_free(keys);
+  mc_api_leave(s);
 }

@@ -88,6 +88,8 @@ int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint6
   struct mc_store *s = store;
   if (!s || !id_out || id_len < 37) return BAD_CALL;
   *id_out = 0;
+  /* A dummy owns no segment: the real client's segment is the host's contribution (docs/standalone.md). */
+  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED);
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = MC_INVALID_PARAMS;
   struct mc_xseg g = {.size = size, .file = path != NULL};
@@ -130,6 +132,7 @@ int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint6
 int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint64_t grace_ms, int free_memory) {
   struct mc_store *s = store;
   if (!s || !id) return BAD_CALL;
+  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED);
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = MC_SEGMENT_NOT_FOUND;
   struct mc_uuid sid = {0};

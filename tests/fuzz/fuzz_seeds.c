@@ -1,5 +1,6 @@
 /* Writes the binary seed inputs of the fuzz targets (the text ones are committed as they are):
- *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport, OUTDIR/ctrl, OUTDIR/snapshot and OUTDIR/witness
+ *   fuzz_seeds OUTDIR   -> files in OUTDIR/master, OUTDIR/dataport, OUTDIR/ctrl, OUTDIR/snapshot, OUTDIR/witness
+ *                          and OUTDIR/dummy
  * Bodies are built with the protocol's own encoders, so the seeds stay valid requests when a record
  * changes. Run it and commit what changed under tests/fuzz/corpus (docs/testing.md, "Fuzzing"). */
 #include <errno.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "client/dummy.h"
+#include "common/alloc.h"
 #include "fuzz_common.h"
 #include "master/hidx.h"
 #include "proto/proto.h"
@@ -338,6 +341,84 @@ static void witness_seeds(void) {
   SEED("witness", "lying_count", wit_block(&w, 1, 0, 3, 1, 1));
   SEED("witness", "empty", wit_block(&w, 1, 0, 0, 1, 0));
   mc_w_free(&w);
+/* ---------------------------------------------------------------- dummy: request bodies of standalone mode */
+
+/* One input of fuzz_dummy: u16 op, u16 flags, u8 log2 of the shared size, the body. */
+static void dummy_seed(const char *name, uint16_t op, uint16_t flags, uint8_t shared_log2, struct mc_dbuf *b) {
+  struct mc_wbuf w = {0};
+  mc_w_bytes_raw(&w, &op, 2);
+  mc_w_bytes_raw(&w, &flags, 2);
+  mc_w_u8(&w, shared_log2);
+  if (b->n) mc_w_bytes_raw(&w, b->p, b->n);
+  save("dummy", name, &w);
+  mc_w_free(&w);
+  b->n = 0;
+}
+
+static void dummy_config(struct mc_dbuf *b, uint32_t npref) {
+  int32_t z = 0;
+  mc_dbuf_u64(b, 2);
+  mc_dbuf_put(b, &z, 4);
+  mc_dbuf_u64(b, 60000);
+  mc_dbuf_put(b, &z, 4);
+  mc_dbuf_u32(b, npref);
+  for (uint32_t i = 0; i < npref; i++) mc_dbuf_str(b, i ? "10.0.0.2:17000" : "127.0.0.1:16000");
+}
+
+/* count keys, each with nb (offset, length[, object offset]) buffers; group ids with groups. */
+static void dummy_bufs(struct mc_dbuf *b, uint32_t count, uint32_t nb, int ranged, int groups, uint64_t off) {
+  mc_dbuf_u32(b, count);
+  for (uint32_t i = 0; i < count; i++) {
+    char k[32];
+    snprintf(k, sizeof(k), "layer_%u_kv", i);
+    mc_dbuf_str(b, k);
+    if (groups) mc_dbuf_str(b, i % 2 ? "group_b" : "group_a");
+    mc_dbuf_u32(b, nb);
+    for (uint32_t j = 0; j < nb; j++) {
+      mc_dbuf_u64(b, off + (i * nb + j) * 4096);
+      mc_dbuf_u64(b, 4096);
+      if (ranged) mc_dbuf_u64(b, j * 4096);
+    }
+  }
+}
+
+static void dummy_keys(struct mc_dbuf *b, uint32_t count) {
+  mc_dbuf_u32(b, count);
+  for (uint32_t i = 0; i < count; i++) mc_dbuf_str(b, i % 3 ? "key_b" : "key_a");
+}
+
+static void dummy_seeds(void) {
+  struct mc_dbuf b = {0};
+  dummy_config(&b, 1), dummy_bufs(&b, 2, 1, 0, 0, 0), dummy_seed("write", MC_DOP_WRITE, 0, 24, &b);
+  dummy_config(&b, 2), dummy_bufs(&b, 3, 2, 0, 1, 0), dummy_seed("write_groups", MC_DOP_WRITE, 0x201, 24, &b);
+  dummy_config(&b, 0), dummy_bufs(&b, 1, 1, 0, 0, 0), dummy_seed("write_single", MC_DOP_WRITE, 0x100, 20, &b);
+  dummy_bufs(&b, 2, 3, 0, 0, 0), dummy_seed("read_multi", MC_DOP_READ, 0, 24, &b);
+  dummy_bufs(&b, 1, 1, 0, 0, (1 << 20) - 100), dummy_seed("read_outside", MC_DOP_READ, 0, 20, &b);
+  dummy_keys(&b, 3), dummy_seed("exist", MC_DOP_EXIST, 0, 20, &b);
+  dummy_keys(&b, 1), dummy_seed("size", MC_DOP_SIZE, 0, 20, &b);
+  mc_dbuf_u32(&b, 1), dummy_keys(&b, 2), dummy_seed("remove", MC_DOP_REMOVE, 0, 20, &b);
+  mc_dbuf_u32(&b, 0), mc_dbuf_str(&b, "^layer_[0-9]+"), dummy_seed("remove_regex", MC_DOP_REMOVE_REGEX, 0, 20, &b);
+  mc_dbuf_u32(&b, 1), dummy_seed("remove_all", MC_DOP_REMOVE_ALL, 0, 20, &b);
+  dummy_seed("health", MC_DOP_HEALTH, 0, 20, &b);
+  mc_dbuf_u32(&b, 2), dummy_seed("stats", MC_DOP_STATS, 0, 20, &b);
+  dummy_config(&b, 1), mc_dbuf_u32(&b, 2);
+  mc_dbuf_str(&b, "layer_0"), mc_dbuf_u64(&b, 8192), mc_dbuf_str(&b, "layer_1"), mc_dbuf_u64(&b, 4096);
+  dummy_seed("put_start", MC_DOP_PUT_START, 0, 24, &b);
+  dummy_config(&b, 0), mc_dbuf_u32(&b, 1), mc_dbuf_str(&b, "layer_0"), mc_dbuf_u64(&b, 8192);
+  mc_dbuf_str(&b, "g"), dummy_seed("put_start_groups", MC_DOP_PUT_START, 0x200, 24, &b);
+  dummy_bufs(&b, 2, 2, 1, 0, 0), dummy_seed("put_write", MC_DOP_PUT_WRITE, 0, 24, &b);
+  dummy_bufs(&b, 1, 3, 1, 0, 0), dummy_seed("get_read", MC_DOP_GET_READ, 0, 24, &b);
+  dummy_bufs(&b, 1, 1, 1, 0, (1 << 16) - 8), dummy_seed("get_read_outside", MC_DOP_GET_READ, 0, 16, &b);
+  mc_dbuf_u32(&b, 0), dummy_keys(&b, 2), dummy_seed("put_end", MC_DOP_PUT_END, 0, 20, &b);
+  mc_dbuf_u32(&b, 1), dummy_keys(&b, 1), dummy_seed("put_revoke", MC_DOP_PUT_END, 0, 20, &b);
+  dummy_keys(&b, 2), dummy_seed("get_start", MC_DOP_GET_START, 0, 20, &b);
+  dummy_keys(&b, 2), dummy_seed("get_end", MC_DOP_GET_END, 0, 20, &b);
+  mc_dbuf_str(&b, "obj"), mc_dbuf_u32(&b, 2), mc_dbuf_str(&b, "127.0.0.1:16000"), mc_dbuf_str(&b, "10.0.0.2:1");
+  dummy_seed("copy_task", MC_DOP_COPY_TASK, 0, 20, &b);
+  mc_dbuf_str(&b, "obj"), mc_dbuf_str(&b, "127.0.0.1:16000"), mc_dbuf_str(&b, "10.0.0.2:1");
+  dummy_seed("move_task", MC_DOP_MOVE_TASK, 0, 20, &b);
+  mc_dbuf_u64(&b, 0x4fa5a5a5a5a54000ull), mc_dbuf_u64(&b, 7), dummy_seed("query_task", MC_DOP_QUERY_TASK, 0, 20, &b);
+  mc_free(b.p);
 }
 
 int main(int argc, char **argv) {
@@ -351,5 +432,6 @@ int main(int argc, char **argv) {
   ctrl_seeds();
   snapshot_seeds();
   witness_seeds();
+  dummy_seeds();
   return 0;
 }

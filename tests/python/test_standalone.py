@@ -1,7 +1,9 @@
 """Standalone client mode (docs/standalone.md) from Python: a real mooncake_client process, and SGLang's
 standalone_storage call sequence in two dummy processes -- setup_dummy(required_bytes, 16 MiB, client_addr),
 the warm-up put/is_exist/get, register_buffer of the pool, batch_is_exist, batch_put_from and batch_get_into
-with alloc_from_mem_pool buffers -- each reading the other's keys byte for byte."""
+with alloc_from_mem_pool buffers -- each reading the other's keys byte for byte; then the forwarded families
+(layer-wise sessions, get_into_ranges, grouped and metadata puts, copy/move tasks, the refused mount calls,
+the tensor helpers) between two dummies."""
 
 import os
 import socket
@@ -145,6 +147,159 @@ def test_switching_between_real_setup_and_dummy(real_client, master, make_store)
     assert s.get("sw_dummy") == b"held by mooncake_client"  # it lives in mooncake_client's segment
 
 
+FORWARDED = textwrap.dedent('''
+    import ctypes, sys, time
+    from mooncake.store import MooncakeDistributedStore, ReplicateConfig, TaskStatus, TaskType
+    me, other, port, holder = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    MiB = 1 << 20
+    n, h = 3 * MiB + 5, (3 * MiB + 5) // 2
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(16 * MiB, 8 * MiB, "127.0.0.1:%d" % port) == 0
+    mine = s.get_hostname()
+
+    def pattern(tag, size):
+        return (tag.encode() * (size // len(tag) + 1))[:size]
+
+    pool = s.alloc_from_mem_pool(4 * n)
+    assert pool != 0
+    heap = ctypes.create_string_buffer(n)
+    # a layer-wise put: the first half from the shared pool, the second from the heap (through staging)
+    v = pattern(me + "_s", n)
+    ctypes.memmove(pool, v[:h], h)
+    ctypes.memmove(heap, v[h:], n - h)
+    key = me + "_s"
+    r = s.batch_put_session_start([key], [n])
+    assert r == [0], r
+    r = s.batch_put_from_multi_buffer_ranges([key], [[pool, ctypes.addressof(heap)]], [[h, n - h]], [[0, h]])
+    assert r == [n], r
+    r = s.batch_put_session_end([key])
+    assert r == [0], r
+    assert s.batch_put_session_start([me + "_r"], [100]) == [0] and s.batch_put_session_revoke([me + "_r"]) == [0]
+    assert s.is_exist(me + "_r") == 0
+    # grouped batch put and put_from_with_metadata (multi-buffer put)
+    cfg = ReplicateConfig()
+    cfg.group_ids = ["grp_" + me, "grp_" + me]
+    ctypes.memmove(pool + n, pattern(me + "_g", 2 * MiB), 2 * MiB)
+    r = s.batch_put_from([me + "_g1", me + "_g2"], [pool + n, pool + n + MiB], [MiB, MiB], cfg)
+    assert r == [0, 0], r
+    r = s.put_from_with_metadata(me + "_meta", pool + n + 64, pool + n, 1000, 64)
+    assert r == 0, r
+    # the extra-segment calls: a dummy owns no segment
+    assert s.allocate_and_mount_segment(16 * MiB) == {"ret": -1012, "segment_ids": [], "allocated_size": 0}
+    assert s.mount_segment("/proc/self/exe", 4096)["ret"] == -1012
+    assert s.unmount_segment(["00000000-0000-0000-0000-000000000000"]) == -1012
+    # a task onto the real client's segment, from the holder's
+    if me == "alpha":
+        tid, rc = s.create_move_task("pyfwd_mv", holder, mine)
+    else:
+        tid, rc = s.create_copy_task("pyfwd_cp", [mine])
+    assert rc == 0 and tid != (0, 0), rc
+    end = time.time() + 60
+    while True:
+        r, rc = s.query_task(tid)
+        assert rc == 0 and r.id == tid, rc
+        if r.status in (TaskStatus.SUCCESS, TaskStatus.FAILED) or time.time() > end:
+            break
+        time.sleep(0.05)
+    assert r.status == TaskStatus.SUCCESS, r.message
+    assert r.type == (TaskType.REPLICA_MOVE if me == "alpha" else TaskType.REPLICA_COPY)
+    assert s.get("pyfwd_mv" if me == "alpha" else "pyfwd_cp") == pattern("task", MiB)
+    assert s.create_copy_task("pyfwd_none", [mine]) == ((0, 0), -704) and s.query_task((1, 2)) == (None, -1400)
+    print("put", flush=True)
+    sys.stdin.readline()  # the other dummy has written its keys
+    okey = other + "_s"
+    ov = pattern(okey, n)
+    # a layer-wise get of the other's object: into the pool and the heap
+    assert s.batch_get_session_start([okey]) == [0]
+    ctypes.memset(pool + 2 * n, 0, h)
+    ctypes.memset(heap, 0, n)
+    assert s.batch_get_into_multi_buffer_ranges([okey], [[pool + 2 * n, ctypes.addressof(heap)]], [[h, n - h]],
+                                                [[0, h]]) == [n]
+    assert s.batch_get_session_end([okey]) == 0
+    assert ctypes.string_at(pool + 2 * n, h) == ov[:h] and ctypes.string_at(heap, n - h) == ov[h:]
+    assert s.batch_get_into_multi_buffer_ranges([okey], [[pool]], [[10]], [[0]]) == [-600]  # session ended
+    got = s.get_into_ranges([pool + 3 * n], [[okey]], [[[0, 100]]], [[[5, 2 * MiB]]], [[[50, 60]]])
+    assert got == [[[50, 60]]], got
+    assert ctypes.string_at(pool + 3 * n, 50) == ov[5:55] and ctypes.string_at(pool + 3 * n + 100, 60) == \\
+        ov[2 * MiB:2 * MiB + 60]
+    og = pattern(other + "_g", 2 * MiB)
+    assert s.get_batch([other + "_g1", other + "_g2"]) == [og[:MiB], og[MiB:]]
+    assert s.get(other + "_meta") == og[:64] + og[64:1064]
+    print("ok", flush=True)
+''')
+
+
+def _two_dummies(script, port, *extra, timeout=120):
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    procs = [subprocess.Popen([sys.executable, "-c", script, me, other, str(port)] + list(extra),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for me, other in (("alpha", "beta"), ("beta", "alpha"))]
+    try:
+        for p in procs:
+            line = p.stdout.readline().strip()
+            assert line == b"put", p.communicate(timeout=30)[1].decode()[-3000:] if not line else line
+        for p in procs:
+            p.stdin.write(b"go\n")
+            p.stdin.flush()
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0 and b"ok" in out, err.decode()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+
+
+def test_forwarded_sessions_tasks_and_mounts(real_client, make_store):
+    """Sessions, grouped and metadata puts, copy/move tasks and the (refused) mount calls from two dummies."""
+    from mooncake.store import ReplicateConfig
+    holder = make_store(gss=16 << 20)
+    cfg = ReplicateConfig()
+    cfg.preferred_segment = holder.get_hostname()
+    value = (b"task" * (1 << 18))[:1 << 20]
+    for k in ("pyfwd_mv", "pyfwd_cp"):
+        assert holder.put(k, value, cfg) == 0
+    _two_dummies(FORWARDED, real_client.port, holder.get_hostname())
+    assert holder.get("pyfwd_mv") == value and holder.get("pyfwd_cp") == value
+
+
+TENSORS = textwrap.dedent('''
+    import ctypes, sys
+    import torch
+    from mooncake.store import MooncakeDistributedStore
+    me, other, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(64 << 20, 16 << 20, "127.0.0.1:%d" % port) == 0
+    g = torch.Generator().manual_seed(len(me))
+    t = {"f": torch.randn((3, 5, 7), generator=g), "i": torch.randint(-9, 9, (1000,), generator=g).to(torch.int16)}
+    for name, x in t.items():
+        assert s.put_tensor("%s_t_%s" % (me, name), x) == 0
+    assert s.batch_put_tensor_with_tp([me + "_tp"], [t["f"]], tp_rank=0, tp_size=1) == [0]
+    print("put", flush=True)
+    sys.stdin.readline()
+    og = torch.Generator().manual_seed(len(other))
+    ot = {"f": torch.randn((3, 5, 7), generator=og),
+          "i": torch.randint(-9, 9, (1000,), generator=og).to(torch.int16)}
+    for name, x in ot.items():
+        y = s.get_tensor("%s_t_%s" % (other, name))
+        assert y is not None and y.dtype == x.dtype and y.shape == x.shape and torch.equal(y, x), name
+    buf = s.alloc_from_mem_pool(1 << 20)
+    y = s.get_tensor_into("%s_t_f" % other, buf, 1 << 20)
+    assert y is not None and torch.equal(y, ot["f"])
+    assert torch.equal(s.batch_get_tensor_with_tp([other + "_tp"], tp_rank=0, tp_size=1)[0], ot["f"])
+    print("ok", flush=True)
+''')
+
+
+def test_tensors_through_dummies(real_client):
+    """The tensor helpers build on put_from / get_into and their batches, which a dummy forwards: tensors
+    written by one dummy read back equal in another."""
+    pytest.importorskip("torch", reason="python3-torch is not installed (scripts/install-deps.sh installs it)")
+    _two_dummies(TENSORS, real_client.port)
+
+
 def test_dummy_fails_cleanly_when_real_client_goes(master):
     # last in this file: the SIGKILLed client's segment stays listed until its liveness timeout
     port = 30000 + (os.getpid() + 7919) % 20000
@@ -172,4 +327,3 @@ def test_dummy_fails_cleanly_when_real_client_goes(master):
         assert r.returncode == 0 and b"ok" in r.stdout, r.stderr.decode()
     finally:
         p.stop()
-
