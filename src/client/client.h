@@ -413,6 +413,8 @@ struct mcli_index_entry {
   uint32_t klen;
   uint64_t offset, length, size, soft_pin_ttl_ms;
   uint8_t hard_pin;
+  const char *group; /* its key group, glen bytes (0: none) */
+  uint32_t glen;
 };
 /* REMOUNT_INDEX (proto.h): one batch of this holder's index of segment seg, after a remount; applied: the
  * newest record the index took in; last: the final batch. */

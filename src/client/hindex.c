@@ -27,8 +27,8 @@ struct entry {
   struct entry *next;
   uint64_t off, len, size, ttl, seq;
   uint8_t pin;
-  uint32_t klen;
-  char key[]; /* klen bytes */
+  uint32_t klen, glen;
+  char key[]; /* klen bytes, then the key group's glen bytes (0: none; docs/master.md, "Key groups") */
 };
 
 struct mc_hindex {
@@ -73,23 +73,36 @@ static void grow(struct mc_hindex *x) {
   x->nb = nb;
 }
 
-static void put(struct mc_hindex *x, const char *k, uint32_t n, uint64_t seq, uint64_t off, uint64_t len,
-                uint64_t size, uint8_t pin, uint64_t ttl) {
+/* One PUT record's fields. */
+struct rec {
+  uint64_t seq, off, len, size, ttl;
+  uint8_t pin;
+  const char *group;
+  uint32_t glen;
+};
+
+static void put(struct mc_hindex *x, const char *k, uint32_t n, const struct rec *r) {
   struct entry **p = slot(x, k, n), *e = *p;
-  if (e && e->seq > seq) return; /* (a master's numbers only grow; a newer record is kept) */
+  if (e && e->seq > r->seq) return; /* (a master's numbers only grow; a newer record is kept) */
+  if (e && e->glen != r->glen) { /* another group name: the entry is made again at its size */
+    *p = e->next;
+    mc_free(e);
+    x->n--;
+    e = NULL;
+  }
   if (!e) {
     if (x->n >= x->nb) {
       grow(x);
       p = slot(x, k, n);
     }
-    e = mc_malloc(sizeof(*e) + n);
-    e->next = NULL;
-    e->klen = n;
+    e = mc_malloc(sizeof(*e) + n + r->glen);
+    e->next = *p;
     memcpy(e->key, k, n);
     *p = e;
     x->n++;
   }
-  *e = (struct entry){e->next, off, len, size, ttl, seq, pin, n};
+  *e = (struct entry){e->next, r->off, r->len, r->size, r->ttl, r->seq, r->pin, n, r->glen};
+  if (r->glen) memcpy(e->key + n, r->group, r->glen);
 }
 
 static void drop(struct mc_hindex *x, const char *k, uint32_t n) {
@@ -128,19 +141,24 @@ static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
     clear(x);
   }
   for (uint32_t i = 0; i < count && !r.err; i++) {
-    uint64_t seq = mc_r_u64(&r);
+    struct rec e = {.seq = mc_r_u64(&r)};
     uint8_t kind = mc_r_u8(&r);
     uint32_t kl;
     const char *k = (const char *)mc_r_blob(&r, &kl);
     struct mc_uuid seg = mc_get_uuid(&r);
-    uint64_t off = mc_r_u64(&r), len = mc_r_u64(&r), size = mc_r_u64(&r);
-    uint8_t pin = mc_r_u8(&r);
-    uint64_t ttl = mc_r_u64(&r);
+    e.off = mc_r_u64(&r), e.len = mc_r_u64(&r), e.size = mc_r_u64(&r);
+    e.pin = mc_r_u8(&r);
+    e.ttl = mc_r_u64(&r);
+    if (kind == (MC_HIDX_PUT | MC_HIDX_GROUPED)) { /* its key group follows (master/hidx.h) */
+      kind = MC_HIDX_PUT;
+      e.group = (const char *)mc_r_blob(&r, &e.glen);
+      if (!r.err && (!e.glen || e.glen > MC_STR_MAX || memchr(e.group, 0, e.glen))) r.err = 1;
+    }
     if (r.err) break;
-    last = seq;
-    if (seq > x->applied) x->applied = seq;
+    last = e.seq;
+    if (e.seq > x->applied) x->applied = e.seq;
     if (seg.hi != mine.hi || seg.lo != mine.lo) continue;
-    if (kind == MC_HIDX_PUT) put(x, k, kl, seq, off, len, size, pin, ttl);
+    if (kind == MC_HIDX_PUT) put(x, k, kl, &e);
     else if (kind == MC_HIDX_DROP) drop(x, k, kl);
   }
   pthread_mutex_unlock(&x->mu);
@@ -223,10 +241,10 @@ static void batch_add(struct batch *b, const struct entry *x) {
     b->e = mc_realloc(b->e, sizeof(*b->e) * b->cap);
     b->keys = mc_realloc(b->keys, sizeof(*b->keys) * b->cap);
   }
-  char *k = mc_malloc(x->klen ? x->klen : 1);
-  memcpy(k, x->key, x->klen);
+  char *k = mc_malloc(x->klen + x->glen ? x->klen + x->glen : 1);
+  memcpy(k, x->key, x->klen + x->glen);
   b->keys[b->n] = k;
-  b->e[b->n++] = (struct mcli_index_entry){k, x->klen, x->off, x->len, x->size, x->ttl, x->pin};
+  b->e[b->n++] = (struct mcli_index_entry){k, x->klen, x->off, x->len, x->size, x->ttl, x->pin, k + x->klen, x->glen};
 }
 
 /* Copies the buckets from *at on until the batch holds UPLOAD_BATCH entries or more (mu held). */

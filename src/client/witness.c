@@ -99,13 +99,14 @@ static void add(struct mc_witnesses *w, uint64_t view, uint64_t seq, const uint8
 /* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. */
 static uint64_t skip_record(struct mc_rbuf_rd *r) {
   uint64_t seq = mc_r_u64(r);
-  mc_r_u8(r);
+  uint8_t kind = mc_r_u8(r);
   uint32_t kl;
   mc_r_blob(r, &kl);
   mc_get_uuid(r);
   for (int i = 0; i < 3; i++) mc_r_u64(r);
   mc_r_u8(r);
   mc_r_u64(r);
+  if (kind & MC_HIDX_GROUPED) mc_r_blob(r, &kl); /* the key group (re-sent as it came) */
   return seq;
 }
 
