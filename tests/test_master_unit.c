@@ -615,6 +615,7 @@ static void test_task_table(void) {
   c.max_total_processing_tasks = 20;
   c.max_total_finished_tasks = 3;
   c.processing_task_timeout_sec = 2;
+  c.max_retry_attempts = 0; /* one attempt per task here (retries: test_tasks) */
   mc_master_cfg_finalize(&c, err, sizeof(err));
   struct mc_master *m = NULL;
   CHECK_EQ(mc_master_create(&c, &m), 0);
