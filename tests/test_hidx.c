@@ -78,9 +78,9 @@ static void test_order_and_durable(void) {
   REQUIRE(f);
   struct mc_hidx *h = mc_hidx_open(f, U(1));
   CHECK_EQ(mc_hidx_durable(f), 99u); /* nothing queued: everything before the next number */
-  uint64_t s1 = mc_hidx_put(h, "k1", 2, U(9), 0, 4096, 4000, 0, 0);
+  uint64_t s1 = mc_hidx_put(h, "k1", 2, U(9), 0, 4096, 4000, 0, 0, NULL);
   uint64_t s2 = mc_hidx_drop(h, "k0", 2, U(9));
-  uint64_t s3 = mc_hidx_put(h, "k2", 2, U(9), 4096, 8192, 8000, 1, 50);
+  uint64_t s3 = mc_hidx_put(h, "k2", 2, U(9), 4096, 8192, 8000, 1, 50, NULL);
   CHECK_EQ(s1, 100u);
   CHECK(s2 > s1 && s3 > s2);
   CHECK_EQ(mc_hidx_durable(f), 99u);
@@ -124,7 +124,7 @@ static void test_long_poll(void) {
   usleep(20000);
   CHECK_EQ(a.got, 1);
   t0 = mc_now_ns();
-  uint64_t s = mc_hidx_put(h, "x", 1, U(9), 0, 64, 64, 0, 0);
+  uint64_t s = mc_hidx_put(h, "x", 1, U(9), 0, 64, 64, 0, 0, NULL);
   REQUIRE(ans_wait(&a, 2, 3000));
   CHECK_EQ(a.n, 1u);
   CHECK_EQ(a.first_seq, s);
@@ -147,11 +147,11 @@ static void test_batch_window(void) {
   ans_init(&a);
   mc_hidx_follow(h, 0, 1000, on_answer, &a);
   uint64_t t0 = mc_now_ns(); /* the first answer comes after this, the window starts with it */
-  uint64_t s1 = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0); /* after a quiet spell: answered at once */
+  uint64_t s1 = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL); /* after a quiet spell: answered at once */
   REQUIRE(ans_wait(&a, 1, 3000));
   CHECK_EQ(a.n, 1u);
-  uint64_t s2 = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0);
-  uint64_t s3 = mc_hidx_put(h, "c", 1, U(9), 128, 64, 64, 0, 0);
+  uint64_t s2 = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL);
+  uint64_t s3 = mc_hidx_put(h, "c", 1, U(9), 128, 64, 64, 0, 0, NULL);
   mc_hidx_follow(h, s1, 1000, on_answer, &a); /* records queued, but the window is not over: it waits */
   REQUIRE(ans_wait(&a, 2, 3000));
   CHECK_EQ(a.n, 2u);
@@ -173,7 +173,7 @@ static void test_drop_at_once(void) {
   struct ans a;
   ans_init(&a);
   mc_hidx_follow(h, 0, 1000, on_answer, &a);
-  uint64_t acked = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0); /* after a quiet spell: answered at once */
+  uint64_t acked = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL); /* after a quiet spell: answered at once */
   REQUIRE(ans_wait(&a, 1, 3000));
   /* inside the window that answer began, a PUT waits; a DROP arriving after it ends the wait. Whether the
    * feed thread woke before the window's end is a matter of timing on a loaded machine: one of three
@@ -182,7 +182,7 @@ static void test_drop_at_once(void) {
   for (int t = 0; t < 3 && !early; t++) {
     uint64_t w0 = a.at_ns; /* the window starts with the answer before */
     mc_hidx_follow(h, acked, 1000, on_answer, &a);
-    uint64_t sp = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0);
+    uint64_t sp = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL);
     uint64_t sd = mc_hidx_drop(h, "b", 1, U(9));
     REQUIRE(ans_wait(&a, 2 + t, 3000));
     CHECK_EQ(a.n, 2u);
@@ -206,8 +206,8 @@ static void test_drop_at_once(void) {
 static void test_two_holders(void) {
   struct mc_hidx_feed *f = mc_hidx_feed_start(1);
   struct mc_hidx *a = mc_hidx_open(f, U(3)), *b = mc_hidx_open(f, U(4));
-  uint64_t sa = mc_hidx_put(a, "a", 1, U(9), 0, 64, 64, 0, 0);
-  uint64_t sb = mc_hidx_put(b, "b", 1, U(8), 0, 64, 64, 0, 0);
+  uint64_t sa = mc_hidx_put(a, "a", 1, U(9), 0, 64, 64, 0, 0, NULL);
+  uint64_t sb = mc_hidx_put(b, "b", 1, U(8), 0, 64, 64, 0, 0, NULL);
   struct ans x;
   ans_init(&x);
   mc_hidx_follow(b, sb, 0, on_answer, &x); /* b acknowledges; a does not: durable stays below a's record */
@@ -217,7 +217,7 @@ static void test_two_holders(void) {
   REQUIRE(ans_wait(&x, 2, 1000));
   CHECK_EQ(mc_hidx_durable(f), sb);
   /* a holder that goes away no longer holds durable_seq back */
-  uint64_t sa2 = mc_hidx_put(a, "a2", 2, U(9), 64, 64, 64, 0, 0);
+  uint64_t sa2 = mc_hidx_put(a, "a2", 2, U(9), 64, 64, 64, 0, 0, NULL);
   CHECK_EQ(mc_hidx_durable(f), sa2 - 1);
   mc_hidx_close(a);
   CHECK_EQ(mc_hidx_durable(f), sa2);
@@ -232,7 +232,7 @@ static void test_overflow(void) {
   memset(key, 'k', sizeof(key));
   uint64_t last = 0;
   for (int i = 0; i < (int)(MC_HIDX_QUEUE_MAX / sizeof(key)) + 20; i++)
-    last = mc_hidx_put(h, key, sizeof(key), U(9), (uint64_t)i * 64, 64, 64, 0, 0);
+    last = mc_hidx_put(h, key, sizeof(key), U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL);
   CHECK(last > 0);
   /* the bound was passed: what came before was dropped, durable_seq went past it */
   CHECK(mc_hidx_durable(f) >= last - 25);
@@ -253,7 +253,7 @@ static void test_overflow(void) {
   uint32_t shard = 99;
   static char big[MC_HIDX_ANSWER_MAX];
   memset(big, 'b', sizeof(big));
-  uint64_t sb = mc_hidx_put(h, big, sizeof(big), U(9), 0, 64, 64, 0, 0);
+  uint64_t sb = mc_hidx_put(h, big, sizeof(big), U(9), 0, 64, 64, 0, 0, NULL);
   CHECK(!mc_hidx_dump_next(h, &shard)); /* more than one answer is queued: the polls pace the resync */
   mc_hidx_follow(h, sb, 0, on_answer, &a);
   REQUIRE(ans_wait(&a, 3, 1000));
@@ -289,7 +289,7 @@ static void *writer(void *arg) {
   char key[32];
   for (int i = 0; i < PER; i++) {
     int n = snprintf(key, sizeof(key), "w%ld-%d", w, i);
-    mc_hidx_put(g_h[i % NH], key, (uint32_t)n, U(9), (uint64_t)i * 64, 64, 64, 0, 0);
+    mc_hidx_put(g_h[i % NH], key, (uint32_t)n, U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL);
   }
   atomic_fetch_add(&g_writers_done, 1);
   return NULL;

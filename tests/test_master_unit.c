@@ -615,6 +615,7 @@ static void test_task_table(void) {
   c.max_total_processing_tasks = 20;
   c.max_total_finished_tasks = 3;
   c.processing_task_timeout_sec = 2;
+  c.max_retry_attempts = 0; /* one attempt per task here (retries: test_tasks) */
   mc_master_cfg_finalize(&c, err, sizeof(err));
   struct mc_master *m = NULL;
   CHECK_EQ(mc_master_create(&c, &m), 0);
@@ -836,6 +837,51 @@ static void test_removal_witnesses(void) {
   CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 70, &k), MC_LEASE_EXPIRED);
   CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
   CHECK_EQ(seg->ntombs, 0u);
+  mc_master_destroy(m);
+  mc_master_cfg_free(&c);
+}
+
+/* REMOUNT_INDEX's key groups (proto.h; docs/master.md, "Key groups"): the trailing list names an entry by index;
+ * an index out of range, a group named twice for one entry, an empty group or one with a NUL are INVALID_PARAMS
+ * (nothing installed); a valid one puts the rebuilt object in its group (its name is in the master's snapshot). */
+static struct mc_uuid g_seg_id;
+
+static void remount_index_body(struct mc_wbuf *w, uint32_t at, const char *g, uint32_t glen, int twice) {
+  w->len = 0;
+  mc_put_uuid(w, mt_id(1)), mc_put_uuid(w, g_seg_id), mc_w_u32(w, 1);
+  mc_w_blob(w, "gk", 2), mc_w_u64(w, 0), mc_w_u64(w, 4096), mc_w_u64(w, 4096), mc_w_u8(w, 0), mc_w_u64(w, 0);
+  mc_w_u64(w, 0), mc_w_u8(w, 1);
+  mc_w_u32(w, twice ? 2 : 1);
+  for (int i = 0; i <= twice; i++) mc_w_u32(w, at), mc_w_blob(w, g, glen);
+}
+
+static void test_remount_index_groups(void) {
+  struct mc_master_cfg c;
+  struct mc_master *m = in_process_master(&c);
+  REQUIRE(m);
+  struct mc_segment_rec s = mt_seg(1, "grp:1", 0x100000000ull, 1ull << 20);
+  CHECK_EQ(mc_master_mount(m, &s, mt_id(1)), 0);
+  g_seg_id = s.id;
+  struct mc_wbuf w = {0}, reply = {0};
+  remount_index_body(&w, 1, "grp-unit-7", 10, 0); /* entry 1 of 1 */
+  CHECK_EQ(mc_master_dispatch(m, MC_OP_REMOUNT_INDEX, w.p, w.len, &reply), MC_INVALID_PARAMS);
+  remount_index_body(&w, 0, "grp-unit-7", 10, 1); /* twice */
+  CHECK_EQ(mc_master_dispatch(m, MC_OP_REMOUNT_INDEX, w.p, w.len, &reply), MC_INVALID_PARAMS);
+  remount_index_body(&w, 0, "", 0, 0);
+  CHECK_EQ(mc_master_dispatch(m, MC_OP_REMOUNT_INDEX, w.p, w.len, &reply), MC_INVALID_PARAMS);
+  remount_index_body(&w, 0, "grp\0x", 5, 0);
+  CHECK_EQ(mc_master_dispatch(m, MC_OP_REMOUNT_INDEX, w.p, w.len, &reply), MC_INVALID_PARAMS);
+  CHECK_EQ(mc_master_exist(m, (const uint8_t *)"gk", 2), 0);
+  remount_index_body(&w, 0, "grp-unit-7", 10, 0);
+  reply.len = 0;
+  CHECK_EQ(mc_master_dispatch(m, MC_OP_REMOUNT_INDEX, w.p, w.len, &reply), 0);
+  CHECK_EQ(mc_master_exist(m, (const uint8_t *)"gk", 2), 1);
+  struct mc_wbuf snap = {0};
+  CHECK_EQ(mc_master_snapshot(m, &snap), 0);
+  CHECK(memmem(snap.p, snap.len, "grp-unit-7", 10) != NULL);
+  mc_w_free(&snap);
+  mc_w_free(&w);
+  mc_w_free(&reply);
   mc_master_destroy(m);
   mc_master_cfg_free(&c);
 }
@@ -1368,7 +1414,7 @@ static void test_rpc_server_idle_timeout(void) {
 
 TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_than_scan_clock_is_not_released),
           TEST_CASE(test_task_table),
-          TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_discard_ack_queues), TEST_CASE(test_tlsf_churn_refill),
+          TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_remount_index_groups), TEST_CASE(test_discard_ack_queues), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
           TEST_CASE(test_config_files), TEST_CASE(test_config_yaml_forms),

@@ -6,8 +6,9 @@
  *   - refusals: a file of a newer format version (checksum recomputed, so only the version is wrong), a
  *     flipped byte, a truncated file, a file that is not a snapshot, a missing file: the master refuses to
  *     start, exits non-zero and says why; a master that refused loaded nothing, so nothing is served.
- * An older format version cannot be produced yet (version 1 is the first); the reader accepts every
- * version up to its own, and the newer-version refusal is tested. */
+ *   - the previous format: a file of format version 1 (committed; entries without key groups) still loads.
+ * The reader accepts every version up to its own (2: entries carry their key group; test_kgroup_durable
+ * restores groups from a file of this version), and the newer-version refusal is tested. */
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -145,12 +146,12 @@ static void test_snapshot(void) {
   char *bad = mc_tp_path(M.dir, "bad.snap");
   uint8_t *copy = malloc(len);
   memcpy(copy, img, len);
-  uint32_t v2 = htole32(2);
-  memcpy(copy + 8, &v2, 4);
+  uint32_t v3 = htole32(3);
+  memcpy(copy + 8, &v3, 4);
   unsigned dl = 0;
   EVP_Digest(copy, len - 32, copy + len - 32, &dl, EVP_sha256(), NULL);
   CHECK_EQ(write_all(bad, copy, len), 0);
-  CHECK_EQ(refused_with(M.dir, bad, "format version 2 is newer than this master's (1)"), 0);
+  CHECK_EQ(refused_with(M.dir, bad, "format version 3 is newer than this master's (2)"), 0);
   memset(copy + 8, 0, 4);
   EVP_Digest(copy, len - 32, copy + len - 32, &dl, EVP_sha256(), NULL);
   CHECK_EQ(write_all(bad, copy, len), 0);

@@ -7,9 +7,13 @@
 
 #define TMO_S "3" /* the master's pending and processing task timeouts in these tests */
 
-/* (a read lease of 1 s: the objects read here are removable a moment later) */
+/* (a read lease of 1 s: the objects read here are removable a moment later; no retries: these cases check what one
+ * attempt does) */
 static const char *const master_flags[] = {"--pending_task_timeout_sec=" TMO_S, "--processing_task_timeout_sec=" TMO_S,
-                                           "--default_kv_lease_ttl=1000", NULL};
+                                           "--default_kv_lease_ttl=1000", "--max_retry_attempts=0", NULL};
+/* the same with 2 retries (docs/master.md, "Copy and move tasks", "Retries") */
+static const char *const retry_flags[] = {"--pending_task_timeout_sec=" TMO_S, "--processing_task_timeout_sec=" TMO_S,
+                                          "--default_kv_lease_ttl=1000", "--max_retry_attempts=2", NULL};
 
 /* SIGSTOP, then waits until the process is stopped (kill returns before it is). */
 static void freeze(pid_t pid) {
@@ -290,7 +294,8 @@ static void test_bad_inputs(void) {
  * pending task whose executor never comes fails after the pending timeout and frees its object. */
 static void test_pending_cap(void) {
   static const char *const flags[] = {"--pending_task_timeout_sec=" TMO_S, "--processing_task_timeout_sec=" TMO_S,
-                                      "--default_kv_lease_ttl=1000", "--max_total_pending_tasks=2", NULL};
+                                      "--default_kv_lease_ttl=1000", "--max_total_pending_tasks=2",
+                                      "--max_retry_attempts=0", NULL};
   struct cluster k;
   CHECK(!cluster_up(&k, 2, 32 * MiB, flags));
   struct peer *a = &k.p[0], *b = &k.p[1];
@@ -338,25 +343,36 @@ static void test_executor_dies(void) {
   cluster_down(&k);
 }
 
+/* A task stuck in its transfer: 2 peers over TCP, key (1 MiB, seed) put on peer 0's segment, peer 0 frozen, then a
+ * copy (or a move) of key to peer 1's segment, seen PROCESSING: its executor, peer 1, reads from the frozen source. */
+static mc_task_id_t stuck_task(struct cluster *k, const char *const *flags, const char *key, unsigned seed, int move) {
+  peer_env = tcp_only;
+  CHECK(!cluster_up(k, 2, 32 * MiB, flags));
+  peer_env = NULL;
+  struct peer *a = &k->p[0], *b = &k->p[1];
+  CHECK_EQ(peer_cmd(a, "PUT %s %llu %u 1 1", key, 1 * MiB, seed), 0);
+  freeze(a->pid);
+  const char *tg[] = {b->name};
+  mc_task_id_t id = {0};
+  if (move) CHECK_EQ(mc_store_create_move_task(k->c, key, a->name, b->name, &id), 0);
+  else CHECK_EQ(mc_store_create_copy_task(k->c, key, tg, 1, &id), 0);
+  mc_task_info_t info = {0};
+  long deadline = mc_tp_now_ms() + 3000;
+  while (!mc_store_query_task(k->c, id, &info) && info.status == 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(20);
+  CHECK_EQ(info.status, 1); /* PROCESSING: fetched, reading from the frozen source */
+  return id;
+}
+
 /* A task times out while its executor is in the middle of its transfer (the source's holder is frozen, so the read
  * hangs over TCP, where shared memory would not need the source's process, and the task is seen PROCESSING): the processing deadline fails it and the object is whole on its
  * source. kill: the executor dies there; else it lives on, its read completes once the source thaws, and its late
  * report is refused while the object stays as it was; a new task then succeeds. */
 static void processing_timeout(int kill_executor) {
   struct cluster k;
-  peer_env = tcp_only;
-  CHECK(!cluster_up(&k, 2, 32 * MiB, master_flags));
-  peer_env = NULL;
+  mc_task_id_t id = stuck_task(&k, master_flags, "ep1", 81, 0);
   struct peer *a = &k.p[0], *b = &k.p[1];
-  CHECK_EQ(peer_cmd(a, "PUT ep1 %llu 81 1 1", 1 * MiB), 0);
-  freeze(a->pid);
   const char *tg[] = {b->name};
-  mc_task_id_t id;
-  CHECK_EQ(mc_store_create_copy_task(k.c, "ep1", tg, 1, &id), 0);
   mc_task_info_t info = {0};
-  long deadline = mc_tp_now_ms() + 3000;
-  while (!mc_store_query_task(k.c, id, &info) && info.status == 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(20);
-  CHECK_EQ(info.status, 1); /* PROCESSING: fetched, reading from the frozen source */
   if (kill_executor) peer_kill(b);
   CHECK_EQ(wait_task(k.c, id, 8000, &info), 2);
   CHECK(strstr(info.message, "processing timed out") != NULL);
@@ -377,6 +393,105 @@ static void processing_timeout(int kill_executor) {
 }
 
 static void test_executor_dies_processing(void) { processing_timeout(1); }
+
+/* An attempt whose executor stalls past its deadline is retried under the same id: the first attempt's late report
+ * is refused, the executor fetches the retry once it runs again, and the copy completes byte-exact. */
+static void test_retried_after_stall(void) {
+  struct cluster k;
+  mc_task_id_t id = stuck_task(&k, retry_flags, "rt1", 91, 0);
+  struct peer *a = &k.p[0], *b = &k.p[1];
+  mc_task_info_t info = {0};
+  long deadline = mc_tp_now_ms() + 8000; /* the processing deadline (3 s) passes: attempt 2, pending */
+  while (!mc_store_query_task(k.c, id, &info) && !strstr(info.message, "attempt 1 failed") && mc_tp_now_ms() < deadline)
+    mc_tp_sleep_ms(50);
+  CHECK(strstr(info.message, "attempt 1 failed: processing timed out") != NULL);
+  CHECK(info.status == 0 || info.status == 1);
+  kill(a->pid, SIGCONT); /* the first attempt's read completes (its report is refused); the retry runs */
+  CHECK_EQ(wait_task(k.c, id, 15000, &info), 3);
+  char who[512];
+  CHECK_EQ(holders(k.c, "rt1", who, sizeof(who)), 2);
+  CHECK_EQ(peer_cmd(b, "GET rt1 %llu 91", 1 * MiB), (long long)(1 * MiB));
+  CHECK_EQ(read_check(k.c, "rt1", 1 * MiB, 91), (long long)(1 * MiB));
+  cluster_down(&k);
+}
+
+/* The executor is SIGKILLed in the middle of its transfer: each attempt fails (the first by its processing deadline,
+ * the retries, placed on the dead executor's segment until its client expires, by theirs), and after 3 attempts the
+ * task ends FAILED saying so; the object is whole on its source and under no task. */
+static void test_retries_exhausted(void) {
+  struct cluster k;
+  mc_task_id_t id = stuck_task(&k, retry_flags, "rt2", 93, 0);
+  struct peer *a = &k.p[0];
+  peer_kill(&k.p[1]);
+  kill(a->pid, SIGCONT);
+  mc_task_info_t info = {0};
+  CHECK_EQ(wait_task(k.c, id, 20000, &info), 2);
+  fprintf(stderr, "task ended: %s\n", info.message);
+  CHECK(strstr(info.message, "attempt 3 of 3 failed") != NULL || strstr(info.message, "no retry: SEGMENT_NOT_FOUND") != NULL);
+  char who[512];
+  CHECK_EQ(holders(k.c, "rt2", who, sizeof(who)), 1);
+  CHECK_STR(who, a->name);
+  usable_then_removed(k.c, "rt2", 1 * MiB, 93);
+  cluster_down(&k);
+}
+
+/* The used bytes of the segments named `name` (admin /query_segment), or -1. */
+static long long used_of(struct master *m, const char *name) {
+  char path[256], resp[4096] = "";
+  snprintf(path, sizeof(path), "/query_segment?segment=%s", name);
+  int fd = mc_tp_connect(m->metrics);
+  if (fd < 0) return -1;
+  char req[512];
+  int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+  long long used = -1;
+  if (write(fd, req, (size_t)n) == n) {
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof(resp) - 1 && (r = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0) got += (size_t)r;
+    resp[got] = 0;
+    const char *u = strstr(resp, "Used(bytes): ");
+    if (u) used = strtoll(u + strlen("Used(bytes): "), NULL, 10);
+  }
+  close(fd);
+  return used;
+}
+
+/* A master restart in the middle of a move (executor b stuck reading the frozen source a): the move is forgotten,
+ * the object comes back from a's index, whole, on a only (the source is not lost, the half-written target is never
+ * served), b's segment holds nothing (the target's space did not leak), and a new move then runs and frees a. */
+static void test_master_restart_during_move(void) {
+  struct cluster k;
+  mc_task_id_t id = stuck_task(&k, master_flags, "mv1", 95, 1);
+  struct peer *a = &k.p[0], *b = &k.p[1];
+  mc_task_info_t info = {0};
+  long deadline;
+  CHECK_EQ(used_of(&k.m, b->name), (long long)(1 * MiB)); /* the target's space */
+  CHECK_EQ(master_restart(&k.m, master_flags), 0);
+  kill(a->pid, SIGCONT); /* a remounts; b's read completes, its write lands in its own free space, its report is refused */
+  deadline = mc_tp_now_ms() + 15000;
+  while (mooncake_store_is_exist(k.c, "mv1") != 1 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(100);
+  CHECK_EQ(mooncake_store_is_exist(k.c, "mv1"), 1);
+  CHECK_EQ(mc_store_query_task(k.c, id, &info), -1400);
+  mc_tp_sleep_ms(1500); /* b's late transfer and report are over */
+  char who[512];
+  CHECK_EQ(holders(k.c, "mv1", who, sizeof(who)), 1);
+  CHECK_STR(who, a->name);
+  CHECK_EQ(read_check(k.c, "mv1", 1 * MiB, 95), (long long)(1 * MiB));
+  CHECK_EQ(used_of(&k.m, b->name), 0); /* nothing of the target left */
+  CHECK_EQ(used_of(&k.m, a->name), (long long)(1 * MiB));
+  /* a new move on the new master completes and frees the source (after the read's lease) */
+  mc_tp_sleep_ms(1200);
+  deadline = mc_tp_now_ms() + 15000;
+  int rc;
+  while ((rc = mc_store_create_move_task(k.c, "mv1", a->name, b->name, &id)) && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(200);
+  CHECK_EQ(rc, 0);
+  CHECK_EQ(wait_task(k.c, id, 10000, &info), 3);
+  CHECK_EQ(peer_cmd(b, "GET mv1 %llu 95", 1 * MiB), (long long)(1 * MiB));
+  deadline = mc_tp_now_ms() + 5000;
+  while (used_of(&k.m, a->name) != 0 && mc_tp_now_ms() < deadline) mc_tp_sleep_ms(100);
+  CHECK_EQ(used_of(&k.m, a->name), 0);
+  cluster_down(&k);
+}
 static void test_late_executor(void) { processing_timeout(0); }
 
 /* A master restart forgets its tasks cleanly: the old id is unknown, the object comes back from its holder's
@@ -413,7 +528,8 @@ int main(int argc, char **argv) {
       {"remove_during_task", test_remove_during_task},     {"bad_inputs", test_bad_inputs},
       {"pending_cap", test_pending_cap},                   {"executor_dies", test_executor_dies},
       {"executor_dies_processing", test_executor_dies_processing}, {"late_executor", test_late_executor},
-      {"master_restart", test_master_restart},
+      {"master_restart", test_master_restart},             {"retried_after_stall", test_retried_after_stall},
+      {"retries_exhausted", test_retries_exhausted},       {"master_restart_during_move", test_master_restart_during_move},
   };
   return run_cases(cases, (int)(sizeof(cases) / sizeof(cases[0])), argc, argv);
 }

@@ -250,6 +250,9 @@ void mc_fill_int(int *r, size_t n, int v);
 /* ---- xseg.c ---- */
 /* Teardown: unmounts the extra segments and frees their memory (before the engine goes). */
 void mc_xsegs_teardown(struct mc_store *s);
+/* Remounts the main segment and every extra segment still mounted at a master that forgot them (heartbeat
+ * thread, on NEED_REMOUNT), then uploads each one's holder index (docs/store-client.md, "Extra segments"). */
+void mc_segments_remount(struct mc_store *s, int tmo_ms);
 int mcli_graceful_unmount(struct mcli *c, struct mc_uuid seg, struct mc_uuid id, uint64_t grace_ms, int tmo);
 /* ---- session.c ---- */
 void mc_sessions_init(struct mc_store *s);
@@ -301,9 +304,13 @@ struct mc_hindex;
  * logged. mc_hindex_stop joins it and frees the index (teardown, before the master line goes). */
 void mc_hindex_start(struct mc_store *s);
 void mc_hindex_stop(struct mc_store *s);
-/* Sends the index to the master after a remount (heartbeat thread), so that a master that lost its state
- * gets our objects back (docs/ha.md, "Rebuild"). */
-void mc_hindex_upload(struct mc_store *s);
+/* Sends the index of segment seg to the master after its remount (heartbeat thread), so that a master that
+ * lost its state gets our objects back (docs/ha.md, "Rebuild"). */
+void mc_hindex_upload(struct mc_store *s, struct mc_uuid seg);
+/* Extra segments (xseg.c): records of seg are taken in from before its mount on (no index: nothing); a
+ * segment unmounted is forgotten, its entries with it. */
+void mc_hindex_follow_segment(struct mc_store *s, struct mc_uuid seg);
+void mc_hindex_forget_segment(struct mc_store *s, struct mc_uuid seg);
 /* Entries in the index (tests, /health). */
 size_t mc_hindex_count(struct mc_store *s);
 
@@ -443,6 +450,8 @@ struct mcli_index_entry {
   uint32_t klen;
   uint64_t offset, length, size, soft_pin_ttl_ms;
   uint8_t hard_pin;
+  const char *group; /* its key group, glen bytes (0: none) */
+  uint32_t glen;
 };
 /* REMOUNT_INDEX (proto.h): one batch of this holder's index of segment seg, after a remount; applied: the
  * newest record the index took in; last: the final batch. */

@@ -1,6 +1,6 @@
 /* The heartbeat thread of a client (docs/store-client.md, "Setup", step 8): for a client with a mounted
- * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment,
- * and retire the write extent, then upload the holder's index (hindex.c); PING_FAILURES failures in a row: drop the pooled
+ * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment of
+ * the main and extra segments, and retire the write extent, then upload the holder's index of each (hindex.c); PING_FAILURES failures in a row: drop the pooled
  * connections and, following a leader (leader.c), read the leader key again), for every
  * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), and the write-extent releases the
  * put path left for it (fastput.c, "Releases"), at once when kicked. It never takes store->life: teardown
@@ -31,10 +31,7 @@ void mc_heartbeat_destroy(struct mc_store *s) {
 
 static void remount(struct mc_store *s) {
   mc_te_republish(s->engine.te); /* a restarted master may have lost our rpc_meta and descriptor */
-  int rc = mcli_remount(s->master.cli, &s->seg.rec, 1, s->self.client_id, PING_TIMEOUT_MS);
-  if (rc) LOG_WARN("remount of segment %s failed: %s", s->self.name, mooncake_store_err_name(rc));
-  else LOG_INFO("segment %s remounted", s->self.name);
-  if (!rc) mc_hindex_upload(s); /* a master that lost its state gets our objects back (docs/ha.md) */
+  mc_segments_remount(s, PING_TIMEOUT_MS); /* the main segment and the extra ones still mounted (xseg.c) */
 }
 
 /* Returns the ping's status. */

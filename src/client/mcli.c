@@ -162,6 +162,11 @@ int mcli_remount_index(struct mcli *c, struct mc_uuid id, struct mc_uuid seg, co
   }
   mc_w_u64(&req, applied);
   mc_w_u8(&req, last ? 1 : 0);
+  uint32_t ng = 0; /* then the key groups of the entries that have one */
+  for (uint32_t i = 0; i < n; i++) ng += e[i].glen != 0;
+  mc_w_u32(&req, ng);
+  for (uint32_t i = 0; i < n; i++)
+    if (e[i].glen) mc_w_u32(&req, i), mc_w_blob(&req, e[i].group, e[i].glen);
   return call_void(c, MC_OP_REMOUNT_INDEX, &req, tmo);
 }
 

@@ -114,14 +114,16 @@ static void cap(struct mc_witnesses *w) {
 }
 
 /* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. Past the
- * key, a record is fixed-size: segment (16), offset, length, size (3 x 8), hard pin (1), soft-pin TTL (8). */
+ * key, a record has a fixed part: segment (16), offset, length, size (3 x 8), hard pin (1), soft-pin TTL (8),
+ * then a key group only when its kind has MC_HIDX_GROUPED. */
 #define REC_TAIL (16 + 3 * 8 + 1 + 8)
 static uint64_t skip_record(struct mc_rbuf_rd *r) {
   uint64_t seq = mc_r_u64(r);
-  mc_r_u8(r);
+  uint8_t kind = mc_r_u8(r);
   uint32_t kl;
   mc_r_blob(r, &kl);
   mc_r_take(r, REC_TAIL);
+  if (kind & MC_HIDX_GROUPED) mc_r_blob(r, &kl); /* the key group (re-sent as it came) */
   return seq;
 }
 

@@ -4,8 +4,14 @@
  * registered with the engine, then mounted at the master under a fresh segment id, which names it to the
  * caller. Unmount: at once, or gracefully (the master keeps it readable, places nothing new there, and
  * unmounts it when the grace period ends); its memory goes with unmount-and-free (after the grace period,
- * checked at the next extra-segment call, else at teardown) or at teardown. Not in the holder index and not
- * remounted after a master restart: only the main segment is. */
+ * checked at the next extra-segment call, else at teardown) or at teardown. A mounted one is in the holder
+ * index (hindex.c) and is remounted with the main segment when a master forgot them (a restart, a new leader:
+ * mc_segments_remount), and its objects come back from its index; one unmounted, or whose graceful unmount
+ * was asked for, stays unmounted.
+ *
+ * Locks: xsegs.mu (a rwlock) guards the array and each entry's flags. The remount holds it for reading
+ * across its RPC, and an unmount clears `mounted` under it for writing before its own RPC, so a remount
+ * never mounts again a segment whose unmount the master has already answered. */
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -113,7 +119,9 @@ int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint6
       s->xsegs.v = mc_realloc(s->xsegs.v, sizeof(*s->xsegs.v) * (s->xsegs.cap = s->xsegs.cap ? 2 * s->xsegs.cap : 4));
     s->xsegs.v[s->xsegs.n++] = g; /* before the mount: a put may land there as soon as it is mounted */
     pthread_rwlock_unlock(&s->xsegs.mu);
+    mc_hindex_follow_segment(s, g.rec.id); /* (its records may come as soon as it is mounted) */
     rc = mcli_mount(s->master.cli, &g.rec, s->self.client_id, XSEG_RPC_MS);
+    if (rc) mc_hindex_forget_segment(s, g.rec.id);
     pthread_rwlock_wrlock(&s->xsegs.mu);
     for (size_t i = 0; i < s->xsegs.n; i++)
       if (same_id(s->xsegs.v[i].rec.id, g.rec.id)) {
@@ -136,27 +144,47 @@ int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint6
   if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
   int rc = MC_SEGMENT_NOT_FOUND;
   struct mc_uuid sid = {0};
-  pthread_rwlock_rdlock(&s->xsegs.mu);
+  pthread_rwlock_wrlock(&s->xsegs.mu); /* (not mounted from now on: no remount takes it along) */
   for (size_t i = 0; i < s->xsegs.n && rc == MC_SEGMENT_NOT_FOUND; i++) {
     char text[37];
     mc_uuid_str(s->xsegs.v[i].rec.id, text);
-    if (!strcmp(text, id) && s->xsegs.v[i].mounted) sid = s->xsegs.v[i].rec.id, rc = 0;
+    if (!strcmp(text, id) && s->xsegs.v[i].mounted) sid = s->xsegs.v[i].rec.id, rc = 0, s->xsegs.v[i].mounted = 0;
   }
   pthread_rwlock_unlock(&s->xsegs.mu);
-  if (!rc)
+  int found = !rc;
+  if (found)
     rc = grace_ms ? mcli_graceful_unmount(s->master.cli, sid, s->self.client_id, grace_ms, XSEG_RPC_MS)
                   : mcli_unmount(s->master.cli, sid, s->self.client_id, XSEG_RPC_MS);
+  if (!rc) mc_hindex_forget_segment(s, sid);
   pthread_rwlock_wrlock(&s->xsegs.mu);
   uint64_t now = mc_now_ms();
-  for (size_t i = 0; !rc && i < s->xsegs.n; i++) {
+  for (size_t i = 0; found && i < s->xsegs.n; i++) {
     struct mc_xseg *g = &s->xsegs.v[i];
     if (!same_id(g->rec.id, sid)) continue;
-    g->mounted = 0;
+    g->mounted = rc != 0; /* a failed unmount leaves it mounted */
     /* after a graceful unmount, readers may use it until the master unmounts it: free it after that */
-    if (free_memory) g->free_at_ms = grace_ms ? now + grace_ms + 1000 : now;
+    if (!rc && free_memory) g->free_at_ms = grace_ms ? now + grace_ms + 1000 : now;
   }
   reap(s, now);
   pthread_rwlock_unlock(&s->xsegs.mu);
   mc_api_leave(s);
   return rc;
+}
+
+void mc_segments_remount(struct mc_store *s, int tmo_ms) {
+  pthread_rwlock_rdlock(&s->xsegs.mu);
+  size_t n = 1;
+  struct mc_segment_rec *recs = mc_malloc(sizeof(*recs) * (s->xsegs.n + 1));
+  recs[0] = s->seg.rec; /* (views: the records stay put while the lock is held) */
+  for (size_t i = 0; i < s->xsegs.n; i++)
+    if (s->xsegs.v[i].mounted) recs[n++] = s->xsegs.v[i].rec;
+  int rc = mcli_remount(s->master.cli, recs, (uint32_t)n, s->self.client_id, tmo_ms);
+  struct mc_uuid *ids = mc_malloc(sizeof(*ids) * n);
+  for (size_t i = 0; i < n; i++) ids[i] = recs[i].id;
+  pthread_rwlock_unlock(&s->xsegs.mu);
+  mc_free(recs);
+  if (rc) LOG_WARN("remount of segment %s (%zu segments) failed: %s", s->self.name, n, mooncake_store_err_name(rc));
+  else LOG_INFO("segment %s remounted (%zu segments)", s->self.name, n);
+  for (size_t i = 0; !rc && i < n; i++) mc_hindex_upload(s, ids[i]); /* a master that lost its state gets our objects back (docs/ha.md) */
+  mc_free(ids);
 }

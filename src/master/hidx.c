@@ -102,9 +102,10 @@ uint64_t mc_hidx_durable(struct mc_hidx_feed *f) {
 uint64_t mc_hidx_durable_cached(struct mc_hidx_feed *f) { return atomic_load(&f->durable); }
 
 void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
-                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl) {
+                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group) {
+  int grouped = kind == MC_HIDX_PUT && group && *group;
   mc_w_u64(w, seq);
-  mc_w_u8(w, kind);
+  mc_w_u8(w, (uint8_t)(kind | (grouped ? MC_HIDX_GROUPED : 0)));
   mc_w_blob(w, key, klen);
   mc_put_uuid(w, seg);
   mc_w_u64(w, off);
@@ -112,6 +113,7 @@ void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *k
   mc_w_u64(w, size);
   mc_w_u8(w, hard_pin);
   mc_w_u64(w, ttl);
+  if (grouped) mc_w_str(w, group);
 }
 
 uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f) {
@@ -210,13 +212,13 @@ static void overflow(struct mc_hidx *h) {
 }
 
 static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
-                       uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl) {
+                       uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group) {
   pthread_mutex_lock(&h->mu);
   if (h->closed) {
     pthread_mutex_unlock(&h->mu);
     return 0;
   }
-  if (h->q.len - h->head + klen + 64 > MC_HIDX_QUEUE_MAX) overflow(h);
+  if (h->q.len - h->head + klen + (group ? strlen(group) : 0) + 72 > MC_HIDX_QUEUE_MAX) overflow(h);
   struct mc_hidx_feed *f = h->f;
   pthread_mutex_lock(&f->mu);
   uint64_t seq = f->next_seq++;
@@ -231,7 +233,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
     }
   }
   pthread_mutex_unlock(&f->mu);
-  mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl);
+  mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl, group);
   if (h->ix_n == h->ix_cap) {
     h->ix_cap = h->ix_cap ? 2 * h->ix_cap : 64;
     h->ix = mc_realloc(h->ix, h->ix_cap * sizeof(*h->ix));
@@ -246,12 +248,12 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
 }
 
 uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
-                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms) {
-  return append(h, MC_HIDX_PUT, key, klen, segment, offset, length, size, hard_pin, soft_pin_ttl_ms);
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group) {
+  return append(h, MC_HIDX_PUT, key, klen, segment, offset, length, size, hard_pin, soft_pin_ttl_ms, group);
 }
 
 uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment) {
-  return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0);
+  return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0, NULL);
 }
 
 /* Drops what acked covers and recomputes durable_seq (h->mu held). Returns the oldest record still queued. */

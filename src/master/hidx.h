@@ -5,9 +5,12 @@
  * `durable_seq` is the highest number at or below which every record is.
  *
  * Records on the wire (what a poll's answer carries after its u64 durable_seq and u32 count):
- *   u64 seq, u8 kind (MC_HIDX_PUT | MC_HIDX_DROP), blob key, uuid segment,
- *   u64 offset, u64 length (the allocation), u64 size (the object's), u8 hard_pin, u64 soft_pin_ttl_ms
- * (a DROP carries zeros after the segment).
+ *   u64 seq, u8 kind (MC_HIDX_PUT | MC_HIDX_DROP, with the MC_HIDX_GROUPED bit on a PUT of a grouped
+ *   object), blob key, uuid segment, u64 offset, u64 length (the allocation), u64 size (the object's),
+ *   u8 hard_pin, u64 soft_pin_ttl_ms, then only with MC_HIDX_GROUPED: str group (its key group: 1 to
+ *   MC_STR_MAX bytes, no NUL; docs/master.md, "Key groups")
+ * (a DROP carries zeros after the segment). A record of an ungrouped object is byte for byte what it was
+ * before groups travelled.
  *
  * Bounds: a holder's queue holds at most MC_HIDX_QUEUE_MAX bytes. A holder that does not poll (dead, or
  * far behind) and passes it loses its queue and is marked for a resync: its records stop holding
@@ -52,7 +55,7 @@ uint64_t mc_hidx_durable(struct mc_hidx_feed *f);
 uint64_t mc_hidx_durable_cached(struct mc_hidx_feed *f);
 /* Appends one record in the wire layout above (also the layout of a writer's witness). */
 void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
-                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl);
+                    uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group);
 /* The number the next record will get. */
 uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f);
 /* Numbers the next records from seq on if that is above the next number (a promotion, ha.c). */
@@ -71,9 +74,10 @@ void mc_hidx_unref(struct mc_hidx *h);
 /* A slot the discard queue keeps for h (discard.c, under its mutex; -1 until it uses it). */
 int *mc_hidx_discard_slot(struct mc_hidx *h);
 
-/* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). */
+/* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). group: the
+ * object's key group (NULL or "" = none). */
 uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
-                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms);
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group);
 uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment);
 
 /* A poll: drops the records at or below `acked`, then answers at once (through answer) when records are

@@ -1,8 +1,9 @@
 /* Key groups (docs/master.md, "Key groups"): a put may name a group (ReplicateConfig.group_ids in the
  * Python API). The first member placed fixes the group's segment, and later members try it before any
  * other (as a preferred segment: a full segment sends them elsewhere); when eviction takes a member, it
- * takes every other evictable member too, and a read lease granted on a member spares the whole group. A group lives while an object names it; it is not in snapshots
- * (a restored object is ungrouped). Locking: kgroup_mu is a leaf, taken under a shard lock, never the
+ * takes every other evictable member too, and a read lease granted on a member spares the whole group. A group lives while an object names it. Its
+ * name travels with each member in the holder indexes' PUT records and in snapshots, so a rebuilt or restored
+ * member joins its group again (the group's segment: the first member rebuilt). Locking: kgroup_mu is a leaf, taken under a shard lock, never the
  * other way round. */
 #include <stdatomic.h>
 #include <string.h>
@@ -37,14 +38,19 @@ void mc_kgroup_destroy(struct mc_master *m) {
 }
 
 struct kgroup *mc_kgroup_get(struct mc_master *m, const char *name) {
-  if (!name || !*name) return NULL;
-  uint64_t h = mc_key_hash(name, strlen(name));
+  return name ? mc_kgroup_get_n(m, name, strlen(name)) : NULL;
+}
+
+struct kgroup *mc_kgroup_get_n(struct mc_master *m, const char *name, size_t n) {
+  if (!name || !n) return NULL;
+  uint64_t h = mc_key_hash(name, n);
   pthread_mutex_lock(&m->kgroup_mu);
   struct kgroup *g = NULL;
-  for (struct mc_hnode *x = mc_htab_first(&m->kgroups, h); x && !g; x = mc_htab_next(x, h))
-    if (!strcmp(MC_HTAB_ENTRY(x, struct kgroup, hn)->name, name)) g = MC_HTAB_ENTRY(x, struct kgroup, hn);
+  for (struct mc_hnode *x = mc_htab_first(&m->kgroups, h); x && !g; x = mc_htab_next(x, h)) {
+    struct kgroup *c = MC_HTAB_ENTRY(x, struct kgroup, hn);
+    if (strlen(c->name) == n && !memcmp(c->name, name, n)) g = c;
+  }
   if (!g) {
-    size_t n = strlen(name);
     g = mc_calloc(1, sizeof(*g) + n + 1);
     memcpy(g->name, name, n);
     mc_htab_add(&m->kgroups, &g->hn, h);
@@ -94,6 +100,16 @@ void mc_kgroup_lease(struct kgroup *g, uint64_t until_ns) {
 }
 
 int mc_kgroup_leased(const struct kgroup *g, uint64_t now_ns) { return g && atomic_load(&g->lease_ns) > now_ns; }
+
+const char *mc_kgroup_name(const struct kgroup *g) { return g ? g->name : NULL; }
+
+void mc_kgroup_rebuilt(struct mc_master *m, struct object *o, struct kgroup *g, const char *seg) {
+  if (!g) return;
+  pthread_mutex_lock(&m->kgroup_mu);
+  if (!g->seg) g->seg = mc_strdup(seg);
+  pthread_mutex_unlock(&m->kgroup_mu);
+  mc_kgroup_assign(m, o, g);
+}
 
 void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g) {
   struct kgroup *old = o->kg;

@@ -55,6 +55,8 @@ struct mc_index_entry {
   uint64_t offset, length, size; /* offset and length of the space in the segment; size of the object */
   uint8_t hard_pin;
   uint64_t soft_pin_ttl_ms;
+  const char *group; /* its key group, glen bytes (0: none; no NUL; docs/master.md, "Key groups") */
+  uint32_t glen;
 };
 /* Rebuilds the objects of a segment `client` owns (in realm tenant) from its index entries: results[i] 0
  * installed, OBJECT_ALREADY_EXISTS (the key exists, or the space is taken), INVALID_PARAMS (a range

@@ -278,6 +278,13 @@ void mc_kgroup_init(struct mc_master *m);
 void mc_kgroup_destroy(struct mc_master *m);
 /* The group of that name with a reference taken (created when new); NULL for NULL or "". */
 struct kgroup *mc_kgroup_get(struct mc_master *m, const char *name);
+/* The same for a name of n bytes that need not end in NUL (a view into a request or a file). */
+struct kgroup *mc_kgroup_get_n(struct mc_master *m, const char *name, size_t n);
+/* The group's name (NULL for NULL): what the holder indexes and snapshots keep (docs/master.md, "Key groups"). */
+const char *mc_kgroup_name(const struct kgroup *g);
+/* An object rebuilt on seg (a holder's index, a witness, a snapshot) names g: o takes over the caller's
+ * reference (o had none), and a group with no segment yet takes seg's name. */
+void mc_kgroup_rebuilt(struct mc_master *m, struct object *o, struct kgroup *g, const char *seg);
 void mc_kgroup_hold(struct mc_master *m, struct kgroup *g);
 /* Drops a reference (NULL: nothing); the last one frees the group. */
 void mc_kgroup_put(struct mc_master *m, struct kgroup *g);
@@ -301,16 +308,14 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
                       const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
                       void *ctx);
 /* Rebuild from a holder's index entry (rebuild.c; docs/ha.md, "Rebuild"): a complete object whose one
- * replica is blk (reserved by the caller) at off on seg, as if put now (leased for one lease TTL, which
+ * replica is blk (reserved by the caller) at e->offset on seg, in e's key group if it names one, as if put now (leased for one lease TTL, which
  * honours a lease the old master may have granted). 1 installed (or added as another holder's copy of the
  * same size); 0 when the key exists otherwise (the caller frees blk); -1 when seg is being unmounted
  * (blk goes with its allocator). */
-int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
+int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e);
 /* The same for a writer's witness (RECOMMIT): installs only a key that does not exist, and queues its PUT
  * record (the holder does not have it). 1 installed, 0 the key exists, -1 seg being unmounted. */
-int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                    uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms);
+int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e);
 /* 1 when key's object has a COMPLETE replica of `size` bytes at off on seg: an index entry the master
  * already holds as it is (an upload that repeats an entry, or reports an object put since the feed was
  * attached), which the rebuild leaves alone rather than dropping. */
@@ -364,7 +369,7 @@ int mc_master_mark_task(struct mc_master *m, const char *tenant, struct mc_uuid 
                         size_t msglen);
 
 /* ---- snapshots (snapshot.c; docs/ha.md, "Snapshots") ---- */
-#define MC_SNAPSHOT_VERSION 1u /* the newest format this master writes and reads (and every older one) */
+#define MC_SNAPSHOT_VERSION 2u /* the newest format this master writes and reads (and every older one) */
 struct mc_restore;
 /* Appends a snapshot of every complete replica and every segment to out. 0 or INTERNAL_ERROR. */
 int mc_master_snapshot(struct mc_master *m, struct mc_wbuf *out);

@@ -123,7 +123,7 @@ const struct mc_cfg_opt mc_master_opts[] = {
     I_(max_total_processing_tasks, "10000", 0, I64MAX, "copy/move tasks handed to executors at once"),
     I_(pending_task_timeout_sec, "300", 0, I64MAX, "a task not fetched by then fails (at least 1 s)"),
     I_(processing_task_timeout_sec, "300", 0, I64MAX, "a fetched task not reported by then fails (at least 1 s)"),
-    I_(max_retry_attempts, "10", 0, I64MAX, "copy/move task retries (a failed task is not retried)" NS),
+    I_(max_retry_attempts, "10", 0, I64MAX, "retries of a copy/move task whose attempt failed (0: none)" NS),
     /* misc */
     S_(dynamic_replication_mode, "off", "off | observe | enforce" NS),
     I_(dynamic_replication_heat_window_seconds, "10", 1, I64MAX, "hot-key window" NS),
@@ -161,7 +161,7 @@ static const char *const unsupported[] = {
     "snapshot_catalog_store_connstring", "snapshot_backup_dir", "snapshot_payload_store_type",
     "snapshot_payload_backend_type", "snapshot_catalog_backend_type", "snapshot_catalog_backend_connstring",
     "root_fs_dir", "enable_offload", "offload_on_evict", "offload_force_evict", "promotion_on_hit", "enable_cxl",
-    "dynamic_replication_mode", "enable_multi_tenants", "enable_kv_events", "vmodule", "max_retry_attempts", NULL};
+    "dynamic_replication_mode", "enable_multi_tenants", "enable_kv_events", "vmodule", NULL};
 
 void mc_master_cfg_defaults(struct mc_master_cfg *c) {
   memset(c, 0, sizeof(*c));

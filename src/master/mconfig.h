@@ -53,7 +53,7 @@ struct mc_master_cfg {
   uint64_t quota_bytes, cxl_size;
   int enable_offload, offload_on_evict, offload_force_evict, promotion_on_hit, enable_disk_eviction, enable_cxl;
   double offload_cap_ratio;
-  /* copy/move tasks (tasks.c); max_retry_attempts accepted, not supported */
+  /* copy/move tasks (tasks.c; max_retry_attempts: retries of a failed attempt) */
   int64_t max_total_finished_tasks, max_total_pending_tasks, max_total_processing_tasks, pending_task_timeout_sec,
       processing_task_timeout_sec, max_retry_attempts;
   /* misc (accepted, not supported) */

@@ -162,7 +162,7 @@ static void witness(const struct object *o, const struct replica *r, uint64_t le
     return;
   }
   mc_hidx_encode(&mc_wsink->w, seq, kind, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
-                 o->soft_pin_ttl_ms);
+                 o->soft_pin_ttl_ms, mc_kgroup_name(o->kg));
   mc_wsink->n++;
 }
 
@@ -186,7 +186,8 @@ uint64_t mc_obj_index_put(const struct object *o) {
     if (!h) continue;
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
-    uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms);
+    uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
+                          mc_kgroup_name(o->kg));
     witness(o, r, len, seq, MC_HIDX_PUT);
     if (seq > top) top = seq;
   }
@@ -207,7 +208,8 @@ static uint64_t resync_shard(struct shard *sh, struct mc_hidx *h) {
         if (r->status != MC_REPLICA_COMPLETE || atomic_load(&r->seg->hidx) != h) continue;
         uint64_t off, len;
         mc_tlsf_block_range(r->blk, &off, &len);
-        n += mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms) != 0;
+        n += mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
+                          mc_kgroup_name(o->kg)) != 0;
       }
   pthread_mutex_unlock(&sh->mu);
   return n;
@@ -523,13 +525,19 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
   return 0;
 }
 
-static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms, int witness) {
+static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e,
+                   int witness) {
+  const void *key = e->key;
+  uint32_t klen = e->klen;
+  uint64_t off = e->offset, size = e->size, soft_ttl_ms = e->soft_pin_ttl_ms;
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
+  /* the group first: its lock is a leaf under the shard lock, but a reference taken here needs none */
+  struct kgroup *g = e->glen ? mc_kgroup_get_n(m, e->group, e->glen) : NULL;
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
   if (!seg_readable(seg)) { /* unmounted meanwhile: its allocator goes with it */
     pthread_mutex_unlock(&sh->mu);
+    mc_kgroup_put(m, g);
     return -1;
   }
   struct object *o = lookup_live(m, sh, h, key, klen);
@@ -540,7 +548,9 @@ static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
     o->size = size;
     o->put_start_ns = now;
     o->lease_ns = now + m->cfg.lease_ttl_ms * MC_NS_PER_MS; /* a lease the old master granted is honoured */
-    o->hard_pin = hard_pin ? 1 : 0;
+    o->hard_pin = e->hard_pin ? 1 : 0;
+    mc_kgroup_rebuilt(m, o, g, seg->name);
+    g = NULL;
     if ((o->soft_pin_ttl_ms = soft_ttl_ms)) {
       atomic_fetch_add(&m->n_soft_pinned, 1);
       o->soft_pin_deadline_ns = now + soft_ttl_ms * MC_NS_PER_MS;
@@ -562,21 +572,21 @@ static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
       uint32_t n = o->nrep + 1;
       o->nrep = 0;
       adopt_reps(o, reps, n);
+      if (!o->kg && g) mc_kgroup_rebuilt(m, o, g, seg->name), g = NULL; /* the first copy's holder predates groups */
       rc = 1;
     }
   }
   pthread_mutex_unlock(&sh->mu);
+  mc_kgroup_put(m, g); /* not taken by an object */
   return rc;
 }
 
-int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                   uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
-  return rebuild(m, seg, blk, off, key, klen, size, hard_pin, soft_ttl_ms, 0);
+int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e) {
+  return rebuild(m, seg, blk, e, 0);
 }
 
-int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t off, const void *key,
-                    uint32_t klen, uint64_t size, uint8_t hard_pin, uint64_t soft_ttl_ms) {
-  return rebuild(m, seg, blk, off, key, klen, size, hard_pin, soft_ttl_ms, 1);
+int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e) {
+  return rebuild(m, seg, blk, e, 1);
 }
 
 int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
@@ -1054,7 +1064,8 @@ static void index_put_one(const struct object *o, const struct replica *r) {
   if (!h) return;
   uint64_t off, len;
   mc_tlsf_block_range(r->blk, &off, &len);
-  witness(o, r, len, mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms),
+  witness(o, r, len, mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
+                          mc_kgroup_name(o->kg)),
           MC_HIDX_PUT);
 }
 

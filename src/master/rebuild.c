@@ -88,7 +88,6 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
   }
   struct reserved rv;
   reserve_all(seg, e, n, &rv);
-  uint64_t *off = rv.off;
   struct mc_tlsf_block **blk = rv.blk;
   enum mc_tlsf_refusal *why = rv.why;
   uint32_t installed = 0, known = 0, refused = 0;
@@ -106,7 +105,7 @@ int mc_master_rebuild_index(struct mc_master *m, struct mc_uuid client, struct m
       refuse(m, seg, h, &e[i], blk[i]);
       continue;
     }
-    int rc = mc_obj_rebuild(m, seg, blk[i], off[i], e[i].key, e[i].klen, e[i].size, e[i].hard_pin, e[i].soft_pin_ttl_ms);
+    int rc = mc_obj_rebuild(m, seg, blk[i], &e[i]);
     if (!rc) refuse(m, seg, h, &e[i], blk[i]);
     results[i] = rc > 0 ? 0 : rc < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
     installed += rc > 0;
@@ -180,7 +179,7 @@ int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid s
   pthread_mutex_unlock(&seg->alloc_mu);
   if (!rc && !blk) rc = refusal_status(why);
   if (!rc) {
-    int in = mc_obj_recommit(m, seg, blk, e->offset, e->key, e->klen, e->size, e->hard_pin, e->soft_pin_ttl_ms);
+    int in = mc_obj_recommit(m, seg, blk, e);
     if (in == 0) mc_rep_release(seg, blk); /* the key exists: its value stays */
     rc = in > 0 ? 0 : in < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
   }
@@ -227,13 +226,11 @@ uint32_t mc_master_restore_entries(struct mc_master *m, struct mc_uuid client, s
   if (!seg) return 0;
   struct reserved rv;
   reserve_all(seg, e, n, &rv);
-  uint64_t *off = rv.off;
   struct mc_tlsf_block **blk = rv.blk;
   uint32_t installed = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!blk[i]) continue; /* the space is taken (the holder's own upload came first) or the range is bad */
-    int in = mc_obj_recommit(m, seg, blk[i], off[i], e[i].key, e[i].klen, e[i].size, e[i].hard_pin,
-                             e[i].soft_pin_ttl_ms);
+    int in = mc_obj_recommit(m, seg, blk[i], &e[i]);
     if (in == 0) mc_rep_release(seg, blk[i]); /* the key exists: its value stays */
     installed += in > 0;
   }

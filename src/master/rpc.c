@@ -602,6 +602,14 @@ static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
 
 #define INDEX_ENTRY_MIN_BYTES (4 + 8 * 3 + 1 + 8)
 
+/* An entry's key group (master/hidx.h): 1 to MC_STR_MAX bytes, no NUL, a view into the request. */
+static void read_group(struct mc_rbuf_rd *r, struct mc_index_entry *e) {
+  const char *g = (const char *)mc_r_blob(r, &e->glen);
+  if (!r->err && (!e->glen || e->glen > MC_STR_MAX || memchr(g, 0, e->glen))) r->err = 1;
+  e->group = r->err ? NULL : g;
+  if (r->err) e->glen = 0;
+}
+
 static int op_remount_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid client = mc_get_uuid(r), seg = mc_get_uuid(r);
   uint32_t n = mc_r_count(r, INDEX_ENTRY_MIN_BYTES);
@@ -613,11 +621,20 @@ static int op_remount_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc
     e[i].size = mc_r_u64(r);
     e[i].hard_pin = mc_r_u8(r);
     e[i].soft_pin_ttl_ms = mc_r_u64(r);
+    e[i].group = NULL;
+    e[i].glen = 0;
   }
-  /* then (a holder that knows of witnesses) u64 applied_seq, u8 last batch */
+  /* then (a holder that knows of witnesses) u64 applied_seq, u8 last batch, then (one that knows of key
+   * groups) list<{u32 entry index, str group}> */
   int more = !r->err && r->len > r->off;
   uint64_t applied = more ? mc_r_u64(r) : 0;
   int last = more ? mc_r_u8(r) : 1;
+  uint32_t ng = !r->err && r->len > r->off ? mc_r_count(r, 4 + 4 + 1) : 0;
+  for (uint32_t i = 0; i < ng && !r->err; i++) {
+    uint32_t at = mc_r_u32(r);
+    if (at >= n || e[at].glen) r->err = 1; /* (each entry's group once) */
+    else read_group(r, &e[at]);
+  }
   int32_t *res = r->err ? NULL : request_array(r, &n, sizeof(*res));
   int rc = r->err ? MC_INVALID_PARAMS
                   : mc_master_rebuild_index(m, client, seg, tenant_of(r), e, n, applied, last, res);
@@ -644,6 +661,8 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   for (uint32_t i = 0; i < n && !r->err; i++) {
     seq[i] = mc_r_u64(r);
     kind[i] = mc_r_u8(r);
+    int grouped = kind[i] == (MC_HIDX_PUT | MC_HIDX_GROUPED);
+    if (grouped) kind[i] = MC_HIDX_PUT;
     if (kind[i] != MC_HIDX_PUT && kind[i] != MC_HIDX_DROP) r->err = 1;
     e[i].key = mc_req_key(r, &e[i].klen);
     seg[i] = mc_get_uuid(r);
@@ -652,6 +671,9 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
     e[i].size = mc_r_u64(r);
     e[i].hard_pin = mc_r_u8(r);
     e[i].soft_pin_ttl_ms = mc_r_u64(r);
+    e[i].glen = 0;
+    e[i].group = NULL;
+    if (grouped) read_group(r, &e[i]);
   }
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {

@@ -9,9 +9,10 @@
  *   magic "MCSNAP\0\1" | u32 format version | u64 next object seq | u64 created (unix ms)
  *   u32 segments, each: uuid id | u64 base | u64 size | str name
  *   u64 entries, each:  uuid segment | blob key | u64 offset | u64 length | u64 size | u8 hard pin |
- *                       u64 soft pin ttl ms
+ *                       u64 soft pin ttl ms | str key group ("" = none; from version 2 on)
  *   32 bytes: SHA-256 of everything before them
- * A master reads its own format version and every older one. Version 1 is the first. */
+ * A master reads its own format version and every older one. Version 1 is the first; version 2 added the
+ * key group of each entry (a version 1 file restores its objects ungrouped). */
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +37,7 @@
 #define HEADER_LEN (MAGIC_LEN + 4 + 8 + 8)
 #define DIGEST_LEN 32
 #define MAX_FILE_BYTES (64ull << 30) /* a snapshot larger than this is refused unread */
-#define ENTRY_MIN_BYTES (16 + 4 + 8 * 3 + 1 + 8)
+#define ENTRY_MIN_BYTES (16 + 4 + 8 * 3 + 1 + 8) /* (version 1; later versions' entries are longer) */
 #define SEG_MIN_BYTES (16 + 8 + 8 + 4)
 
 struct snap_seg {
@@ -78,6 +79,7 @@ static void put_entries_of_shard(struct shard *sh, struct mc_wbuf *w, uint64_t *
         mc_w_u64(w, o->size);
         mc_w_u8(w, o->hard_pin);
         mc_w_u64(w, o->soft_pin_ttl_ms);
+        mc_w_str(w, mc_kgroup_name(o->kg));
         (*n)++;
       }
   pthread_mutex_unlock(&sh->mu);
@@ -141,7 +143,8 @@ void mc_restore_free(struct mc_restore *x) {
 }
 
 /* Decodes the checked image into x (0), or says why it is malformed (-1). */
-static int decode(struct mc_restore *x, const uint8_t *p, size_t len, uint64_t *skipped, const char **why) {
+static int decode(struct mc_restore *x, const uint8_t *p, size_t len, uint32_t version, uint64_t *skipped,
+                  const char **why) {
   struct mc_rbuf_rd r;
   mc_r_init(&r, p + MAGIC_LEN + 4, len - MAGIC_LEN - 4);
   x->next_seq = mc_r_u64(&r);
@@ -171,6 +174,13 @@ static int decode(struct mc_restore *x, const uint8_t *p, size_t len, uint64_t *
     e.size = mc_r_u64(&r);
     e.hard_pin = mc_r_u8(&r);
     e.soft_pin_ttl_ms = mc_r_u64(&r);
+    e.group = NULL;
+    e.glen = 0;
+    if (version >= 2) {
+      const char *g = (const char *)mc_r_blob(&r, &e.glen);
+      if (!r.err && (e.glen > MC_STR_MAX || (e.glen && memchr(g, 0, e.glen)))) *why = "a malformed key group", r.err = 1;
+      e.group = e.glen ? g : NULL;
+    }
     if (r.err) break;
     struct snap_seg *s = seg_of(x, sid);
     if (!e.klen || e.size > e.length || !s || e.length > s->size || e.offset > s->size - e.length) {
@@ -235,7 +245,7 @@ int mc_restore_load(const char *path, struct mc_restore **out, char *err, size_t
   x->image = p;
   x->len = len;
   uint64_t skipped = 0;
-  if (!why) decode(x, p, len - DIGEST_LEN, &skipped, &why);
+  if (!why) decode(x, p, len - DIGEST_LEN, version, &skipped, &why);
   if (why) {
     mc_restore_free(x);
     return fail(err, errlen, path, why);

@@ -6,7 +6,16 @@
  * Every task is bounded: at most max_total_pending_tasks pending (more: TASK_PENDING_LIMIT_EXCEEDED), at
  * most max_total_processing_tasks handed out at once, at most max_total_finished_tasks kept for queries
  * (the oldest pruned); a pending task fails after pending_task_timeout_sec, a processing one after
- * processing_task_timeout_sec (each at least 1 s), so no object stays under a task forever. Tasks live
+ * processing_task_timeout_sec (each at least 1 s), so no object stays under a task forever.
+ *
+ * Retries (docs/master.md, "Copy and move tasks", "Retries"): an attempt that fails — the executor reports a
+ * failure, the task times out pending or processing (an executor that died or stalled), a target went with its
+ * segment — is retried up to max_retry_attempts times: its targets are released (held like any timed-out
+ * target when the executor may still write), new ones are placed on the same segment names (possibly another
+ * segment of that name, so another executor), and the task is pending again under the same id. Each attempt
+ * has its own handle for its executor (the id with the attempt number in the top 16 bits of lo; attempt 0: the
+ * id itself), so a report or a confirmation of an earlier attempt is refused. A task whose object is gone,
+ * whose retry cannot be placed, or whose retries are used up ends FAILED, its message naming the attempt. Tasks live
  * in this master's memory only: after a restart or failover their ids are unknown (TASK_NOT_FOUND) and
  * the objects, rebuilt from the holders' indexes with their complete replicas only, carry no task.
  *
@@ -36,11 +45,14 @@ struct mtask {
   struct execq *q; /* the executor's queue while pending, else NULL */
   struct mc_uuid id;
   uint8_t type, status, settling;
+  uint32_t attempt;                /* 0 for the first attempt, then one more per retry */
   uint64_t created_ms, updated_ms; /* wall clock */
   uint64_t deadline_ns;            /* monotonic: when a pending or processing task fails */
   char *tenant;                    /* the realm that created it ("" = the whole cluster) */
   char *key;
   uint32_t klen;
+  char *src_name;                  /* a move's source segment (NULL for a copy), for the retries */
+  char *tgt_names[MC_TASK_MAX_TARGETS];
   char message[MC_TASK_MSG_MAX];
   struct mc_task_place tp;
 };
@@ -129,9 +141,15 @@ struct mc_tasks *mc_tasks_new(void) {
   return t;
 }
 
+static void place_free(struct mc_task_place *tp) {
+  mc_free(tp->src.ep);
+  for (uint32_t i = 0; i < tp->ntgt; i++) mc_free(tp->tgt[i].ep);
+}
+
 static void task_free(struct mtask *t) {
-  mc_free(t->tp.src.ep);
-  for (uint32_t i = 0; i < t->tp.ntgt; i++) mc_free(t->tp.tgt[i].ep);
+  place_free(&t->tp);
+  mc_free(t->src_name);
+  for (uint32_t i = 0; i < MC_TASK_MAX_TARGETS; i++) mc_free(t->tgt_names[i]);
   mc_free(t->tenant);
   mc_free(t->key);
   mc_free(t);
@@ -154,7 +172,14 @@ void mc_tasks_free(struct mc_tasks *t) {
 
 static uint64_t secs_ns(int64_t s) { return (uint64_t)(s < 1 ? 1 : s) * MC_NS_PER_S; }
 
+#define ATTEMPT_SHIFT 48 /* an attempt's handle: the task id with (attempt) << ATTEMPT_SHIFT or'ed into lo */
+
+static struct mc_uuid attempt_id(const struct mtask *t) {
+  return (struct mc_uuid){t->id.hi, t->id.lo | ((uint64_t)t->attempt << ATTEMPT_SHIFT)};
+}
+
 static struct mtask *find_locked(struct mc_tasks *ts, struct mc_uuid id) {
+  id.lo &= (1ull << ATTEMPT_SHIFT) - 1;
   uint64_t h = id_hash(id);
   for (struct mc_hnode *x = mc_htab_first(&ts->byid, h); x; x = mc_htab_next(x, h)) {
     struct mtask *t = MC_HTAB_ENTRY(x, struct mtask, hn);
@@ -234,6 +259,8 @@ int mc_master_create_task(struct mc_master *m, const char *tenant, uint8_t type,
   memcpy(t->key, key, klen);
   t->key[klen] = 0;
   t->klen = klen;
+  t->src_name = type == MC_TASK_MOVE ? mc_strdup(src) : NULL;
+  for (uint32_t i = 0; i < ntgt; i++) t->tgt_names[i] = mc_strdup(targets[i]);
   struct admit_ctx c = {m, t, {0, 0}};
   struct mc_task_place tp;
   int rc = mc_obj_task_begin(m, key, klen, tenant, type == MC_TASK_MOVE ? src : NULL, targets, ntgt, &tp, admit, &c);
@@ -256,13 +283,15 @@ int mc_master_query_task(struct mc_master *m, const char *tenant, struct mc_uuid
   struct mc_tasks *ts = m->tasks;
   pthread_mutex_lock(&ts->mu);
   struct mtask *t = find_locked(ts, id);
+  uint32_t asked = (uint32_t)(id.lo >> ATTEMPT_SHIFT); /* 0: the task; else an attempt's handle (its executor) */
   if (t && strcmp(t->tenant, tenant ? tenant : "")) t = NULL; /* another realm's task is not there */
+  if (t && asked > t->attempt) t = NULL;
   if (t) {
     char exe[37];
     mc_uuid_str(t->tp.executor, exe);
     mc_put_uuid(w, t->id);
     mc_w_u8(w, t->type);
-    mc_w_u8(w, t->status);
+    mc_w_u8(w, asked && asked != t->attempt ? MC_TASK_FAILED : t->status); /* an earlier attempt is over */
     mc_w_u64(w, t->created_ms);
     mc_w_u64(w, t->updated_ms);
     mc_w_str(w, exe);
@@ -278,7 +307,7 @@ static int mine(const struct mtask *t, const char *tenant, struct mc_uuid client
 }
 
 static void encode_task(struct mc_wbuf *w, const struct mtask *t) {
-  mc_put_uuid(w, t->id);
+  mc_put_uuid(w, attempt_id(t));
   mc_w_u8(w, t->type);
   mc_w_blob(w, t->key, t->klen);
   mc_w_u64(w, t->tp.size);
@@ -320,20 +349,80 @@ int mc_master_fetch_tasks(struct mc_master *m, const char *tenant, struct mc_uui
   return 0;
 }
 
-/* Ends t (settling, taken out from under tasks->mu) on its object, then records the outcome. */
+/* Under the object's shard lock (objects.c), for a retry: t (settling) takes the new attempt's place, pending. */
+static int readmit(void *arg, const struct mc_task_place *tp) {
+  struct admit_ctx *c = arg;
+  struct mc_tasks *ts = c->m->tasks;
+  struct mtask *t = c->t;
+  pthread_mutex_lock(&ts->mu);
+  if (t->status == MC_TASK_PENDING) execq_del(ts, t); /* (a pending timeout: it never left its queue) */
+  else ts->nprocessing--, ts->npending++;
+  place_free(&t->tp);
+  t->tp = *tp;
+  t->attempt++;
+  t->status = MC_TASK_PENDING;
+  t->updated_ms = wall_ms();
+  t->deadline_ns = mc_now_ns() + secs_ns(c->m->cfg.pending_task_timeout_sec);
+  execq_add(ts, t);
+  t->settling = 0;
+  pthread_mutex_unlock(&ts->mu);
+  return 0;
+}
+
+/* set_message with tasks->mu taken (queries read the message under it). */
+static void word(struct mc_master *m, struct mtask *t, const char *msg, int n) {
+  pthread_mutex_lock(&m->tasks->mu);
+  set_message(t, msg, (size_t)(n < 0 ? 0 : n));
+  pthread_mutex_unlock(&m->tasks->mu);
+}
+
+/* A failed attempt of t (settling; its targets already released) is retried when retries are left: 1 when t
+ * is pending again, 0 when no retry is left, -1 when its retry could not start (t's message says why). */
+static int retry(struct mc_master *m, struct mtask *t, const char *failure) {
+  if (t->attempt >= (uint64_t)MC_MAX(m->cfg.max_retry_attempts, 0)) return 0;
+  char msg[MC_TASK_MSG_MAX + 64];
+  int n = snprintf(msg, sizeof(msg), "attempt %u failed: %s", t->attempt + 1, failure);
+  word(m, t, msg, n); /* (set before readmit: a query sees it once t is pending) */
+  struct admit_ctx c = {m, t, t->id};
+  struct mc_task_place tp;
+  uint32_t failed = t->attempt + 1;
+  int rc = mc_obj_task_begin(m, t->key, t->klen, *t->tenant ? t->tenant : NULL, t->src_name, t->tgt_names,
+                             t->tp.ntgt, &tp, readmit, &c);
+  LOG_WARN_LIMITED("task %llu on key %s: attempt %u failed (%s); %s%s", (unsigned long long)t->id.lo, t->key, failed,
+                   failure, rc ? "its retry cannot start: " : "retried", rc ? mooncake_store_err_name(rc) : "");
+  if (!rc) return 1;
+  n = snprintf(msg, sizeof(msg), "attempt %u failed: %s; no retry: %s", failed, failure, mooncake_store_err_name(rc));
+  word(m, t, msg, n);
+  return -1;
+}
+
+/* Ends t (settling, taken out from under tasks->mu) on its object, then records the outcome, or retries it. */
 static void settle(struct mc_master *m, struct mtask *t, int ok, uint64_t hold_until_ns, const char *why) {
   int rc = mc_obj_task_end(m, &t->tp, t->type, ok, hold_until_ns);
+  int failed = !(ok && !rc), worded = 0; /* worded: the message is final */
+  if (failed && rc != MC_OBJECT_NOT_FOUND) { /* (an object removed meanwhile: nothing to retry) */
+    char failure[MC_TASK_MSG_MAX + 64];
+    snprintf(failure, sizeof(failure), "%s%s%s", rc ? mooncake_store_err_name(rc) : why ? why : "the executor failed",
+             !rc && !why && *t->message ? ": " : "", !rc && !why ? t->message : "");
+    int r = retry(m, t, failure);
+    if (r == 1) return;
+    if (r == 0 && t->attempt) {
+      char msg[MC_TASK_MSG_MAX + 64];
+      word(m, t, msg, snprintf(msg, sizeof(msg), "attempt %u of %u failed: %s", t->attempt + 1, t->attempt + 1, failure));
+    }
+    worded = r == -1 || t->attempt;
+  }
   pthread_mutex_lock(&m->tasks->mu);
-  if (rc) {
+  if (!worded && rc) {
     char msg[MC_TASK_MSG_MAX + 64]; /* the code first; what the executor said after it, cut to fit */
     int n = snprintf(msg, sizeof(msg), "%s%s%s", mooncake_store_err_name(rc), *t->message ? ": " : "", t->message);
     set_message(t, msg, n < 0 ? 0 : (size_t)n);
-  } else if (why) {
+  } else if (!worded && why) {
     set_message(t, why, strlen(why));
   }
   MLOG_V(1, "key=%s, info=task_finished, task=%llu, status=%s", t->key, (unsigned long long)t->id.lo,
-         ok && !rc ? "SUCCESS" : "FAILED");
-  finish_locked(m, t, ok && !rc ? MC_TASK_SUCCESS : MC_TASK_FAILED); /* (t may be pruned once unlocked) */
+         failed ? "FAILED" : "SUCCESS");
+  finish_locked(m, t, failed ? MC_TASK_FAILED : MC_TASK_SUCCESS); /* (t may be pruned once unlocked) */
   pthread_mutex_unlock(&m->tasks->mu);
 }
 
@@ -344,8 +433,9 @@ int mc_master_mark_task(struct mc_master *m, const char *tenant, struct mc_uuid 
   struct mtask *t = find_locked(ts, id);
   int rc = !t                                     ? MC_TASK_NOT_FOUND
            : !mine(t, tenant, client)              ? MC_ILLEGAL_CLIENT
-           : t->status != MC_TASK_PROCESSING || t->settling ? MC_OBJECT_NO_REPLICATION_TASK
-                                                   : 0;
+           : t->status != MC_TASK_PROCESSING || t->settling || (id.lo >> ATTEMPT_SHIFT) != t->attempt
+               ? MC_OBJECT_NO_REPLICATION_TASK /* (or a report of an earlier attempt) */
+               : 0;
   if (!rc) {
     t->settling = 1;
     set_message(t, msg, msglen);

@@ -49,7 +49,9 @@
  *                      index of a segment it remounted, after a master restart or failover, in batches (last = 1
  *                      on the final one; applied_seq: the newest record the index has taken in, from any
  *                      master); each entry becomes its complete object again (master/master.h,
- *                      mc_master_rebuild_index; docs/ha.md, "Rebuild"). Without the two trailing fields: 0, 1
+ *                      mc_master_rebuild_index; docs/ha.md, "Rebuild"). Without the two trailing fields: 0, 1.
+ *                      Then (optional) list<{u32 entry index, str group}>: the key groups of the entries that
+ *                      have one (each entry at most once; docs/master.md, "Key groups")
  *   witness block      what PUT_END, UPSERT_END, COMMIT_PUT, REMOVE (after nothing) and BATCH_PUT_END,
  *                      BATCH_UPSERT_END, BATCH_COMMIT_PUT, BATCH_REMOVE (after their statuses), REMOVE_BY_REGEX,
  *                      REMOVE_ALL (after their count) also answer: u64 view_version, u64 durable_seq, u32 count,
@@ -123,6 +125,8 @@ enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
 /* The kind of a holder-index record (FOLLOW_INDEX answers; layout in master/hidx.h). */
 enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
+/* Or'ed into a PUT record's kind: a str group follows the record's fixed fields (master/hidx.h). */
+#define MC_HIDX_GROUPED 0x80
 /* A RECOMMIT status besides the ErrorCodes: nothing to do (the issuing master itself, or a holder's index
  * upload, settled the witness). */
 #define MC_RECOMMIT_KNOWN 1

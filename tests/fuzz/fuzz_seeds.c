@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "fuzz_common.h"
 #include "master/hidx.h"
+#include "master/master_int.h"
 #include "proto/proto.h"
 #include "net/codec.h"
 
@@ -282,8 +283,9 @@ static void ctrl_seeds(void) {
 
 /* ---------------------------------------------------------------- snapshot: file bodies (fuzz_snapshot.c) */
 
-/* The body of a snapshot after its magic and version: next seq, created, segments, entries. */
-static void snap_body(struct mc_wbuf *w, uint32_t nsegs, uint64_t nents, int lie) {
+/* The body of a snapshot after its magic and version: next seq, created, segments, entries (in the
+ * layout of format version `version`: from 2 on, every entry ends with its key group). */
+static void snap_body(struct mc_wbuf *w, uint32_t version, uint32_t nsegs, uint64_t nents, int lie) {
   mc_w_u64(w, 1000), mc_w_u64(w, 1765000000000ull);
   mc_w_u32(w, nsegs);
   for (uint32_t i = 0; i < nsegs; i++) {
@@ -300,20 +302,23 @@ static void snap_body(struct mc_wbuf *w, uint32_t nsegs, uint64_t nents, int lie
     mc_w_u64(w, (e * 4096) % (1 << 20) + (e == 3 ? 100 : 0)); /* entry 3 overlaps entry 4's space */
     mc_w_u64(w, e == 6 ? (2u << 20) : 4096), mc_w_u64(w, 4000); /* entry 6 is larger than its segment */
     mc_w_u8(w, (uint8_t)(e & 1)), mc_w_u64(w, e % 3 ? 0 : 60000);
+    if (version >= 2) mc_w_str(w, e % 2 ? "group-a" : "");
   }
 }
 
 static void snapshot_seeds(void) {
   struct mc_wbuf w = {0};
   /* byte 0: bit 0 raw file, bit 1 version in the next 4 bytes, bit 2 restore into a master */
-  SEED("snapshot", "restore_two_segments", mc_w_u8(&w, 4), snap_body(&w, 2, 12, 0));
-  SEED("snapshot", "load_only", mc_w_u8(&w, 0), snap_body(&w, 3, 8, 0));
-  SEED("snapshot", "empty", mc_w_u8(&w, 4), snap_body(&w, 0, 0, 0));
-  SEED("snapshot", "lying_count", mc_w_u8(&w, 4), snap_body(&w, 2, 4, 1));
-  SEED("snapshot", "version_2", mc_w_u8(&w, 2), mc_w_u32(&w, 2), snap_body(&w, 1, 2, 0));
-  SEED("snapshot", "version_0", mc_w_u8(&w, 2), mc_w_u32(&w, 0), snap_body(&w, 1, 2, 0));
+  const uint32_t v = MC_SNAPSHOT_VERSION;
+  SEED("snapshot", "restore_two_segments", mc_w_u8(&w, 4), snap_body(&w, v, 2, 12, 0));
+  SEED("snapshot", "load_only", mc_w_u8(&w, 0), snap_body(&w, v, 3, 8, 0));
+  SEED("snapshot", "empty", mc_w_u8(&w, 4), snap_body(&w, v, 0, 0, 0));
+  SEED("snapshot", "lying_count", mc_w_u8(&w, 4), snap_body(&w, v, 2, 4, 1));
+  SEED("snapshot", "version_1", mc_w_u8(&w, 2 | 4), mc_w_u32(&w, 1), snap_body(&w, 1, 2, 12, 0));
+  SEED("snapshot", "version_3", mc_w_u8(&w, 2), mc_w_u32(&w, 3), snap_body(&w, 3, 1, 2, 0));
+  SEED("snapshot", "version_0", mc_w_u8(&w, 2), mc_w_u32(&w, 0), snap_body(&w, 0, 1, 2, 0));
   SEED("snapshot", "raw_no_checksum", mc_w_u8(&w, 1), mc_w_bytes_raw(&w, "MCSNAP\0\1", 8), mc_w_u32(&w, 1),
-       snap_body(&w, 1, 2, 0));
+       snap_body(&w, 1, 1, 2, 0));
   mc_w_free(&w);
 }
 
@@ -328,7 +333,7 @@ static void wit_block(struct mc_wbuf *w, uint64_t view, uint64_t durable, uint32
     int kl = snprintf(key, sizeof(key), "key-%u", i % 7);
     mc_hidx_encode(w, first + i, i % 5 ? MC_HIDX_PUT : MC_HIDX_DROP, key, (uint32_t)kl,
                    (struct mc_uuid){0x5a5a5a5a00000000ull, 1 + i % 2}, 4096ull * i, 4096, 4000, (uint8_t)(i & 1),
-                   i % 3 ? 0 : 60000);
+                   i % 3 ? 0 : 60000, i % 4 == 1 ? "group-a" : NULL);
   }
 }
 

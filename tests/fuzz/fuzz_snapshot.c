@@ -1,6 +1,6 @@
 /* Fuzz target: a master snapshot file (--restore_snapshot, src/master/snapshot.c; docs/ha.md, "Snapshots").
  * Byte 0 picks the form, the rest is the file's content:
- *   bit 0 clear: the rest is framed as a snapshot the checksum accepts: magic, format version 1 (bit 1 set:
+ *   bit 0 clear: the rest is framed as a snapshot the checksum accepts: magic, this master's format version (bit 1 set:
  *     the next 4 bytes are the version instead), the bytes, and the SHA-256 of it all, so the decoder
  *     behind the checksum sees lying counts and lengths;
  *   bit 0 set: the rest is the whole file as it is (magic, version and checksum checks).
@@ -47,6 +47,8 @@ struct ent_view {
 
 static uint32_t read_image(const uint8_t *p, size_t n, struct seg_view *segs, uint32_t cap, struct ent_view **ents,
                            uint64_t *nents) {
+  uint32_t version;
+  memcpy(&version, p + 8, 4); /* (little-endian, as the hosts this runs on) */
   struct mc_rbuf_rd r;
   mc_r_init(&r, p + 8 + HEADER_AFTER_MAGIC, n - 8 - HEADER_AFTER_MAGIC - 32);
   uint32_t ns = mc_r_u32(&r), kept = 0;
@@ -69,6 +71,7 @@ static uint32_t read_image(const uint8_t *p, size_t n, struct seg_view *segs, ui
     e->off = mc_r_u64(&r);
     e->len = mc_r_u64(&r);
     (void)mc_r_u64(&r), (void)mc_r_u8(&r), (void)mc_r_u64(&r);
+    if (version >= 2) (void)mc_r_blob(&r, &kl); /* the key group */
     e->seg = UINT32_MAX;
     for (uint32_t s = 0; s < ns; s++)
       if (all[s].id.hi == sid.hi && all[s].id.lo == sid.lo) e->seg = s;
