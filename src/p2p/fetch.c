@@ -169,8 +169,9 @@ static size_t live_holders(const struct fetch *f, const struct fshard *x, size_t
  * random (consumers fetching at once then rarely read the same one); of the shards a replica holds, one
  * already begun, else the one with the fewest holders (rarest first), ties at random. The producer-only
  * shard is taken while this fetch has fewer than GOLD_CAP stripes in flight from producers, or when no
- * shard has a replica: the producer's uplink injects what nobody has yet, the replicas carry the rest
- * (docs/p2p-store.md, "Fetching"). A shard whose holders are all excluded fails the fetch. */
+ * shard has a replica; a replicated shard is read from its replicas only: the producer's uplink injects
+ * what nobody has yet, the replicas carry the rest (docs/p2p-store.md, "Fetching"). A shard whose holders
+ * are all excluded fails the fetch. */
 static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   long gbest = -1, rbest = -1;
   size_t gj = 0, rj = 0, gkey = SIZE_MAX, rkey = SIZE_MAX, seen = 0;
@@ -199,15 +200,15 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
       *best = (long)i, *bj = j;
     }
   }
-  int gold_ok = f->gold_inflight < GOLD_CAP || rbest < 0;
-  if (gbest >= 0 && gold_ok) {
+  int gold = gbest >= 0 && (f->gold_inflight < GOLD_CAP || rbest < 0);
+  if (gold) {
     *xi = (size_t)gbest, *si = gj;
   } else if (rbest >= 0) {
     *xi = (size_t)rbest, *si = rj;
   } else {
     return 0;
   }
-  long h = pick(f, &f->sh[*xi], gold_ok);
+  long h = pick(f, &f->sh[*xi], gold); /* (a replicated shard is read from replicas only) */
   if (h < 0) return 0;
   *hj = (size_t)h;
   return 1;
