@@ -29,7 +29,7 @@ with open(os.path.join(ROOT, "include", "mooncake", "version.h")) as f: # the on
 VERSION = "%s+c.%s" % (UPSTREAM_API, OWN_VERSION)
 # the programs of mooncake/bin; pyproject.toml's [project.scripts] runs them through mooncake/cli.py
 BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake",
-            "mooncake_store_node", "mooncake_client"]
+            "mooncake_store_node", "mooncake_client", "mooncake_p2p"]
 
 
 class CMakeBuild(build_ext):

@@ -25,10 +25,15 @@ set(MC_MAN_NAME_mooncake_client "real client of Mooncake standalone mode: serves
 set(MC_MAN_NAME_mooncake_http_metadata_server "HTTP metadata server of the Mooncake transfer engine")
 set(MC_MAN_NAME_transfer_engine_bench "throughput benchmark of the Mooncake transfer engine")
 set(MC_MAN_NAME_mooncake "command-line tool over a Mooncake master's admin HTTP port")
+set(MC_MAN_NAME_mooncake_p2p_tool "seed, fetch and list payloads of the Mooncake P2P store")
 
 set(pages)
 foreach(p ${MC_PATH_PROGRAMS} mooncake)
-  set(out ${MC_MAN_DIR}/${p}.1)
+  set(prog ${p}) # (the page is named after the program, not its target: MC_PROGRAM_NAME_<target>)
+  if(DEFINED MC_PROGRAM_NAME_${p})
+    set(prog ${MC_PROGRAM_NAME_${p}})
+  endif()
+  set(out ${MC_MAN_DIR}/${prog}.1)
   # (SOURCE_DATE_EPOCH, when set, fixes the page's date: reproducible builds)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${MC_MAN_DIR}

@@ -10,3 +10,13 @@ if(TARGET mooncake_py AND NOT MC_SANITIZE)
   set_tests_properties(py_p2p PROPERTIES TIMEOUT 300 ENVIRONMENT
     "PYTHONPATH=${CMAKE_BINARY_DIR}/python;MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools;MC_BUILD_DIR=${CMAKE_BINARY_DIR}")
 endif()
+# The fan-out across hosts (tests/test_netns_p2p.c): a source and six consumers (mooncake_p2p processes), each
+# in its own network namespace on tbf-shaped veths, 1 GiB at once, every byte checked; needs root, iproute2
+# (ip, tc) and sch_tbf, fails with the reason otherwise. MC_P2P_FANOUT_BENCH=1 makes it the fan-out bench
+# (bench/run_p2p_fanout.sh). RUN_SERIAL: its seven processes move 6 GiB and keep both CPUs busy for a minute or
+# two; in a -j2 run beside it test_netns_ha and py_store_api failed timed checks (both pass alone).
+mc_test(test_netns_p2p ${CMAKE_CURRENT_SOURCE_DIR}/test_netns_p2p.c)
+target_link_libraries(test_netns_p2p PRIVATE mc_client)
+add_dependencies(test_netns_p2p mooncake_p2p_tool mooncake_http_metadata_server)
+set_tests_properties(test_netns_p2p PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE
+  ENVIRONMENT "MC_TEST_BIN_DIR=${CMAKE_BINARY_DIR}/tools")

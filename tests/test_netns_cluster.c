@@ -115,21 +115,23 @@ static int run_split(char *bin, char *cmd, int quiet) {
   return run_argv(argv, quiet);
 }
 
-/* Runs "ip <args>" (args split on spaces); its stderr goes to ours. 0 on success. */
+/* Runs "<bin> <args>" (the arguments formatted, then split on spaces); its stderr goes to ours, a failure
+ * is reported as "<name> <args>". 0 on success. */
+static int run_tool(char *bin, const char *name, const char *fmt, va_list ap) {
+  char cmd[512], shown[512];
+  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  snprintf(shown, sizeof(shown), "%s", cmd);
+  int rc = run_split(bin, cmd, 0);
+  if (rc) fprintf(stderr, "command failed (exit %d): %s %s\n", rc, name, shown);
+  return rc;
+}
+
+/* Runs "ip <args>". 0 on success. */
 static int ipc(const char *fmt, ...) {
-  char cmd[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(cmd, sizeof(cmd), fmt, ap);
+  int rc = run_tool(ip_bin, "ip", fmt, ap);
   va_end(ap);
-  int rc = run_split(ip_bin, cmd, 0);
-  if (rc) {
-    char again[512];
-    va_start(ap, fmt);
-    vsnprintf(again, sizeof(again), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "command failed (exit %d): ip %s\n", rc, again);
-  }
   return rc;
 }
 

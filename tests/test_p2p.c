@@ -214,6 +214,26 @@ static void api_semantics(const char *conn) {
   CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 0), MC_P2P_INVALID_ARGUMENT);
   CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, wrong, 2), MC_P2P_INVALID_ARGUMENT);
   CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 1), MC_P2P_INVALID_ARGUMENT);
+  /* a private copy (mc_p2p_get_copy): the bytes; the node is in no holder list, holds nothing, and its
+   * destination is unregistered when the call returns (a different range overlapping it registers) */
+  uint8_t *cp = calloc(1, size), *cp2 = calloc(1, MIB);
+  void *ca[] = {cp, cp2}, *cin[] = {cp + 4096};
+  CHECK_EQ(mc_p2p_get_copy(c, "t/none", ca, ds, 2), MC_P2P_PAYLOAD_NOT_FOUND);
+  CHECK_EQ(mc_p2p_get_copy(c, "t/one", ca, wrong, 2), MC_P2P_INVALID_ARGUMENT);
+  CHECK_EQ(mc_p2p_get_copy(c, "t/one", ca, ds, 2), 0);
+  CHECK_EQ(first_bad(cp, size, 7), size);
+  CHECK_EQ(first_bad(cp2, MIB, 8), MIB);
+  r = record(conn, "t/one");
+  for (size_t i = 0; r && i < nshards(r); i++) CHECK_EQ(holders(r, i, "replica_list", NULL), 0);
+  CHECK(r != NULL);
+  json_decref(r);
+  CHECK_EQ(mc_p2p_delete_replica(c, "t/one"), MC_P2P_PAYLOAD_NOT_OPENED);
+  CHECK_EQ(mc_p2p_register(c, "t/cp", cin, inner_size, 1, 4 * MIB, NULL, 0), 0);
+  CHECK_EQ(mc_p2p_unregister(c, "t/cp"), 0);
+  memset(cp, 0, size);
+  CHECK_EQ(mc_p2p_get_copy(c, "t/one", ca, ds, 2), 0); /* again: nothing was kept of the first */
+  CHECK_EQ(first_bad(cp, size, 7), size);
+  free(cp), free(cp2);
   CHECK_EQ(mc_p2p_get_replica(b, "t/one", da, ds, 2), 0);
   CHECK_EQ(first_bad(dst, size, 7), size);
   CHECK_EQ(first_bad(dst2, MIB, 8), MIB);

@@ -2,7 +2,7 @@
 """Checks what `cmake --install` gives distributions and integrations (docs/packaging.md), on a real
 install of the build into a temporary prefix:
 
-- the programs on PATH are exactly the daemons, the `mooncake` CLI and upstream's program names; the
+- the programs on PATH are exactly the daemons, the `mooncake` and `mooncake_p2p` CLIs and upstream's program names; the
   generically named tools are in libexec/mooncake; every program on PATH answers --version;
 - a man page per program on PATH that names every flag its --help names (and `man -l` renders it);
 - `pkg-config --cflags --libs mooncake-store` (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig) builds a C program
@@ -38,7 +38,7 @@ import script_checks  # noqa: E402
 run = functools.partial(script_checks.run, timeout=120)  # installs and compiles take longer than its 60 s
 
 ON_PATH = {"mooncake", "mooncake_master", "mooncake_store_node", "mooncake_client", "mooncake_http_metadata_server",
-           "transfer_engine_bench"}
+           "transfer_engine_bench", "mooncake_p2p"}
 GENERIC = {"store_demo", "te_demo", "store_bench", "trace_replay", "soak", "master_scale", "master_segments"}
 UNITS = ["mooncake-master.service", "mooncake-master-ha.service", "mooncake-store-node.service",
          "mooncake-client.service"]

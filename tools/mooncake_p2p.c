@@ -2,7 +2,8 @@
  *   register        maps a file and seeds it as a payload; serves until SIGINT/SIGTERM, then unregisters
  *   fetch           fetches a payload into a file, with a progress display (bytes, rate, sources in use) on a
  *                   terminal and plain lines otherwise; a file of the payload's size is resumed (its shards that
- *                   match their checksums are kept); --hold serves it until SIGINT/SIGTERM
+ *                   match their checksums are kept); --hold serves it until SIGINT/SIGTERM; --serve=false
+ *                   fetches a private copy (never advertised: this node serves nobody)
  *   list            the payloads under a prefix
  *   unregister      removes a node's producer entries from a payload's record (cleanup)
  *   delete-replica  removes a node's replica entries from a payload's record (cleanup) */
@@ -25,7 +26,7 @@
 struct p2p_cli {
   char *metadata_server, *local_server_name, *name, *file, *prefix, *server, *progress;
   int64_t shard_mb;
-  int force, hold;
+  int force, hold, serve;
 };
 
 static const struct mc_cfg_opt opts[] = {
@@ -38,6 +39,8 @@ static const struct mc_cfg_opt opts[] = {
     {"shard_mb", MC_CFG_INT, "64", 1, 4096, offsetof(struct p2p_cli, shard_mb), "register: shard size, MiB (a power of two)"},
     {"force", MC_CFG_BOOL, "false", 0, 0, offsetof(struct p2p_cli, force), "register: replace an existing record"},
     {"hold", MC_CFG_BOOL, "false", 0, 0, offsetof(struct p2p_cli, hold), "fetch: serve the payload until SIGINT/SIGTERM"},
+    {"serve", MC_CFG_BOOL, "true", 0, 0, offsetof(struct p2p_cli, serve),
+     "fetch: serve the shards to other consumers while and after fetching (false: a private copy, never advertised)"},
     {"prefix", MC_CFG_STRING, "", 0, 0, offsetof(struct p2p_cli, prefix), "list: name prefix"},
     {"server", MC_CFG_STRING, "", 0, 0, offsetof(struct p2p_cli, server),
      "unregister / delete-replica: the holder's segment name"},
@@ -155,7 +158,8 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
   int rc = layout(s, c->name, &sz, &n, &total);
   if (rc) return fail("fetch", rc);
   struct stat st;
-  int resume = !stat(c->file, &st) && (uint64_t)st.st_size == total; /* a previous fetch's file: keep what is right */
+  /* a previous fetch's file: keep what is right (a private copy is read whole) */
+  int resume = c->serve && !stat(c->file, &st) && (uint64_t)st.st_size == total;
   int fd = open(c->file, O_RDWR | O_CREAT, 0644);
   if (fd < 0 || ftruncate(fd, (off_t)total)) return fprintf(stderr, "cannot write %s\n", c->file), 1;
   char *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -173,7 +177,9 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
   double t0 = now_s();
   uint64_t before, after;
   mc_p2p_progress(s, &before, NULL);
-  rc = resume ? mc_p2p_get_replica_resume(s, c->name, addrs, sizes, n) : mc_p2p_get_replica(s, c->name, addrs, sizes, n);
+  rc = !c->serve ? mc_p2p_get_copy(s, c->name, addrs, sizes, n)
+       : resume  ? mc_p2p_get_replica_resume(s, c->name, addrs, sizes, n)
+                 : mc_p2p_get_replica(s, c->name, addrs, sizes, n);
   mc_p2p_progress(s, &after, NULL);
   double el = now_s() - t0;
   p.done = 1;
@@ -191,7 +197,7 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
       fflush(stdout);
       wait_signal();
     }
-    rc = mc_p2p_delete_replica(s, c->name);
+    rc = c->serve ? mc_p2p_delete_replica(s, c->name) : 0;
     if (rc) fail("delete replica", rc);
   }
   munmap(buf, total);
@@ -238,6 +244,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s needs --name%s%s\n", cmd, need_file ? " and --file" : "", need_server ? " and --server" : "");
     return 1;
   }
+  if (!strcmp(cmd, "fetch") && c.hold && !c.serve) return fprintf(stderr, "fetch: --hold needs --serve\n"), 1;
   signal(SIGPIPE, SIG_IGN);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

@@ -77,6 +77,10 @@ MC_API int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *
  * CRC-32 is kept and only the others are read. */
 MC_API int mc_p2p_get_replica_resume(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
                                      size_t n);
+/* As mc_p2p_get_replica, but this node does not become a holder: nothing is advertised during or after the
+ * fetch, the destination is unregistered when the call returns and stays the caller's alone (a consumer
+ * that must not serve others; the source-only baseline of the fan-out bench). */
+MC_API int mc_p2p_get_copy(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n);
 /* Withdraws this node as replica holder of name. */
 MC_API int mc_p2p_delete_replica(mc_p2p_store_t *s, const char *name);
 

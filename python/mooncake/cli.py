@@ -37,3 +37,7 @@ def mooncake():
 
 def mooncake_store_node():
     _run("mooncake_store_node")
+
+
+def mooncake_p2p():
+    _run("mooncake_p2p")

@@ -24,8 +24,9 @@
 #define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
 #define MAX_SOURCES 4096 /* distinct holders one fetch considers (a hostile record may name millions) */
 #define SCAN_SHARDS 64 /* shards next_stripe compares */
-#define STRIKES 3
-#define MAX_PARTIALS 64 /* failed fetches remembered for a resume */       /* failed READs after which a holder is excluded for this fetch */
+#define STRIKES 3 /* failed READs after which a holder is excluded for this fetch */
+#define MAX_PARTIALS 64 /* failed fetches remembered for a resume */
+#define GOLD_CAP 2 /* stripes in flight from producers while replicas can serve (next_stripe) */
 
 /* A holder of this fetch (one per segment name). */
 struct src {
@@ -58,11 +59,12 @@ struct fetch {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct fshard *sh;
-  size_t nsh, left, start, inflight;
+  size_t nsh, left, start, inflight, gold_inflight;
   size_t workers; /* alive */
   struct src *src;
   size_t nsrc;
   int err, newly;
+  int copy; /* mc_p2p_get_copy: nothing is advertised, the node never becomes a holder */
   unsigned seed;
 };
 
@@ -108,14 +110,14 @@ static void merge_holders(struct fetch *f, const struct p2p_record *r) {
 }
 
 /* The holder for a stripe of x: fewest stripes in flight, a producer counting one more (replicas spare it),
- * ties at random. -1 when none is left. */
-static long pick(struct fetch *f, struct fshard *x) {
+ * ties at random; producers only when gold_ok. -1 when none is left. */
+static long pick(struct fetch *f, struct fshard *x, int gold_ok) {
   long best = -1;
   int best_score = 0, ties = 0;
   for (size_t j = 0; j < x->nh; j++) {
     struct src *c = &f->src[x->h[j].src];
-    if (c->excluded) continue;
-    int score = 2 * c->inflight + x->h[j].gold;
+    if (c->excluded || (x->h[j].gold && !gold_ok)) continue;
+    int score = 2 * c->inflight + 2 * x->h[j].gold;
     if (best < 0 || score < best_score) {
       best = (long)j, best_score = score, ties = 1;
     } else if (score == best_score && rand_r(&f->seed) % (unsigned)++ties == 0) {
@@ -149,20 +151,31 @@ static int read_stripe(struct mc_p2p_store *s, segment_id_t id, uint64_t off, ui
   return st == STATUS_COMPLETED ? 0 : -1;
 }
 
-/* The holders of x this fetch may still use. */
-static size_t live_holders(const struct fetch *f, const struct fshard *x) {
-  size_t n = 0;
-  for (size_t j = 0; j < x->nh; j++) n += !f->src[x->h[j].src].excluded;
+/* The holders of x this fetch may still use, and (*reps) how many of them are replicas. */
+static size_t live_holders(const struct fetch *f, const struct fshard *x, size_t *reps) {
+  size_t n = 0, r = 0;
+  for (size_t j = 0; j < x->nh; j++) {
+    int live = !f->src[x->h[j].src].excluded;
+    n += live;
+    r += live && !x->h[j].gold;
+  }
+  if (reps) *reps = r;
   return n;
 }
 
 /* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. Among the first
- * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on: a shard already begun (it
- * is advertised sooner once complete), else the one with the fewest holders (rarest first: the producer's
- * bandwidth goes to what nobody else can serve yet). A shard whose holders are all excluded fails the fetch. */
+ * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on, two candidates: of the
+ * shards only a producer holds, one already begun (it is advertised sooner once complete), else one at
+ * random (consumers fetching at once then rarely read the same one); of the shards a replica holds, one
+ * already begun, else the one with the fewest holders (rarest first), ties at random. The producer-only
+ * shard is taken while this fetch has fewer than GOLD_CAP stripes in flight from producers, or when no
+ * shard has a replica; a replicated shard is read from its replicas only: the producer's uplink injects
+ * what nobody has yet, the replicas carry the rest (docs/p2p-store.md, "Fetching"). A shard whose holders
+ * are all excluded fails the fetch. */
 static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
-  long best = -1;
-  size_t best_j = 0, best_key = SIZE_MAX, seen = 0;
+  long gbest = -1, rbest = -1;
+  size_t gj = 0, rj = 0, gkey = SIZE_MAX, rkey = SIZE_MAX, seen = 0;
+  unsigned gties = 0, rties = 0;
   for (size_t k = 0; k < f->nsh && seen < SCAN_SHARDS; k++) {
     size_t i = (f->start + k) % f->nsh;
     struct fshard *x = &f->sh[i];
@@ -170,18 +183,34 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
     size_t j = 0;
     while (j < x->nstripes && x->state[j]) j++;
     if (j == x->nstripes) continue;
-    size_t live = live_holders(f, x);
+    size_t reps, live = live_holders(f, x, &reps);
     if (!live) {
       LOG_ERROR("p2p store: '%s' shard %zu: no holder left", f->p->name, i);
       f->err = MC_P2P_TOO_MANY_RETRIES;
       return 0;
     }
     seen++;
-    size_t key = j > 0 ? 0 : live; /* (j > 0: some stripe of it is in flight or landed) */
-    if (key < best_key) best = (long)i, best_j = j, best_key = key;
+    size_t key = j > 0 ? 0 : reps ? live : 1; /* (j > 0: some stripe of it is in flight or landed) */
+    long *best = reps ? &rbest : &gbest;
+    size_t *bkey = reps ? &rkey : &gkey, *bj = reps ? &rj : &gj;
+    unsigned *ties = reps ? &rties : &gties;
+    if (key < *bkey) {
+      *best = (long)i, *bj = j, *bkey = key, *ties = 1;
+    } else if (key == *bkey && rand_r(&f->seed) % ++*ties == 0) {
+      *best = (long)i, *bj = j;
+    }
   }
-  if (best < 0) return 0;
-  *xi = (size_t)best, *si = best_j, *hj = (size_t)pick(f, &f->sh[best]);
+  int gold = gbest >= 0 && (f->gold_inflight < GOLD_CAP || rbest < 0);
+  if (gold) {
+    *xi = (size_t)gbest, *si = gj;
+  } else if (rbest >= 0) {
+    *xi = (size_t)rbest, *si = rj;
+  } else {
+    return 0;
+  }
+  long h = pick(f, &f->sh[*xi], gold); /* (a replicated shard is read from replicas only) */
+  if (h < 0) return 0;
+  *hj = (size_t)h;
   return 1;
 }
 
@@ -228,6 +257,7 @@ static void *worker_main(void *arg) {
     x->state[j] = 1;
     c->inflight++;
     f->inflight++;
+    f->gold_inflight += h.gold;
     atomic_store(&s->sources_in_use, sources_busy(f));
     char seg[P2P_MAX_SEGMENT + 1];
     strcpy(seg, c->seg);
@@ -242,6 +272,7 @@ static void *worker_main(void *arg) {
     if (!opened && id >= 0) c->opened = 1, c->id = id;
     c->inflight--;
     f->inflight--;
+    f->gold_inflight -= h.gold;
     if (rc) { /* a segment that cannot be opened is excluded at once, a failing READ after STRIKES */
       c->fails = id < 0 ? STRIKES : c->fails + 1;
       if (!c->excluded && c->fails >= STRIKES)
@@ -332,7 +363,7 @@ static void advertise_loop(struct fetch *f) {
     int newly = f->newly;
     f->newly = 0;
     pthread_mutex_unlock(&f->mu);
-    if (newly) {
+    if (newly && !f->copy) {
       pthread_mutex_lock(&f->s->mu);
       struct p2p_payload *snap = p2p_snapshot(f->p);
       pthread_mutex_unlock(&f->s->mu);
@@ -411,8 +442,11 @@ static int run(struct fetch *f) {
   return f->err ? f->err : f->left ? MC_P2P_TOO_MANY_RETRIES : 0;
 }
 
+/* resume_all: every shard of the destination is checked first (mc_p2p_get_replica_resume); copy: the
+ * destination is never advertised nor held, and stays out of the catalog (the renewer publishes what is in
+ * it) (mc_p2p_get_copy). */
 static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n,
-                       int resume_all) {
+                       int resume_all, int copy) {
   if (!s || !p2p_name_ok(name) || p2p_check_buffers(addrs, sizes, n)) return MC_P2P_INVALID_ARGUMENT;
   char *key = p2p_key(name), *text = NULL;
   uint64_t rev;
@@ -427,7 +461,7 @@ static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
   mc_free(text);
   if (g) return g == MC_META_NOT_FOUND ? MC_P2P_PAYLOAD_NOT_FOUND : MC_P2P_METADATA;
   struct p2p_payload *p = p2p_payload_new(name, 0, addrs, sizes, n, r.max_shard);
-  struct fetch f = {.s = s, .p = p, .seed = s->seed ^ (unsigned)p2p_wall_ms()};
+  struct fetch f = {.s = s, .p = p, .copy = copy, .seed = s->seed ^ (unsigned)p2p_wall_ms()};
   pthread_mutex_init(&f.mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -437,8 +471,8 @@ static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
   int rc = setup(&f, &r, sizes, n);
   p2p_record_free(&r);
   pthread_mutex_lock(&s->mu);
-  if (!rc && p2p_find(s, name)) rc = MC_P2P_PAYLOAD_OPENED;
-  if (!rc) {
+  if (!rc && !copy && p2p_find(s, name)) rc = MC_P2P_PAYLOAD_OPENED;
+  if (!rc && !copy) {
     p->pending = 1;
     p->next = s->payloads;
     s->payloads = p;
@@ -458,7 +492,7 @@ static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
     rc = run(&f);
     t2 = p2p_wall_ms();
   }
-  if (!rc) { /* every shard: this node is a replica of all of it now */
+  if (!rc && !copy) { /* every shard: this node is a replica of all of it now */
     pthread_mutex_lock(&s->mu);
     struct p2p_payload *snap = p2p_snapshot(p);
     pthread_mutex_unlock(&s->mu);
@@ -467,15 +501,17 @@ static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
   }
   LOG_INFO("p2p store: '%s': %zu shards; registering the destination %lld ms, reading %lld ms, publishing %lld ms",
            name, f.nsh, (long long)(t1 - t0), (long long)(t2 - t1), (long long)(p2p_wall_ms() - t2));
-  pthread_mutex_lock(&s->mu);
-  if (rc) p2p_unlink(s, p);
-  p->pending = 0;
-  pthread_mutex_unlock(&s->mu);
-  if (rc) {
-    LOG_ERROR("p2p store: fetching '%s' failed: %s", name, mc_p2p_strerror(rc));
-    p2p_withdraw(s, name, 0);
+  if (!copy) {
+    pthread_mutex_lock(&s->mu);
+    if (rc) p2p_unlink(s, p);
+    p->pending = 0;
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (rc || copy) {
+    if (rc) LOG_ERROR("p2p store: fetching '%s' failed: %s", name, mc_p2p_strerror(rc));
+    if (rc && !copy) p2p_withdraw(s, name, 0);
     if (acquired) {
-      keep_partial(s, p);
+      if (rc) keep_partial(s, p);
       p2p_mem_release(s, p->addrs, p->sizes, n);
     }
     p2p_payload_free(p);
@@ -485,10 +521,14 @@ static int get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, 
 }
 
 int mc_p2p_get_replica(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n) {
-  return get_replica(s, name, addrs, sizes, n, 0);
+  return get_replica(s, name, addrs, sizes, n, 0, 0);
 }
 
 int mc_p2p_get_replica_resume(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes,
                               size_t n) {
-  return get_replica(s, name, addrs, sizes, n, 1);
+  return get_replica(s, name, addrs, sizes, n, 1, 0);
+}
+
+int mc_p2p_get_copy(mc_p2p_store_t *s, const char *name, void *const *addrs, const size_t *sizes, size_t n) {
+  return get_replica(s, name, addrs, sizes, n, 0, 1);
 }

@@ -2,7 +2,7 @@
 setuptools backend) into a fresh virtual environment (with the system site packages: Debian's setuptools),
 reusing the test build through MC_BUILD_DIR; and `cmake --install` into a prefix. Each must give an
 importable package and the programs mooncake_master, mooncake_http_metadata_server, transfer_engine_bench,
-mooncake, mooncake_store_node and mooncake_client in its bin directory. The pip install is the distribution integrations
+mooncake, mooncake_store_node, mooncake_client and mooncake_p2p in its bin directory. The pip install is the distribution integrations
 look up, mooncake-transfer-engine, at a version that orders against upstream's releases
 (docs/packaging.md, "Version"). tests/test_packaging.py checks the rest of `cmake --install`."""
 
@@ -18,7 +18,7 @@ from conftest import REPO
 
 BUILD = os.environ.get("MC_BUILD_DIR", os.path.join(REPO, "build"))
 BINARIES = ["mooncake_master", "mooncake_http_metadata_server", "transfer_engine_bench", "mooncake",
-            "mooncake_store_node", "mooncake_client"]
+            "mooncake_store_node", "mooncake_client", "mooncake_p2p"]
 CHECK = ("import mooncake, mooncake.store, mooncake.engine, os\n"
          "s = mooncake.store.MooncakeDistributedStore(); assert s.health_check() == 1\n"
          "assert mooncake.engine.TransferEngine().get_rpc_port() == -1\n"
