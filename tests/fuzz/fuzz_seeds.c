@@ -346,6 +346,8 @@ static void witness_seeds(void) {
   SEED("witness", "lying_count", wit_block(&w, 1, 0, 3, 1, 1));
   SEED("witness", "empty", wit_block(&w, 1, 0, 0, 1, 0));
   mc_w_free(&w);
+}
+
 /* ---------------------------------------------------------------- dummy: request bodies of standalone mode */
 
 /* One input of fuzz_dummy: u16 op, u16 flags, u8 log2 of the shared size, the body. */
