@@ -77,10 +77,23 @@ static int real_start(void) {
  *   COPY k / MOVE k source    a task placing k on this dummy's real client's segment -> rc
  *   TASKWAIT           queries the last task until it ends -> its status (3 SUCCESS), or the query's code
  *   QUERY hi lo        query_task of that id -> rc
- *   MOUNT / UNMOUNT    the extra-segment calls -> rc */
+ *   MOUNT / UNMOUNT    the extra-segment calls -> rc
+ *   DESC k             get_replica_desc -> the line desc_line writes */
 static mooncake_store_t D;
 static char *pool_a, *pool_b;
 static mc_task_id_t last_task;
+
+/* get_replica_desc of key on s, as one line: the count or code, then per descriptor its fields. */
+static void desc_line(mooncake_store_t s, const char *key, char *out, size_t cap) {
+  mc_replica_desc_t *d = NULL;
+  int n = mc_store_get_replica_desc(s, key, &d);
+  size_t at = (size_t)snprintf(out, cap, "%d", n);
+  for (int i = 0; i < n && at < cap; i++)
+    at += (size_t)snprintf(out + at, cap - at, " %d %llu %llx %s %s", d[i].status, (unsigned long long)d[i].size,
+                           (unsigned long long)d[i].address, d[i].endpoint, d[i].segment_name);
+  if (n < 0 && d) snprintf(out, cap, "failed with an array");
+  mc_store_replica_desc_free(d, n);
+}
 
 /* A put session over [pool_a: first half][heap: second half] of n bytes. */
 static long long dummy_session_put(const char *k, size_t n, unsigned seed) {
@@ -280,6 +293,12 @@ static int dummy_main(int port) {
       out = mc_store_mount_extra_segment(D, NULL, 0, 16 * MiB, NULL, id, sizeof(id));
     } else if (!strncmp(line, "UNMOUNT", 7)) {
       out = mc_store_unmount_extra_segment(D, "00000000-0000-0000-0000-000000000000", 0, 0);
+    } else if (sscanf(line, "DESC %127s", k1) == 1) {
+      char desc[4096];
+      desc_line(D, k1, desc, sizeof(desc));
+      printf("%s\n", desc);
+      fflush(stdout);
+      continue;
     } else if (!strncmp(line, "QUIT", 4)) {
       break;
     }
@@ -399,6 +418,36 @@ static void test_tasks(void) {
   /* a dummy owns no segment: the extra-segment calls are refused */
   CHECK_EQ(peer_cmd(&A, "MOUNT"), MC_NOT_SUPPORTED);
   CHECK_EQ(peer_cmd(&A, "UNMOUNT"), MC_NOT_SUPPORTED);
+}
+
+/* get_replica_desc through a dummy is the real client's answer: the same descriptors (status, size,
+ * address, endpoint, segment) as a real client of the cluster gets for a key put through a dummy, and the
+ * same code for a missing key. */
+static void test_replica_desc(void) {
+  mooncake_store_t R = client_new(&M, 0, 0); /* a real client, no segment of its own */
+  REQUIRE(R != NULL);
+  char a[4096], b[4096], r[4096];
+  CHECK_EQ(peer_cmd(&A, "PUT rd_pool 70000 91"), 0); /* zero-copy, from A's pool */
+  CHECK_EQ(peer_cmd(&B, "CPUT rd_copy 5000 92"), 0); /* copying, through B's staging */
+  const char *keys[] = {"rd_pool", "rd_copy"};
+  const unsigned long long sizes[] = {70000, 5000};
+  for (int i = 0; i < 2; i++) {
+    CHECK_EQ(peer_line(&A, a, sizeof(a), "DESC %s", keys[i]), 0);
+    CHECK_EQ(peer_line(&B, b, sizeof(b), "DESC %s", keys[i]), 0);
+    desc_line(R, keys[i], r, sizeof(r));
+    fprintf(stderr, "  %s: dummy '%s', real client '%s'\n", keys[i], a, r);
+    int n = -1, st = -1;
+    unsigned long long sz = 0;
+    CHECK_EQ(sscanf(r, "%d %d %llu", &n, &st, &sz), 3);
+    CHECK(n >= 1 && st == 3 && sz == sizes[i]); /* one complete replica at least, of the object's size */
+    CHECK_STR(a, r);
+    CHECK_STR(b, r);
+  }
+  CHECK_EQ(peer_line(&A, a, sizeof(a), "DESC rd_missing"), 0);
+  desc_line(R, "rd_missing", r, sizeof(r));
+  CHECK_STR(r, "-704");
+  CHECK_STR(a, r);
+  mooncake_store_destroy(R);
 }
 
 static void test_dummy_dies_mid_operation(void) {
@@ -566,6 +615,22 @@ static void hostile_new_frames(int sealed) {
   CHECK_EQ(one_frame(sealed, MC_DOP_QUERY_TASK, 0, &b), MC_TASK_NOT_FOUND);
   mc_dbuf_u64(&b, 3);
   CHECK_EQ(one_frame(sealed, MC_DOP_QUERY_TASK, 0, &b), -99);
+  /* REPLICA_DESC: a count past the body, a key holding a NUL, a trailing byte; a well-formed one answered */
+  b.n = 0;
+  mc_dbuf_u32(&b, 300);
+  mc_dbuf_str(&b, "k");
+  CHECK_EQ(one_frame(sealed, MC_DOP_REPLICA_DESC, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_u32(&b, 1);
+  mc_dbuf_u32(&b, 3);
+  mc_dbuf_put(&b, "a\0b", 3);
+  CHECK_EQ(one_frame(sealed, MC_DOP_REPLICA_DESC, 0, &b), -99);
+  b.n = 0;
+  mc_dbuf_u32(&b, 1);
+  mc_dbuf_str(&b, "hostile_none");
+  CHECK_EQ(one_frame(sealed, MC_DOP_REPLICA_DESC, 0, &b), MC_OBJECT_NOT_FOUND);
+  mc_dbuf_put(&b, "x", 1);
+  CHECK_EQ(one_frame(sealed, MC_DOP_REPLICA_DESC, 0, &b), -99);
   /* an op past the last one */
   b.n = 0;
   CHECK_EQ(one_frame(sealed, MC_DOP_LAST + 1, 0, &b), -99);
@@ -654,6 +719,154 @@ static void test_hostile_frames(void) {
   CHECK_EQ(peer_cmd(&A, "GET after_1 %llu 51", 3 * MiB), (long long)(3 * MiB));
 }
 
+/* The dummy reads a REPLICA_DESC reply as untrusted: the decoder (a pure function) refuses every cut,
+ * trailing bytes, counts and names over their caps, names holding a NUL and codes that are not ints, and
+ * leaves nothing allocated; a dummy served by a lying real client gets -900 for such replies, keeps its
+ * connection, and decodes the next good reply. */
+static const mc_replica_desc_t GOOD[2] = {{3, 4096, 0x7f0000001000ull, "127.0.0.1:16000", "seg_a"},
+                                         {3, 4096, 0x7f0000200000ull, "10.0.0.2:17000", "seg_b"}};
+
+static int desc_decode(const struct mc_dbuf *b, int *rc) {
+  mc_replica_desc_t *d = (mc_replica_desc_t *)1;
+  int bad = mc_drep_replica_desc(b->p, b->n, &d, rc);
+  if (*rc >= 0) {
+    if (bad || !d || d[0].size != 4096 || strcmp(d[*rc - 1].segment_name, *rc == 2 ? "seg_b" : "seg_a")) bad = -2;
+  } else if (d) {
+    bad = -3;
+  }
+  mc_store_replica_desc_free(d, *rc);
+  return bad;
+}
+
+/* A lying real client on its own port: answers the HELLO, then each request with the next of n bodies. */
+struct liar {
+  int lfd, port, n;
+  struct mc_dbuf *bodies;
+};
+
+static void *liar_main(void *arg) {
+  struct liar *l = arg;
+  struct pollfd pf = {l->lfd, POLLIN, 0};
+  int fd = poll(&pf, 1, 20000) == 1 ? accept4(l->lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
+  struct mc_dummy_hdr h;
+  uint64_t sz[2];
+  struct iovec iov[2] = {{&h, sizeof(h)}, {sz, sizeof(sz)}};
+  char ctl[CMSG_SPACE(sizeof(int))];
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+  if (fd < 0 || recvmsg(fd, &m, MSG_CMSG_CLOEXEC) != (ssize_t)(sizeof(h) + sizeof(sz))) goto out;
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  int memfd = -1;
+  if (c && c->cmsg_type == SCM_RIGHTS) memcpy(&memfd, CMSG_DATA(c), sizeof(int));
+  if (memfd >= 0) close(memfd);
+  struct {
+    struct mc_dummy_hdr h;
+    int64_t st;
+    char name[6];
+  } hello = {{MC_DUMMY_MAGIC, MC_DOP_HELLO, 0, 14, 0}, 0, "liar:1"};
+  if (mc_sock_write_deadline(fd, &hello, sizeof(h) + 14, 5000)) goto out;
+  for (int i = 0; i < l->n; i++) {
+    char body[4096];
+    if (mc_sock_read_deadline(fd, &h, sizeof(h), 20000) || h.len > sizeof(body) ||
+        mc_sock_read_deadline(fd, body, h.len, 5000))
+      break;
+    struct mc_dummy_hdr rh = {MC_DUMMY_MAGIC, h.op, 0, (uint32_t)l->bodies[i].n, 0};
+    if (mc_sock_write_deadline(fd, &rh, sizeof(rh), 5000) ||
+        (rh.len && mc_sock_write_deadline(fd, l->bodies[i].p, rh.len, 5000)))
+      break;
+  }
+out:
+  if (fd >= 0) close(fd);
+  return NULL;
+}
+
+static void test_hostile_replies(void) {
+  struct mc_dbuf b = {0};
+  int rc;
+  mc_drep_put_replica_desc(&b, 2, GOOD);
+  CHECK_EQ(desc_decode(&b, &rc), 0);
+  CHECK_EQ(rc, 2);
+  size_t whole = b.n;
+  int cuts_refused = 0;
+  for (b.n = 0; b.n < whole; b.n++) cuts_refused += desc_decode(&b, &rc) == -1 && rc == MC_RPC_FAIL;
+  CHECK_EQ(cuts_refused, (int)whole);
+  b.n = whole;
+  mc_dbuf_put(&b, "", 1); /* a trailing byte */
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, MC_OBJECT_NOT_FOUND, NULL); /* a code, alone */
+  CHECK_EQ(desc_decode(&b, &rc), 0);
+  CHECK_EQ(rc, MC_OBJECT_NOT_FOUND);
+  mc_dbuf_u32(&b, 0); /* a code with bytes after it */
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, (int64_t)INT32_MIN - 1, NULL); /* not an int */
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  /* more descriptors than the cap, each well-formed; the count over the bytes present */
+  mc_replica_desc_t *many = calloc(MC_DUMMY_MAX_DESCS + 1, sizeof(*many));
+  for (int i = 0; i <= MC_DUMMY_MAX_DESCS; i++) many[i] = GOOD[0];
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, MC_DUMMY_MAX_DESCS + 1, many);
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, 1, GOOD);
+  int64_t lie = 1000;
+  memcpy(b.p, &lie, 8);
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  free(many);
+  /* names: at the cap accepted, one byte over it refused, a NUL inside refused */
+  char *name = malloc(MC_DUMMY_MAX_NAME + 2);
+  memset(name, 'n', MC_DUMMY_MAX_NAME + 1);
+  name[MC_DUMMY_MAX_NAME + 1] = 0;
+  mc_replica_desc_t one = {3, 4096, 1, name, "seg_a"};
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, 1, &one);
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  name[MC_DUMMY_MAX_NAME] = 0;
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, 1, &one);
+  CHECK_EQ(desc_decode(&b, &rc), 0);
+  free(name);
+  b.n = 0;
+  mc_drep_put_replica_desc(&b, 1, GOOD);
+  b.p[b.n - 2] = 0; /* inside "seg_a" */
+  CHECK_EQ(desc_decode(&b, &rc), -1);
+  free(b.p);
+
+  /* through a dummy: a lying real client's replies */
+  struct mc_dbuf bodies[4] = {{0}};
+  mc_drep_put_replica_desc(&bodies[0], 2, GOOD);
+  bodies[0].n -= 3;                                            /* cut short */
+  mc_drep_put_replica_desc(&bodies[1], MC_OBJECT_NOT_FOUND, NULL);
+  mc_dbuf_u64(&bodies[1], 7);                                  /* a code with a tail */
+  /* bodies[2]: empty */
+  mc_drep_put_replica_desc(&bodies[3], 2, GOOD);               /* good */
+  struct liar l = {-1, real_port + 1, 4, bodies};
+  struct sockaddr_un a;
+  unsigned alen = mc_dummy_sockaddr(&a, l.port);
+  l.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(l.lfd >= 0 && !bind(l.lfd, (struct sockaddr *)&a, alen) && !listen(l.lfd, 1));
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, liar_main, &l) == 0);
+  mooncake_store_t d = mooncake_store_create();
+  char addr[64];
+  snprintf(addr, sizeof(addr), "127.0.0.1:%d", l.port);
+  CHECK_EQ(mc_store_setup_dummy(d, MiB, MiB, addr), 0);
+  for (int i = 0; i < 3; i++) {
+    mc_replica_desc_t *out = (mc_replica_desc_t *)1;
+    CHECK_EQ(mc_store_get_replica_desc(d, "k", &out), MC_RPC_FAIL);
+    CHECK(out == NULL);
+  }
+  mc_replica_desc_t *out = NULL;
+  CHECK_EQ(mc_store_get_replica_desc(d, "k", &out), 2); /* the connection was kept: the good reply is read */
+  CHECK(out && out[1].address == GOOD[1].address && !strcmp(out[1].endpoint, GOOD[1].endpoint) &&
+        !strcmp(out[1].segment_name, "seg_b"));
+  mc_store_replica_desc_free(out, 2);
+  mooncake_store_destroy(d);
+  pthread_join(th, NULL);
+  close(l.lfd);
+  for (int i = 0; i < 4; i++) free(bodies[i].p);
+}
+
 /* Only this user (or root) is served: a process of another user is hung up on before its HELLO is read.
  * Needs root to become another user; without it the case says so and checks nothing. */
 static void test_other_user_refused(void) {
@@ -714,8 +927,10 @@ int main(int argc, char **argv) {
       TEST_CASE(test_zero_copy),
       TEST_CASE(test_sessions),
       TEST_CASE(test_tasks),
+      TEST_CASE(test_replica_desc),
       TEST_CASE(test_dummy_dies_mid_operation),
       TEST_CASE(test_hostile_frames),
+      TEST_CASE(test_hostile_replies),
       TEST_CASE(test_other_user_refused),
       TEST_CASE(test_connection_cap),
   };

@@ -168,17 +168,32 @@ static inline int peer_start(struct peer *p, struct master *m, uint64_t gss, uin
   return 0;
 }
 
+/* Sends one command line; the peer's answer line (newline dropped) into out: 0, or -1 when none came. */
+static inline int peer_vline(struct peer *p, char *out, size_t cap, const char *fmt, va_list ap) {
+  vfprintf(p->in, fmt, ap);
+  fputc('\n', p->in);
+  fflush(p->in);
+  if (!fgets(out, (int)cap, p->out)) return -1;
+  out[strcspn(out, "\n")] = 0;
+  return 0;
+}
+
+static inline int peer_line(struct peer *p, char *out, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = peer_vline(p, out, cap, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
 /* Sends one command line; returns the integer the peer answers. */
 static inline long long peer_cmd(struct peer *p, const char *fmt, ...) {
   va_list ap;
-  va_start(ap, fmt);
-  vfprintf(p->in, fmt, ap);
-  va_end(ap);
-  fputc('\n', p->in);
-  fflush(p->in);
   char line[256];
-  if (!fgets(line, sizeof(line), p->out)) return -99999;
-  return strtoll(line, NULL, 10);
+  va_start(ap, fmt);
+  int rc = peer_vline(p, line, sizeof(line), fmt, ap);
+  va_end(ap);
+  return rc ? -99999 : strtoll(line, NULL, 10);
 }
 
 static inline void peer_kill(struct peer *p) {

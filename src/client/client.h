@@ -186,6 +186,7 @@ int mc_dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count);
 int mc_dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
                   mc_task_id_t *id);
 int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out);
+int mc_dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t **out);
 /* Closes the handle's dummy, if any (life held for writing). */
 void mc_store_drop_dummy(struct mc_store *s);
 /* Whether [p, p+n) lies in the memory this dummy shares. */

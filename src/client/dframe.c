@@ -1,13 +1,16 @@
 /* Standalone client mode (docs/standalone.md): the real client's decoder of a dummy's request bodies
- * (wire: dummy.h). A pure function of the bytes, so that it can be fed anything (tests/fuzz/fuzz_dummy.c):
+ * (wire: dummy.h), and the dummy's decoder of the one reply that carries more than numbers
+ * (REPLICA_DESC). Pure functions of the bytes, so that they can be fed anything (tests/fuzz/fuzz_dummy.c):
  * every count is checked against its cap and against the bytes left before anything is allocated for it,
  * every (offset, length) against the shared size without overflow, and the body must be consumed exactly.
  * What a request then does is realsrv.c's business. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/dummy.h"
 #include "common/alloc.h"
+#include "mooncake/store.h"
 
 #define TASK_MAX_TARGETS (MC_DREQ_MAX_STRS - 1)
 
@@ -98,6 +101,7 @@ static int decode(struct mc_drd *r, struct mc_dreq *q, uint64_t shared) {
       /* fall through */
     case MC_DOP_EXIST:
     case MC_DOP_SIZE:
+    case MC_DOP_REPLICA_DESC:
     case MC_DOP_GET_START:
     case MC_DOP_GET_END:
       if (get_count(r, q, 4)) return -1;
@@ -140,5 +144,58 @@ int mc_dreq_decode(uint16_t op, uint16_t flags, const char *body, size_t len, ui
   q->op = op, q->flags = flags;
   struct mc_drd r = {body, len, 0, 0};
   if (decode(&r, q, shared) || r.bad || r.off != r.n) return -1;
+  return 0;
+}
+
+/* ------------------------------------------------------------------ REPLICA_DESC replies */
+
+void mc_drep_put_replica_desc(struct mc_dbuf *b, int64_t n, const struct mc_replica_desc *d) {
+  mc_dbuf_put(b, &n, 8);
+  for (int64_t i = 0; i < n; i++) {
+    int32_t st = d[i].status;
+    mc_dbuf_put(b, &st, 4);
+    mc_dbuf_u64(b, d[i].size);
+    mc_dbuf_u64(b, d[i].address);
+    mc_dbuf_str(b, d[i].endpoint);
+    mc_dbuf_str(b, d[i].segment_name);
+  }
+}
+
+/* A name of at most MC_DUMMY_MAX_NAME bytes (mc_drd_str checks the rest: present, no NUL). */
+static int get_name(struct mc_drd *r, char **s) {
+  uint32_t n;
+  if (r->bad || left(r) < 4) return r->bad = -1;
+  memcpy(&n, r->p + r->off, 4);
+  return n > MC_DUMMY_MAX_NAME ? (r->bad = -1) : mc_drd_str(r, s);
+}
+
+int mc_drep_replica_desc(const char *body, size_t len, struct mc_replica_desc **out, int *rc) {
+  *out = NULL;
+  *rc = MC_RPC_FAIL;
+  struct mc_drd r = {body, len, 0, 0};
+  int64_t n;
+  if (mc_drd_get(&r, &n, 8) || n < INT_MIN) return -1;
+  if (n < 0) { /* a code comes alone */
+    if (r.off != r.n) return -1;
+    *rc = (int)n;
+    return 0;
+  }
+  /* each descriptor takes at least 28 bytes (two empty names) */
+  if (n > MC_DUMMY_MAX_DESCS || (uint64_t)n > left(&r) / 28) return -1;
+  struct mc_replica_desc *d = mc_calloc(n ? (size_t)n : 1, sizeof(*d)); /* as the local path allocates it */
+  int got = 0;
+  for (; got < n; got++) {
+    int32_t st;
+    if (mc_drd_get(&r, &st, 4) || mc_drd_u64(&r, &d[got].size) || mc_drd_u64(&r, &d[got].address) ||
+        get_name(&r, &d[got].endpoint) || get_name(&r, &d[got].segment_name))
+      break;
+    d[got].status = st;
+  }
+  if (got < n || r.bad || r.off != r.n) {
+    mc_store_replica_desc_free(d, got < n ? got + 1 : got); /* the one cut short may hold its endpoint */
+    return -1;
+  }
+  *out = d;
+  *rc = (int)n;
   return 0;
 }

@@ -614,6 +614,21 @@ out:
   return (int)v;
 }
 
+/* REPLICA_DESC of one key: the real client's answer, its reply decoded as untrusted (dframe.c). */
+int mc_dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t **out) {
+  *out = NULL;
+  struct mc_dbuf req = {0}, rep = {0};
+  mc_dbuf_u32(&req, 1);
+  mc_dbuf_str(&req, key);
+  int rc = MC_INVALID_PARAMS; /* a key longer than a frame: no object is called that */
+  if (req.n <= MAX_REQ) rc = call1(d, MC_DOP_REPLICA_DESC, &req, &rep);
+  if (!rc && mc_drep_replica_desc(rep.p, rep.n, out, &rc))
+    LOG_ERROR("standalone: malformed replica descriptors from the real client %s", d->name);
+  mc_free(rep.p);
+  mc_free(req.p);
+  return rc;
+}
+
 int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out) {
   struct mc_dbuf req = {0}, rep;
   mc_dbuf_u64(&req, id.hi);

@@ -25,6 +25,10 @@
  *           str target. Reply: i64 status, u64 id hi, u64 id lo.
  *   QUERY_TASK: u64 id hi, u64 id lo. Reply: i64 status, u64 hi, u64 lo, u32 type, u32 status,
  *           u64 created ms, u64 updated ms, str assigned client, str message.
+ *   REPLICA_DESC: u32 count; count x str (the dummy sends one key). Reply per key: i64 n (the descriptor
+ *           count, or the real call's negative code and nothing more), then n x (i32 status, u64 size,
+ *           u64 address, str endpoint, str segment name). A key whose descriptors would push the reply past
+ *           MC_DUMMY_MAX_BODY gets -600 instead.
  * A str is u32 length + bytes (no NUL). A config is u64 replica_num, i32 soft_pin_action, i64 ttl_ms,
  * i32 hard_pin, u32 count, count x str preferred segments. Reply frames carry the request's op.
  * The real client decodes every request with mc_dreq_decode (dframe.c), a pure function of the bytes. */
@@ -42,6 +46,8 @@
 #define MC_DUMMY_MAX_SESSIONS 65536     /* sessions one dummy may hold open at once (put and get) */
 #define MC_DUMMY_SINGLE 0x100           /* WRITE/READ of one key with the single-call semantics */
 #define MC_DUMMY_GROUPS 0x200           /* WRITE, PUT_START: every key carries its group id */
+#define MC_DUMMY_MAX_DESCS 1024         /* replica descriptors of one key a dummy accepts in a reply */
+#define MC_DUMMY_MAX_NAME 4096          /* bytes of an endpoint or segment name a dummy accepts in a reply */
 
 enum mc_dummy_op {
   MC_DOP_HELLO = 1,
@@ -63,7 +69,8 @@ enum mc_dummy_op {
   MC_DOP_COPY_TASK = 17,
   MC_DOP_MOVE_TASK = 18,
   MC_DOP_QUERY_TASK = 19,
-  MC_DOP_LAST = MC_DOP_QUERY_TASK
+  MC_DOP_REPLICA_DESC = 20,
+  MC_DOP_LAST = MC_DOP_REPLICA_DESC
 };
 
 struct mc_dummy_hdr {
@@ -128,5 +135,15 @@ struct mc_dreq {
  * released with mc_dreq_free. */
 int mc_dreq_decode(uint16_t op, uint16_t flags, const char *body, size_t len, uint64_t shared, struct mc_dreq *q);
 void mc_dreq_free(struct mc_dreq *q);
+
+/* The dummy's decoder of one key's REPLICA_DESC reply body, a pure function of the bytes (the reply is
+ * not trusted): 0 with *rc the descriptor count and *out a fresh array (free with
+ * mc_store_replica_desc_free), or *rc the real client's negative code and *out NULL; -1 for a malformed
+ * body (short, trailing bytes, more than MC_DUMMY_MAX_DESCS descriptors, a name longer than
+ * MC_DUMMY_MAX_NAME or holding a NUL, a code that is not an int), with *rc = MC_RPC_FAIL and *out NULL. */
+struct mc_replica_desc;
+int mc_drep_replica_desc(const char *body, size_t len, struct mc_replica_desc **out, int *rc);
+/* The real client's side: one key's answer (n descriptors d, or the negative code n) appended to b. */
+void mc_drep_put_replica_desc(struct mc_dbuf *b, int64_t n, const struct mc_replica_desc *d);
 
 #endif

@@ -215,7 +215,7 @@ static void run_data(struct conn *c, struct req *q, int64_t *res) {
   mc_free(ir);
 }
 
-/* Session and task requests; reply into out. */
+/* Session, task and replica-descriptor requests; reply into out. */
 static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
   mooncake_store_t s = c->srv->store;
   struct mc_dreq *d = &q->d;
@@ -252,6 +252,19 @@ static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
       mc_dbuf_put(out, &v, 8);
       mc_dbuf_u64(out, id.hi);
       mc_dbuf_u64(out, id.lo);
+      break;
+    case MC_DOP_REPLICA_DESC:
+      for (uint32_t i = 0; i < d->count; i++) {
+        mc_replica_desc_t *rd = NULL;
+        int n = mc_store_get_replica_desc(s, k[i], &rd);
+        size_t at = out->n;
+        mc_drep_put_replica_desc(out, n, rd);
+        if (out->n + 8ull * (d->count - 1 - i) > MC_DUMMY_MAX_BODY) { /* keep the reply a frame the dummy reads */
+          out->n = at;
+          mc_drep_put_replica_desc(out, MC_INVALID_PARAMS, NULL);
+        }
+        mc_store_replica_desc_free(rd, n);
+      }
       break;
     case MC_DOP_QUERY_TASK: {
       mc_task_info_t t;

@@ -70,4 +70,7 @@ transfer_engine_t fz_engine(uint16_t *data_port, uint16_t *rpc_port);
 #define FZ_DP_B_OFF 8000u
 #define FZ_DP_B_LEN (FZ_DP_RW_LEN - FZ_DP_B_OFF)
 
+/* fuzz_dummy: flags of an input with op REPLICA_DESC whose body is a reply for the dummy's decoder. */
+#define FZ_DUMMY_REPLY 0x8000
+
 #endif

@@ -3,13 +3,16 @@
  * bytes), then the body. Checked: a decoded request is within the wire's caps (keys, buffers, preferred
  * segments, task targets), every buffer lies inside the shared size, strings hold no NUL; a request with
  * no buffer outside the shared memory encodes again, field by field, to the very body it came from (the
- * body was consumed exactly, nothing was dropped or invented); a refused body leaves nothing allocated. */
+ * body was consumed exactly, nothing was dropped or invented); a refused body leaves nothing allocated.
+ * With op REPLICA_DESC and flags FZ_DUMMY_REPLY the body is a reply instead, for the dummy's decoder
+ * (mc_drep_replica_desc): within its caps, and encoding again to the same bytes when accepted. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/dummy.h"
 #include "common/alloc.h"
 #include "fuzz_common.h"
+#include "mooncake/store.h"
 
 static void str(struct mc_dbuf *b, const char *s) {
   if (!s) abort();
@@ -80,6 +83,7 @@ static void encode(const struct mc_dreq *q, struct mc_dbuf *b) {
     case MC_DOP_REMOVE:
     case MC_DOP_EXIST:
     case MC_DOP_SIZE:
+    case MC_DOP_REPLICA_DESC:
     case MC_DOP_PUT_END:
     case MC_DOP_GET_START:
     case MC_DOP_GET_END:
@@ -102,6 +106,26 @@ static void encode(const struct mc_dreq *q, struct mc_dbuf *b) {
   }
 }
 
+/* The dummy's reading of a REPLICA_DESC reply body. */
+static void reply_case(const char *body, size_t n) {
+  mc_replica_desc_t *d = NULL;
+  int r = 0;
+  if (mc_drep_replica_desc(body, n, &d, &r)) {
+    if (d || r != MC_RPC_FAIL) abort();
+    return;
+  }
+  if ((r >= 0) != (d != NULL) || r > MC_DUMMY_MAX_DESCS) abort();
+  for (int i = 0; i < r; i++)
+    if (!d[i].endpoint || !d[i].segment_name || strlen(d[i].endpoint) > MC_DUMMY_MAX_NAME ||
+        strlen(d[i].segment_name) > MC_DUMMY_MAX_NAME)
+      abort();
+  struct mc_dbuf b = {0}; /* accepted: it was the body, exactly */
+  mc_drep_put_replica_desc(&b, r, d);
+  if (b.n != n || memcmp(b.p, body, n)) abort();
+  mc_free(b.p);
+  mc_store_replica_desc_free(d, r);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fz_quiet();
   struct fz_in in = {data, size, 0};
@@ -112,6 +136,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* the body in a buffer of its own size, so that a read past it is the sanitizer's to see */
   char *body = malloc(n ? n : 1);
   if (n) memcpy(body, p, n);
+  if (op == MC_DOP_REPLICA_DESC && (flags & FZ_DUMMY_REPLY)) {
+    reply_case(body, n);
+    free(body);
+    return 0;
+  }
   struct mc_dreq q;
   if (mc_dreq_decode(op, flags, body, n, shared, &q) == 0) {
     check(&q, shared);

@@ -14,6 +14,7 @@
 #include "fuzz_common.h"
 #include "master/hidx.h"
 #include "master/master_int.h"
+#include "mooncake/store.h"
 #include "proto/proto.h"
 #include "net/codec.h"
 
@@ -348,7 +349,7 @@ static void witness_seeds(void) {
   mc_w_free(&w);
 }
 
-/* ---------------------------------------------------------------- dummy: request bodies of standalone mode */
+/* ---------------------------------------------------------------- dummy: request bodies of standalone mode (and a reply) */
 
 /* One input of fuzz_dummy: u16 op, u16 flags, u8 log2 of the shared size, the body. */
 static void dummy_seed(const char *name, uint16_t op, uint16_t flags, uint8_t shared_log2, struct mc_dbuf *b) {
@@ -425,6 +426,13 @@ static void dummy_seeds(void) {
   mc_dbuf_str(&b, "obj"), mc_dbuf_str(&b, "127.0.0.1:16000"), mc_dbuf_str(&b, "10.0.0.2:1");
   dummy_seed("move_task", MC_DOP_MOVE_TASK, 0, 20, &b);
   mc_dbuf_u64(&b, 0x4fa5a5a5a5a54000ull), mc_dbuf_u64(&b, 7), dummy_seed("query_task", MC_DOP_QUERY_TASK, 0, 20, &b);
+  dummy_keys(&b, 1), dummy_seed("replica_desc", MC_DOP_REPLICA_DESC, 0, 20, &b);
+  /* replies, for the dummy's decoder: two descriptors, and a code */
+  mc_replica_desc_t d[2] = {{3, 4096, 0x7f0000001000ull, "127.0.0.1:16000", "127.0.0.1:16000"},
+                            {3, 4096, 0x7f0000200000ull, "10.0.0.2:17000", "10.0.0.2:17000"}};
+  mc_drep_put_replica_desc(&b, 2, d), dummy_seed("replica_desc_reply", MC_DOP_REPLICA_DESC, FZ_DUMMY_REPLY, 20, &b);
+  mc_drep_put_replica_desc(&b, MC_OBJECT_NOT_FOUND, NULL);
+  dummy_seed("replica_desc_reply_code", MC_DOP_REPLICA_DESC, FZ_DUMMY_REPLY, 20, &b);
   mc_free(b.p);
 }
 

@@ -3,7 +3,7 @@ standalone_storage call sequence in two dummy processes -- setup_dummy(required_
 the warm-up put/is_exist/get, register_buffer of the pool, batch_is_exist, batch_put_from and batch_get_into
 with alloc_from_mem_pool buffers -- each reading the other's keys byte for byte; then the forwarded families
 (layer-wise sessions, get_into_ranges, grouped and metadata puts, copy/move tasks, the refused mount calls,
-the tensor helpers) between two dummies."""
+the tensor helpers) between two dummies, and the replica descriptors a dummy gets from the real client."""
 
 import os
 import socket
@@ -263,6 +263,44 @@ def test_forwarded_sessions_tasks_and_mounts(real_client, make_store):
         assert holder.put(k, value, cfg) == 0
     _two_dummies(FORWARDED, real_client.port, holder.get_hostname())
     assert holder.get("pyfwd_mv") == value and holder.get("pyfwd_cp") == value
+
+
+REPLICAS = textwrap.dedent('''
+    import ctypes, json
+    from mooncake.store import MooncakeDistributedStore
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(8 << 20, 8 << 20, "127.0.0.1:PORT") == 0
+    assert s.put("pyrd_copy", b"r" * 5000) == 0
+    buf = s.alloc_from_mem_pool(70000)
+    ctypes.memset(buf, 7, 70000)
+    assert s.batch_put_from(["pyrd_pool"], [buf], [70000]) == [0]
+    flat = lambda ds: [[int(d.status), d.get_memory_descriptor().buffer_descriptor.size,
+                        d.get_memory_descriptor().buffer_descriptor.buffer_address,
+                        d.get_memory_descriptor().buffer_descriptor.transport_endpoint] for d in ds]
+    batch = s.batch_get_replica_desc(["pyrd_copy", "pyrd_pool", "pyrd_missing"])
+    print(json.dumps({"raw": {k: s._replica_desc(k) for k in ("pyrd_copy", "pyrd_pool", "pyrd_missing")},
+                      "single": {k: flat(s.get_replica_desc(k)) for k in ("pyrd_copy", "pyrd_pool", "pyrd_missing")},
+                      "batch": {k: flat(v) for k, v in batch.items()}}))
+''')
+
+
+def test_replica_desc_forwarded(real_client, make_store):
+    """get_replica_desc / batch_get_replica_desc on a dummy are the real client's answers: the same
+    descriptors a real client of the cluster gets for keys put through the dummy, -704 (no descriptors)
+    for a missing key."""
+    import json
+    r = run_py(REPLICAS.replace("PORT", str(real_client.port)))
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    got = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    real = make_store(gss=0)
+    want = {k: real._replica_desc(k) for k in ("pyrd_copy", "pyrd_pool", "pyrd_missing")}
+    assert want["pyrd_missing"] == -704 and got["raw"]["pyrd_missing"] == -704
+    for k, size in (("pyrd_copy", 5000), ("pyrd_pool", 70000)):
+        assert want[k] and all(st == 3 and sz == size for st, sz, _a, _e, _s in want[k]), want[k]
+        assert got["raw"][k] == [list(d) for d in want[k]], (got["raw"][k], want[k])
+        flat = [[st, sz, addr, ep] for st, sz, addr, ep, _seg in want[k]]
+        assert got["single"][k] == flat and got["batch"][k] == flat
+    assert got["single"]["pyrd_missing"] == [] and "pyrd_missing" not in got["batch"]
 
 
 TENSORS = textwrap.dedent('''
