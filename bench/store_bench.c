@@ -35,6 +35,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "common/config.h"
 #include "common/util.h"
 #include "lib/extents_client.h"
@@ -154,6 +155,7 @@ static int mypid(void) {
 #define MYPID mypid()
 
 static int run_holder(void) {
+  mc_alloc_tune_server(); /* as mooncake_store_node, the holder it stands for */
   struct sigaction sa = {0};
   sa.sa_handler = on_stop; /* our own handler: the library then installs none */
   sigaction(SIGTERM, &sa, NULL);

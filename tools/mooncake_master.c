@@ -211,6 +211,7 @@ static int serve(struct mc_master_cfg *cfg) {
 
 int main(int argc, char **argv) {
   int env_level_set = mc_knob_str(MC_KNOB_LOG_LEVEL) != NULL;
+  mc_alloc_tune_server();
   mc_log_init_from_env();
   struct mc_master_cfg cfg;
   mc_master_cfg_defaults(&cfg);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/config.h"
 #include "common/util.h"
 #include "common/knobs.h"
@@ -35,6 +36,7 @@ static const struct mc_cfg_opt opts[] = {
 
 int main(int argc, char **argv) {
   struct node_cfg c;
+  mc_alloc_tune_server();
   mc_cfg_defaults(opts, &c);
   int prc = mc_cfg_parse_argv(opts, &c, argc, argv, "[--flag=value ...]", NULL);
   if (prc) { /* --help, --version, or a bad flag */

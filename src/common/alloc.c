@@ -1,5 +1,6 @@
 #include "common/alloc.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,14 @@ static int injected_failure(void) {
 }
 
 void mc_alloc_fail_after(long n) { atomic_store(&fail_countdown, n); }
+
+void mc_alloc_tune_server(void) {
+  /* blocks up to 4 MiB (a large reply, a batch's witness block) come from the heap and are reused; up
+   * to 64 MiB free at the heap's top stays mapped (glibc's defaults: 128 KiB for both) */
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  mallopt(M_TOP_PAD, 1 << 20);
+}
 
 void *mc_malloc(size_t n) {
   void *p = malloc(n ? n : 1);
