@@ -31,9 +31,13 @@
 
 #include <sys/mman.h>
 
-#define PAYLOAD (1024 * MiB)
-#define SHARD_MB 64
-#define NSHARDS (PAYLOAD / (SHARD_MB * MiB))
+/* 1 GiB in 64 MiB shards; MC_P2P_FANOUT_MIB and MC_P2P_FANOUT_SHARD_MB make it smaller (the sanitizer builds
+ * run 256 MiB in 16 MiB shards: the same 16 shards, a quarter of the time; tests/p2p.cmake) */
+static uint64_t payload_mib = 1024;
+static int shard_mb = 64;
+#define PAYLOAD (payload_mib * MiB)
+#define SHARD_MB shard_mb
+#define NSHARDS (PAYLOAD / ((uint64_t)SHARD_MB * MiB))
 #define NCONS 6
 #define META_IP "10.231.0.10"
 #define RATE "200mbit" /* tbf rate of every veth, each direction: six links at once stay under this machine's CPUs (docs/p2p-store.md) */
@@ -328,7 +332,8 @@ static int cluster_up(void) {
   char src[200];
   snprintf(src, sizeof(src), "%s/source.bin", data_dir);
   if (mkdir(data_dir, 0755) || write_payload(src)) {
-    fprintf(stderr, "FAIL: cannot write the 1 GiB payload under %s: %s\n", data_dir, strerror(errno));
+    fprintf(stderr, "FAIL: cannot write the %llu MiB payload under %s: %s\n", (unsigned long long)payload_mib, data_dir,
+            strerror(errno));
     return -1;
   }
   const char *dir = getenv("MC_TEST_BIN_DIR");
@@ -393,7 +398,8 @@ static void fanout(void) {
     if (ms[k] > last) last = ms[k];
     if (ms[k] >= 0) CHECK_EQ(bytes_read(lines[k]), (unsigned long long)PAYLOAD);
   }
-  fprintf(stderr, "  all %d consumers have the 1 GiB after %.2f s (at %s a link)\n", NCONS, last / 1000.0, rate);
+  fprintf(stderr, "  all %d consumers have the %llu MiB after %.2f s (at %s a link)\n", NCONS, (unsigned long long)payload_mib,
+          last / 1000.0, rate);
   phase("six consumers fetched at once");
 
   /* every consumer is a replica of every shard (they still hold it) */
@@ -422,7 +428,7 @@ static void fanout(void) {
   CHECK(in >= (uint64_t)NCONS * PAYLOAD);
   fprintf(stderr, "  the source's uplink qdisc:\n");
   tcc("-n %s -s qdisc show dev eth0", ns_name[PS_S]);
-  fprintf(stderr, "  the source sent %.2f of the %d GiB the consumers needed\n", up[PS_S] / (double)(NCONS * PAYLOAD), NCONS);
+  fprintf(stderr, "  the source sent %.2f of the %d payloads the consumers needed\n", up[PS_S] / (double)(NCONS * PAYLOAD), NCONS);
   CHECK(up[PS_S] <= SOURCE_SHARE_MAX * NCONS * PAYLOAD);
 
   for (int k = 1; k <= NCONS; k++) {
@@ -432,7 +438,7 @@ static void fanout(void) {
     if (bad != -1) fprintf(stderr, "consumer %d's file: %s %lld\n", k, bad == -2 ? "unreadable" : "first wrong byte at", bad);
     CHECK_EQ(bad, -1LL);
   }
-  phase("every consumer's 1 GiB checked byte for byte");
+  phase("every consumer's payload checked byte for byte");
   end_consumers(NCONS, 1);
   cluster_down();
   phase("clean shutdown");
@@ -560,7 +566,10 @@ static void bench(void) {
 }
 
 static void test_netns_p2p(void) {
-  const char *b = getenv("MC_P2P_FANOUT_BENCH");
+  const char *b = getenv("MC_P2P_FANOUT_BENCH"), *mib = getenv("MC_P2P_FANOUT_MIB"), *smb = getenv("MC_P2P_FANOUT_SHARD_MB");
+  if (mib && atoi(mib) >= 64 && atoi(mib) <= 4096) payload_mib = (uint64_t)atoi(mib);
+  if (smb && atoi(smb) >= 1 && atoi(smb) <= 256) shard_mb = atoi(smb);
+  if (PAYLOAD % ((uint64_t)SHARD_MB * MiB)) shard_mb = 64, payload_mib = 1024; /* whole shards only */
   netns_run("netns_p2p", b && !strcmp(b, "1") ? bench : fanout);
 }
 
