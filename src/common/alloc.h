@@ -15,7 +15,7 @@ void mc_free(void *p);
 /* For the project's long-running servers only (master, storage node, standalone client), never a library
  * caller's process: malloc keeps freed memory instead of handing the heap's top and large blocks back to
  * the kernel at once, so a steady stream of requests does not fault the same pages in again and again
- * (docs/ha.md, "What durability costs"). */
+ * (docs/ha.md, "Witnesses: why the put does not wait"). */
 void mc_alloc_tune_server(void);
 /* Fault injection: the n-th following mc_try_* call fails (n >= 1); 0 disables. */
 void mc_alloc_fail_after(long n);
