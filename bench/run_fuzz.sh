@@ -3,7 +3,7 @@
 #   bench/run_fuzz.sh 10000000   # ten million executions per target
 #   bench/run_fuzz.sh 600s       # ten minutes per target
 # Builds the libFuzzer binaries with clang into $BUILD_DIR (default build-fuzz; configured with
-# -DMC_FUZZ=ON when it has none), runs each target of $TARGETS (default: all seven) from its committed
+# -DMC_FUZZ=ON when it has none), runs each target of $TARGETS (default: all twelve) from its committed
 # seed and regression corpora plus what earlier runs kept in $BUILD_DIR/fuzz/corpus/<target>, and prints
 # one line per target: executions, seconds, executions per second, crashes (inputs that crashed,
 # leaked, timed out or ran out of memory; kept in $BUILD_DIR/fuzz/crashes/<target>). libFuzzer stops a
@@ -17,7 +17,7 @@ if [ $# -ne 1 ] || ! [[ $1 =~ ^[0-9]+s?$ ]]; then
   exit 2
 fi
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
-TARGETS=${TARGETS:-"master dataport desc ctrl http config auth"}
+TARGETS=${TARGETS:-"master dataport desc ctrl http config auth snapshot rdma p2p witness dummy"}
 if [[ $1 == *s ]]; then limit=(-max_total_time="${1%s}"); else limit=(-runs="$1"); fi
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then

@@ -2,12 +2,12 @@
 #  - fuzz_<t>_replay, built by every compiler: replays the committed seed corpus (tests/fuzz/corpus/<t>)
 #    and the crash-regression corpus (tests/fuzz/regress/<t>) with deterministic mutations; a ctest;
 #  - with -DMC_FUZZ=ON (clang only): fuzz_<t>_libfuzzer, a coverage-guided libFuzzer binary, and the
-#    ctest fuzz_campaign_<t>, a short campaign (MC_FUZZ_CAMPAIGN_SECONDS, 20 s) that starts from the
+#    ctest fuzz_campaign_<t>, a short campaign (MC_FUZZ_CAMPAIGN_SECONDS, 10 s) that starts from the
 #    seed corpus and keeps what it finds in <build>/fuzz/corpus/<t>, crashes in <build>/fuzz/crashes/<t>.
 # Under MC_FUZZ the project's libraries are instrumented too (coverage and AddressSanitizer), so every
 # binary of such a build links the AddressSanitizer runtime: use a build directory of its own.
 option(MC_FUZZ "Build libFuzzer binaries of the fuzz targets and their short campaigns (clang)" OFF)
-set(MC_FUZZ_CAMPAIGN_SECONDS 20 CACHE STRING "Length of each fuzz_campaign_<target> test")
+set(MC_FUZZ_CAMPAIGN_SECONDS 10 CACHE STRING "Length of each fuzz_campaign_<target> test")
 
 set(MC_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
 # replay mutations per input (the socket targets are slower per input)
