@@ -78,9 +78,9 @@ static void test_order_and_durable(void) {
   REQUIRE(f);
   struct mc_hidx *h = mc_hidx_open(f, U(1));
   CHECK_EQ(mc_hidx_durable(f), 99u); /* nothing queued: everything before the next number */
-  uint64_t s1 = mc_hidx_put(h, "k1", 2, U(9), 0, 4096, 4000, 0, 0, NULL);
+  uint64_t s1 = mc_hidx_put(h, "k1", 2, U(9), 0, 4096, 4000, 0, 0, NULL, NULL);
   uint64_t s2 = mc_hidx_drop(h, "k0", 2, U(9));
-  uint64_t s3 = mc_hidx_put(h, "k2", 2, U(9), 4096, 8192, 8000, 1, 50, NULL);
+  uint64_t s3 = mc_hidx_put(h, "k2", 2, U(9), 4096, 8192, 8000, 1, 50, NULL, NULL);
   CHECK_EQ(s1, 100u);
   CHECK(s2 > s1 && s3 > s2);
   CHECK_EQ(mc_hidx_durable(f), 99u);
@@ -107,6 +107,30 @@ static void test_order_and_durable(void) {
   mc_hidx_feed_stop(f);
 }
 
+/* A record's copy (a writer's witness) is the record's own encoding, byte for byte; none without a seq. */
+static void test_copy(void) {
+  struct mc_hidx_feed *f = mc_hidx_feed_start(7);
+  struct mc_hidx *h = mc_hidx_open(f, U(3));
+  struct mc_wbuf got = {0}, want = {0};
+  uint64_t s1 = mc_hidx_put(h, "key-a", 5, U(9), 4096, 8192, 8000, 1, 50, NULL, &got);
+  uint64_t s2 = mc_hidx_put(h, "key-b", 5, U(9), 0, 64, 64, 0, 0, "grp", &got);
+  mc_hidx_encode(&want, s1, MC_HIDX_PUT, "key-a", 5, U(9), 4096, 8192, 8000, 1, 50, NULL);
+  mc_hidx_encode(&want, s2, MC_HIDX_PUT, "key-b", 5, U(9), 0, 64, 64, 0, 0, "grp");
+  CHECK_EQ(got.len, want.len);
+  CHECK(got.len == want.len && !memcmp(got.p, want.p, got.len));
+  mc_hidx_close(h); /* (close drops the feed's reference: h is gone past here) */
+  struct mc_hidx *c = mc_hidx_open(f, U(4));
+  mc_hidx_ref(c);
+  mc_hidx_close(c);
+  size_t len = got.len;
+  CHECK_EQ(mc_hidx_put(c, "key-c", 5, U(9), 0, 64, 64, 0, 0, NULL, &got), 0u); /* closed: no seq, no copy */
+  CHECK_EQ(got.len, len);
+  mc_hidx_unref(c);
+  mc_w_free(&got);
+  mc_w_free(&want);
+  mc_hidx_feed_stop(f);
+}
+
 static void test_long_poll(void) {
   struct mc_hidx_feed *f = mc_hidx_feed_start(1);
   struct mc_hidx *h = mc_hidx_open(f, U(2));
@@ -124,7 +148,7 @@ static void test_long_poll(void) {
   usleep(20000);
   CHECK_EQ(a.got, 1);
   t0 = mc_now_ns();
-  uint64_t s = mc_hidx_put(h, "x", 1, U(9), 0, 64, 64, 0, 0, NULL);
+  uint64_t s = mc_hidx_put(h, "x", 1, U(9), 0, 64, 64, 0, 0, NULL, NULL);
   REQUIRE(ans_wait(&a, 2, 3000));
   CHECK_EQ(a.n, 1u);
   CHECK_EQ(a.first_seq, s);
@@ -147,11 +171,11 @@ static void test_batch_window(void) {
   ans_init(&a);
   mc_hidx_follow(h, 0, 1000, on_answer, &a);
   uint64_t t0 = mc_now_ns(); /* the first answer comes after this, the window starts with it */
-  uint64_t s1 = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL); /* after a quiet spell: answered at once */
+  uint64_t s1 = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL, NULL); /* after a quiet spell: answered at once */
   REQUIRE(ans_wait(&a, 1, 3000));
   CHECK_EQ(a.n, 1u);
-  uint64_t s2 = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL);
-  uint64_t s3 = mc_hidx_put(h, "c", 1, U(9), 128, 64, 64, 0, 0, NULL);
+  uint64_t s2 = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL, NULL);
+  uint64_t s3 = mc_hidx_put(h, "c", 1, U(9), 128, 64, 64, 0, 0, NULL, NULL);
   mc_hidx_follow(h, s1, 1000, on_answer, &a); /* records queued, but the window is not over: it waits */
   REQUIRE(ans_wait(&a, 2, 3000));
   CHECK_EQ(a.n, 2u);
@@ -173,7 +197,7 @@ static void test_drop_at_once(void) {
   struct ans a;
   ans_init(&a);
   mc_hidx_follow(h, 0, 1000, on_answer, &a);
-  uint64_t acked = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL); /* after a quiet spell: answered at once */
+  uint64_t acked = mc_hidx_put(h, "a", 1, U(9), 0, 64, 64, 0, 0, NULL, NULL); /* after a quiet spell: answered at once */
   REQUIRE(ans_wait(&a, 1, 3000));
   /* inside the window that answer began, a PUT waits; a DROP arriving after it ends the wait. Whether the
    * feed thread woke before the window's end is a matter of timing on a loaded machine: one of three
@@ -182,7 +206,7 @@ static void test_drop_at_once(void) {
   for (int t = 0; t < 3 && !early; t++) {
     uint64_t w0 = a.at_ns; /* the window starts with the answer before */
     mc_hidx_follow(h, acked, 1000, on_answer, &a);
-    uint64_t sp = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL);
+    uint64_t sp = mc_hidx_put(h, "b", 1, U(9), 64, 64, 64, 0, 0, NULL, NULL);
     uint64_t sd = mc_hidx_drop(h, "b", 1, U(9));
     REQUIRE(ans_wait(&a, 2 + t, 3000));
     CHECK_EQ(a.n, 2u);
@@ -206,8 +230,8 @@ static void test_drop_at_once(void) {
 static void test_two_holders(void) {
   struct mc_hidx_feed *f = mc_hidx_feed_start(1);
   struct mc_hidx *a = mc_hidx_open(f, U(3)), *b = mc_hidx_open(f, U(4));
-  uint64_t sa = mc_hidx_put(a, "a", 1, U(9), 0, 64, 64, 0, 0, NULL);
-  uint64_t sb = mc_hidx_put(b, "b", 1, U(8), 0, 64, 64, 0, 0, NULL);
+  uint64_t sa = mc_hidx_put(a, "a", 1, U(9), 0, 64, 64, 0, 0, NULL, NULL);
+  uint64_t sb = mc_hidx_put(b, "b", 1, U(8), 0, 64, 64, 0, 0, NULL, NULL);
   struct ans x;
   ans_init(&x);
   mc_hidx_follow(b, sb, 0, on_answer, &x); /* b acknowledges; a does not: durable stays below a's record */
@@ -217,7 +241,7 @@ static void test_two_holders(void) {
   REQUIRE(ans_wait(&x, 2, 1000));
   CHECK_EQ(mc_hidx_durable(f), sb);
   /* a holder that goes away no longer holds durable_seq back */
-  uint64_t sa2 = mc_hidx_put(a, "a2", 2, U(9), 64, 64, 64, 0, 0, NULL);
+  uint64_t sa2 = mc_hidx_put(a, "a2", 2, U(9), 64, 64, 64, 0, 0, NULL, NULL);
   CHECK_EQ(mc_hidx_durable(f), sa2 - 1);
   mc_hidx_close(a);
   CHECK_EQ(mc_hidx_durable(f), sa2);
@@ -232,7 +256,7 @@ static void test_overflow(void) {
   memset(key, 'k', sizeof(key));
   uint64_t last = 0;
   for (int i = 0; i < (int)(MC_HIDX_QUEUE_MAX / sizeof(key)) + 20; i++)
-    last = mc_hidx_put(h, key, sizeof(key), U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL);
+    last = mc_hidx_put(h, key, sizeof(key), U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL, NULL);
   CHECK(last > 0);
   /* the bound was passed: what came before was dropped, durable_seq went past it */
   CHECK(mc_hidx_durable(f) >= last - 25);
@@ -253,7 +277,7 @@ static void test_overflow(void) {
   uint32_t shard = 99;
   static char big[MC_HIDX_ANSWER_MAX];
   memset(big, 'b', sizeof(big));
-  uint64_t sb = mc_hidx_put(h, big, sizeof(big), U(9), 0, 64, 64, 0, 0, NULL);
+  uint64_t sb = mc_hidx_put(h, big, sizeof(big), U(9), 0, 64, 64, 0, 0, NULL, NULL);
   CHECK(!mc_hidx_dump_next(h, &shard)); /* more than one answer is queued: the polls pace the resync */
   mc_hidx_follow(h, sb, 0, on_answer, &a);
   REQUIRE(ans_wait(&a, 3, 1000));
@@ -289,7 +313,7 @@ static void *writer(void *arg) {
   char key[32];
   for (int i = 0; i < PER; i++) {
     int n = snprintf(key, sizeof(key), "w%ld-%d", w, i);
-    mc_hidx_put(g_h[i % NH], key, (uint32_t)n, U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL);
+    mc_hidx_put(g_h[i % NH], key, (uint32_t)n, U(9), (uint64_t)i * 64, 64, 64, 0, 0, NULL, NULL);
   }
   atomic_fetch_add(&g_writers_done, 1);
   return NULL;
@@ -340,6 +364,6 @@ static void test_concurrent(void) {
   mc_hidx_feed_stop(f);
 }
 
-TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_long_poll), TEST_CASE(test_batch_window), TEST_CASE(test_drop_at_once),
+TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_copy), TEST_CASE(test_long_poll), TEST_CASE(test_batch_window), TEST_CASE(test_drop_at_once),
           TEST_CASE(test_two_holders),
           TEST_CASE(test_overflow), TEST_CASE(test_concurrent))

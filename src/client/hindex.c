@@ -24,20 +24,31 @@
 #define UPLOAD_BATCH 4096  /* entries per REMOUNT_INDEX */
 #define UPLOAD_TMO_MS 10000
 
+/* The fields a lookup compares come first, so a chain walk past other keys reads one cache line a link. */
 struct entry {
   struct entry *next;
+  uint64_t hash; /* khash(seg, key) */
   struct mc_uuid seg;
-  uint64_t off, len, size, ttl, seq;
-  uint8_t pin;
   uint32_t klen, glen;
+  uint8_t pin;
+  uint64_t off, len, size, ttl, seq;
   char key[]; /* klen bytes, then the key group's glen bytes (0: none; docs/master.md, "Key groups") */
 };
+
+/* Entries whose key (and group) fit SMALL_KEY bytes come from one size and are kept on a free list when
+ * dropped (at most FREE_MAX): a holder under a stream of puts and removals takes and gives back thousands a
+ * second, which malloc serves slower. */
+#define SMALL_KEY 160
+#define FREE_MAX 16384
+#define PREFETCH_AHEAD 8 /* records whose buckets are fetched ahead while one is applied (apply) */
 
 struct mc_hindex {
   struct mc_store *s;
   pthread_mutex_t mu;
   struct entry **b;
   size_t nb, n;
+  struct entry *free_list; /* SMALL_KEY entries kept for reuse (mu), nfree of them */
+  size_t nfree;
   pthread_t th;
   int running;
   atomic_int stop;
@@ -58,10 +69,30 @@ static uint64_t khash(struct mc_uuid seg, const char *k, uint32_t n) { /* FNV-1a
   return h;
 }
 
-static struct entry **slot(struct mc_hindex *x, struct mc_uuid seg, const char *k, uint32_t n) {
-  struct entry **p = &x->b[khash(seg, k, n) & (x->nb - 1)];
-  while (*p && !((*p)->klen == n && same_seg((*p)->seg, seg) && !memcmp((*p)->key, k, n))) p = &(*p)->next;
+static struct entry **slot(struct mc_hindex *x, uint64_t h, struct mc_uuid seg, const char *k, uint32_t n) {
+  struct entry **p = &x->b[h & (x->nb - 1)];
+  while (*p && !((*p)->hash == h && (*p)->klen == n && same_seg((*p)->seg, seg) && !memcmp((*p)->key, k, n)))
+    p = &(*p)->next;
   return p;
+}
+
+static struct entry *entry_alloc(struct mc_hindex *x, size_t bytes) {
+  if (bytes > SMALL_KEY) return mc_malloc(sizeof(struct entry) + bytes);
+  struct entry *e = x->free_list;
+  if (!e) return mc_malloc(sizeof(struct entry) + SMALL_KEY);
+  x->free_list = e->next;
+  x->nfree--;
+  return e;
+}
+
+static void entry_free(struct mc_hindex *x, struct entry *e) {
+  if (e->klen + e->glen > SMALL_KEY || x->nfree >= FREE_MAX) {
+    mc_free(e);
+    return;
+  }
+  e->next = x->free_list;
+  x->free_list = e;
+  x->nfree++;
 }
 
 static int followed(const struct mc_hindex *x, struct mc_uuid seg) {
@@ -76,7 +107,7 @@ static void grow(struct mc_hindex *x) {
   for (size_t i = 0; i < x->nb; i++)
     for (struct entry *e = x->b[i], *next; e; e = next) {
       next = e->next;
-      size_t j = khash(e->seg, e->key, e->klen) & (nb - 1);
+      size_t j = e->hash & (nb - 1);
       e->next = b[j];
       b[j] = e;
     }
@@ -93,35 +124,36 @@ struct rec {
   uint32_t glen;
 };
 
-static void put(struct mc_hindex *x, struct mc_uuid seg, const char *k, uint32_t n, const struct rec *r) {
-  struct entry **p = slot(x, seg, k, n), *e = *p;
+static void put(struct mc_hindex *x, uint64_t h, struct mc_uuid seg, const char *k, uint32_t n, const struct rec *r) {
+  struct entry **p = slot(x, h, seg, k, n), *e = *p;
   if (e && e->seq > r->seq) return; /* (a master's numbers only grow; a newer record is kept) */
   if (e && e->glen != r->glen) { /* another group name: the entry is made again at its size */
     *p = e->next;
-    mc_free(e);
+    entry_free(x, e);
     x->n--;
     e = NULL;
   }
   if (!e) {
     if (x->n >= x->nb) {
       grow(x);
-      p = slot(x, seg, k, n);
+      p = slot(x, h, seg, k, n);
     }
-    e = mc_malloc(sizeof(*e) + n + r->glen);
+    e = entry_alloc(x, (size_t)n + r->glen);
     e->next = *p;
     memcpy(e->key, k, n);
     *p = e;
     x->n++;
   }
-  *e = (struct entry){e->next, seg, r->off, r->len, r->size, r->ttl, r->seq, r->pin, n, r->glen};
+  *e = (struct entry){.next = e->next, .hash = h, .seg = seg, .klen = n, .glen = r->glen, .pin = r->pin,
+                      .off = r->off, .len = r->len, .size = r->size, .ttl = r->ttl, .seq = r->seq};
   if (r->glen) memcpy(e->key + n, r->group, r->glen);
 }
 
-static void drop(struct mc_hindex *x, struct mc_uuid seg, const char *k, uint32_t n) {
-  struct entry **p = slot(x, seg, k, n), *e = *p;
+static void drop(struct mc_hindex *x, uint64_t h, struct mc_uuid seg, const char *k, uint32_t n) {
+  struct entry **p = slot(x, h, seg, k, n), *e = *p;
   if (!e) return;
   *p = e->next;
-  mc_free(e);
+  entry_free(x, e);
   x->n--;
 }
 
@@ -129,16 +161,63 @@ static void clear(struct mc_hindex *x) {
   for (size_t i = 0; i < x->nb; i++)
     for (struct entry *e = x->b[i], *next; e; e = next) {
       next = e->next;
-      mc_free(e);
+      entry_free(x, e);
     }
   memset(x->b, 0, x->nb * sizeof(*x->b));
   x->n = 0;
 }
 
+static void free_all(struct mc_hindex *x) {
+  clear(x);
+  for (struct entry *e = x->free_list, *next; e; e = next) {
+    next = e->next;
+    mc_free(e);
+  }
+  x->free_list = NULL;
+  x->nfree = 0;
+}
+
 /* ---- following ---- */
 
+/* One decoded record of an answer. */
+struct drec {
+  struct rec r;
+  uint8_t kind;
+  uint32_t klen;
+  const char *key;
+  struct mc_uuid seg;
+  uint64_t hash;
+};
+
+#define DECODE_CHUNK 256 /* records decoded ahead of their application (apply) */
+
+/* Decodes up to max records of r into d: how many; r->err at one that does not decode. */
+static uint32_t decode_chunk(struct mc_rbuf_rd *r, uint32_t max, struct drec *d) {
+  uint32_t n = 0;
+  for (; n < max && !r->err; n++) {
+    struct drec *e = &d[n];
+    e->r = (struct rec){.seq = mc_r_u64(r)};
+    e->kind = mc_r_u8(r);
+    e->key = (const char *)mc_r_blob(r, &e->klen);
+    e->seg = mc_get_uuid(r);
+    e->r.off = mc_r_u64(r), e->r.len = mc_r_u64(r), e->r.size = mc_r_u64(r);
+    e->r.pin = mc_r_u8(r);
+    e->r.ttl = mc_r_u64(r);
+    if (e->kind == (MC_HIDX_PUT | MC_HIDX_GROUPED)) { /* its key group follows (master/hidx.h) */
+      e->kind = MC_HIDX_PUT;
+      e->r.group = (const char *)mc_r_blob(r, &e->r.glen);
+      if (!r->err && (!e->r.glen || e->r.glen > MC_STR_MAX || memchr(e->r.group, 0, e->r.glen))) r->err = 1;
+    }
+    if (r->err) break;
+    e->hash = khash(e->seg, e->key, e->klen);
+  }
+  return n;
+}
+
 /* Applies an answer: returns the last record's number (0 when none), or the answer's own end at the
- * first record that does not decode. */
+ * first record that does not decode. Records are decoded a chunk at a time and their buckets fetched a few
+ * records ahead of their application: the table is mostly out of the cache (the data path streams through
+ * it), and the misses of one record then overlap those of the next. */
 static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
   struct mc_rbuf_rd r;
   mc_r_init(&r, rep->p, rep->len);
@@ -146,31 +225,29 @@ static uint64_t apply(struct mc_hindex *x, const struct mc_wbuf *rep) {
   uint8_t flags = mc_r_u8(&r);
   uint32_t count = mc_r_u32(&r);
   uint64_t last = 0;
+  struct drec d[DECODE_CHUNK];
   pthread_mutex_lock(&x->mu);
   if (flags & 1) { /* records for us were dropped: what we hold cannot be trusted any more */
     LOG_WARN_LIMITED("holder index: the master dropped records for us (its queue overflowed); index cleared");
     clear(x);
   }
-  for (uint32_t i = 0; i < count && !r.err; i++) {
-    struct rec e = {.seq = mc_r_u64(&r)};
-    uint8_t kind = mc_r_u8(&r);
-    uint32_t kl;
-    const char *k = (const char *)mc_r_blob(&r, &kl);
-    struct mc_uuid seg = mc_get_uuid(&r);
-    e.off = mc_r_u64(&r), e.len = mc_r_u64(&r), e.size = mc_r_u64(&r);
-    e.pin = mc_r_u8(&r);
-    e.ttl = mc_r_u64(&r);
-    if (kind == (MC_HIDX_PUT | MC_HIDX_GROUPED)) { /* its key group follows (master/hidx.h) */
-      kind = MC_HIDX_PUT;
-      e.group = (const char *)mc_r_blob(&r, &e.glen);
-      if (!r.err && (!e.glen || e.glen > MC_STR_MAX || memchr(e.group, 0, e.glen))) r.err = 1;
+  for (uint32_t done = 0; done < count && !r.err;) {
+    uint32_t n = decode_chunk(&r, MC_MIN(count - done, (uint32_t)DECODE_CHUNK), d);
+    done += n;
+    for (uint32_t i = 0; i < n && i < PREFETCH_AHEAD; i++) __builtin_prefetch(&x->b[d[i].hash & (x->nb - 1)]);
+    for (uint32_t i = 0; i < n; i++) {
+      if (i + PREFETCH_AHEAD < n) __builtin_prefetch(&x->b[d[i + PREFETCH_AHEAD].hash & (x->nb - 1)]);
+      if (i + PREFETCH_AHEAD / 2 < n) { /* its bucket came by now: the chain's first link */
+        const struct entry *h = x->b[d[i + PREFETCH_AHEAD / 2].hash & (x->nb - 1)];
+        if (h) __builtin_prefetch(h);
+      }
+      const struct drec *e = &d[i];
+      last = e->r.seq;
+      if (e->r.seq > x->applied) x->applied = e->r.seq;
+      if (!followed(x, e->seg)) continue;
+      if (e->kind == MC_HIDX_PUT) put(x, e->hash, e->seg, e->key, e->klen, &e->r);
+      else if (e->kind == MC_HIDX_DROP) drop(x, e->hash, e->seg, e->key, e->klen);
     }
-    if (r.err) break;
-    last = e.seq;
-    if (e.seq > x->applied) x->applied = e.seq;
-    if (!followed(x, seg)) continue;
-    if (kind == MC_HIDX_PUT) put(x, seg, k, kl, &e);
-    else if (kind == MC_HIDX_DROP) drop(x, seg, k, kl);
   }
   pthread_mutex_unlock(&x->mu);
   if (r.err) LOG_WARN_LIMITED("holder index: a FOLLOW_INDEX answer does not decode; the rest comes again");
@@ -243,7 +320,7 @@ void mc_hindex_forget_segment(struct mc_store *s, struct mc_uuid seg) {
         continue;
       }
       *p = e->next;
-      mc_free(e);
+      entry_free(x, e);
       x->n--;
     }
   pthread_mutex_unlock(&x->mu);
@@ -254,7 +331,7 @@ void mc_hindex_stop(struct mc_store *s) {
   if (!x) return;
   atomic_store(&x->stop, 1);
   if (x->running) pthread_join(x->th, NULL);
-  clear(x);
+  free_all(x);
   mc_free(x->b);
   mc_free(x->segs);
   pthread_mutex_destroy(&x->mu);

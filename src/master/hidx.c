@@ -212,7 +212,8 @@ static void overflow(struct mc_hidx *h) {
 }
 
 static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
-                       uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group) {
+                       uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group,
+                       struct mc_wbuf *copy) {
   pthread_mutex_lock(&h->mu);
   if (h->closed) {
     pthread_mutex_unlock(&h->mu);
@@ -233,7 +234,9 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
     }
   }
   pthread_mutex_unlock(&f->mu);
+  size_t at = h->q.len;
   mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl, group);
+  if (copy) mc_w_bytes_raw(copy, h->q.p + at, h->q.len - at); /* (one encoding for both) */
   if (h->ix_n == h->ix_cap) {
     h->ix_cap = h->ix_cap ? 2 * h->ix_cap : 64;
     h->ix = mc_realloc(h->ix, h->ix_cap * sizeof(*h->ix));
@@ -248,12 +251,13 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
 }
 
 uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
-                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group) {
-  return append(h, MC_HIDX_PUT, key, klen, segment, offset, length, size, hard_pin, soft_pin_ttl_ms, group);
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group,
+                     struct mc_wbuf *copy) {
+  return append(h, MC_HIDX_PUT, key, klen, segment, offset, length, size, hard_pin, soft_pin_ttl_ms, group, copy);
 }
 
 uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment) {
-  return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0, NULL);
+  return append(h, MC_HIDX_DROP, key, klen, segment, 0, 0, 0, 0, 0, NULL, NULL);
 }
 
 /* Drops what acked covers and recomputes durable_seq (h->mu held). Returns the oldest record still queued. */

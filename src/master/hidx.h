@@ -75,9 +75,11 @@ void mc_hidx_unref(struct mc_hidx *h);
 int *mc_hidx_discard_slot(struct mc_hidx *h);
 
 /* Queues a record for h; returns its seq (0 when h is closed or was reset for overflow). group: the
- * object's key group (NULL or "" = none). */
+ * object's key group (NULL or "" = none). copy: when not NULL and a seq is returned, the record's bytes
+ * are appended there too (a writer's witness, docs/ha.md "Witnesses": encoded once for both). */
 uint64_t mc_hidx_put(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment, uint64_t offset,
-                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group);
+                     uint64_t length, uint64_t size, uint8_t hard_pin, uint64_t soft_pin_ttl_ms, const char *group,
+                     struct mc_wbuf *copy);
 uint64_t mc_hidx_drop(struct mc_hidx *h, const void *key, uint32_t klen, struct mc_uuid segment);
 
 /* A poll: drops the records at or below `acked`, then answers at once (through answer) when records are

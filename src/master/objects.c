@@ -166,6 +166,17 @@ static void witness(const struct object *o, const struct replica *r, uint64_t le
   mc_wsink->n++;
 }
 
+/* Where the witness of a PUT record about to be queued goes (mc_hidx_put's copy): the sink of the request
+ * being handled while it has room, else NULL. */
+static struct mc_wbuf *witness_to(void) { return mc_wsink && mc_wsink->n < MC_WSINK_MAX ? &mc_wsink->w : NULL; }
+
+/* Counts the PUT record seq just queued with witness_to()'s buffer as its copy. */
+static void witnessed(uint64_t seq) {
+  if (!seq || !mc_wsink) return;
+  if (mc_wsink->n < MC_WSINK_MAX) mc_wsink->n++;
+  else mc_wsink->unwitnessed++;
+}
+
 void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
   struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
   uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
@@ -187,8 +198,8 @@ uint64_t mc_obj_index_put(const struct object *o) {
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
-                          mc_kgroup_name(o->kg));
-    witness(o, r, len, seq, MC_HIDX_PUT);
+                               mc_kgroup_name(o->kg), witness_to());
+    witnessed(seq);
     if (seq > top) top = seq;
   }
   return top;
@@ -209,7 +220,7 @@ static uint64_t resync_shard(struct shard *sh, struct mc_hidx *h) {
         uint64_t off, len;
         mc_tlsf_block_range(r->blk, &off, &len);
         n += mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
-                          mc_kgroup_name(o->kg)) != 0;
+                          mc_kgroup_name(o->kg), NULL) != 0;
       }
   pthread_mutex_unlock(&sh->mu);
   return n;
@@ -1064,9 +1075,8 @@ static void index_put_one(const struct object *o, const struct replica *r) {
   if (!h) return;
   uint64_t off, len;
   mc_tlsf_block_range(r->blk, &off, &len);
-  witness(o, r, len, mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
-                          mc_kgroup_name(o->kg)),
-          MC_HIDX_PUT);
+  witnessed(mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
+                        mc_kgroup_name(o->kg), witness_to()));
 }
 
 int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t type, int ok, uint64_t hold_until_ns) {
