@@ -27,8 +27,9 @@
 #define SCAN_SHARDS 64 /* shards next_stripe compares */
 #define STRIKES 3 /* failed READs after which a holder is excluded for this fetch */
 #define MAX_PARTIALS 64 /* failed fetches remembered for a resume */
-#define GOLD_CAP 2 /* stripes in flight from producers while replicas can serve (next_stripe) */
+#define GOLD_CAP 2 /* stripes in flight from producers while others can serve, or until alone (next_stripe) */
 #define MAX_PARTS 64 /* partial holders of a shard one fetch considers */
+#define RAMP_MS 1000 /* a fetch alone this long after its first stripe uses every worker on producers */
 
 /* A holder of this fetch (one per segment name). */
 struct src {
@@ -42,6 +43,7 @@ struct sh_holder {
   uint64_t off;
   int gold;
   uint8_t *bits; /* a partial holder: the stripes it advertised (malloc'ed); NULL: it holds the whole shard */
+  int seen;      /* a partial holder: in the record last read (merge_holders) */
 };
 
 struct fshard {
@@ -52,6 +54,7 @@ struct fshard {
   size_t nstripes, done, inflight;
   uint8_t *state;   /* per stripe: 0 to do, 1 in flight, 2 landed (verified when scrc) */
   uint8_t *avail;   /* per stripe: 1 when a live holder that is not a producer has it (refresh_avail) */
+  uint8_t *gold_read; /* per stripe: 1 when this fetch read it (or reads it) from a producer */
   size_t *served;   /* per stripe: the src that served it */
   struct sh_holder *h;
   size_t nh, nparts;
@@ -71,6 +74,9 @@ struct fetch {
   struct src *src;
   size_t nsrc;
   int err, newly;
+  int64_t first_landed; /* when the first stripe arrived (ms since the epoch; 0: none yet) */
+  int ramped; /* RAMP_MS went by since first_landed: the others starting at once are known */
+  int others; /* a holder other than a producer was seen: this fetch is not alone */
   int copy; /* mc_p2p_get_copy: nothing is advertised, the node never becomes a holder */
   unsigned seed;
   uint64_t stripe;        /* the stripe size: the record's stripe_size, else STRIPE */
@@ -103,6 +109,7 @@ static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holde
       struct sh_holder *e = &x->h[j];
       if (bits && !e->bits) return;
       e->off = h->offset;
+      e->seen = 1;
       if (bits) {
         memcpy(e->bits, bits, nb);
       } else if (e->bits) {
@@ -114,7 +121,8 @@ static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holde
     }
   if (x->nh >= 2 * P2P_MAX_HOLDERS || (bits && x->nparts >= MAX_PARTS)) return;
   x->h = mc_realloc(x->h, (x->nh + 1) * sizeof(*x->h));
-  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold, NULL};
+  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold, NULL, 1};
+  f->others |= !gold;
   if (bits) {
     x->h[x->nh - 1].bits = mc_malloc(nb);
     memcpy(x->h[x->nh - 1].bits, bits, nb);
@@ -148,21 +156,33 @@ static void exclude(struct fetch *f, size_t c) {
   refresh_all(f);
 }
 
-/* Takes in the live holders of r, partial ones too when r's stripes are this fetch's (f->mu held). */
+/* Takes in the live holders of r, partial ones too when r's stripes are this fetch's; a partial holder no
+ * longer in r (expired, withdrawn) is dropped (f->mu held). */
 static void merge_holders(struct fetch *f, const struct p2p_record *r) {
   int64_t now = p2p_wall_ms();
   for (size_t i = 0; i < f->nsh && i < r->nshards; i++) {
     const struct p2p_shard *rs = &r->shards[i];
+    struct fshard *x = &f->sh[i];
+    int parts = r->stripe_size == f->rec_stripe && rs->size == x->size;
+    for (size_t j = 0; parts && j < x->nh; j++) x->h[j].seen = 0;
     for (int kind = 0; kind < 3; kind++) { /* replicas, producers, partial holders */
-      size_t n = kind == 0   ? rs->nrep
-                 : kind == 1 ? rs->ngold
-                 : r->stripe_size == f->rec_stripe && rs->size == f->sh[i].size ? rs->npart : 0;
+      size_t n = kind == 0 ? rs->nrep : kind == 1 ? rs->ngold : parts ? rs->npart : 0;
       for (size_t j = 0; j < n; j++) {
         const struct p2p_holder *h = kind == 0 ? &rs->rep[j] : kind == 1 ? &rs->gold[j] : &rs->part[j].h;
         if ((!h->expires || h->expires >= now) && strcmp(h->seg, f->s->self))
-          add_holder(f, &f->sh[i], h, kind == 1, kind == 2 ? rs->part[j].bits : NULL);
+          add_holder(f, x, h, kind == 1, kind == 2 ? rs->part[j].bits : NULL);
       }
     }
+    size_t k = 0;
+    for (size_t j = 0; j < x->nh; j++) {
+      if (parts && x->h[j].bits && !x->h[j].seen) {
+        mc_free(x->h[j].bits);
+        x->nparts--;
+      } else {
+        x->h[k++] = x->h[j];
+      }
+    }
+    x->nh = k;
   }
   refresh_all(f);
 }
@@ -223,18 +243,72 @@ static size_t live_holders(const struct fetch *f, const struct fshard *x, size_t
   return n;
 }
 
+static int claimed(const struct fshard *x, size_t j) { return x->state[j] || x->avail[j]; }
+
+/* 1 when a stripe of the run this fetch reads from a producer ending at stripe k of x (its last 2 * GOLD_CAP
+ * + 2) was read from one by another consumer too (a live partial holder has it) whose segment name sorts
+ * first: two consumers reading the same stripes from a producer in step (each sees the other's stripes only
+ * once verified, behind its own front); the first keeps going, this fetch yields (gold_stripe). */
+static int yields(const struct fetch *f, const struct fshard *x, size_t k) {
+  size_t n = x->nstripes;
+  for (size_t back = 0; back < n && back < 2 * GOLD_CAP + 2 && x->gold_read[k]; back++, k = (k + n - 1) % n) {
+    if (!x->avail[k]) continue;
+    for (size_t j = 0; j < x->nh; j++) {
+      const struct sh_holder *e = &x->h[j];
+      if (e->bits && has_bit(e->bits, k) && !f->src[e->src].excluded && strcmp(f->src[e->src].seg, f->s->self) < 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* The producer-only to-do stripe of x to read from a producer (SIZE_MAX: none), *busy 1 when it is likely
+ * in flight at another consumer: the stripe right after one this fetch reads from a producer (its front,
+ * unless it yields); else the first from x->origin when nobody holds or reads a stripe of x; else one drawn
+ * at random among those more than GOLD_CAP stripes past any stripe claimed (held or read: the others read
+ * forward from what they hold; at random, so that consumers do not converge on the same one), else among
+ * all (busy). */
+static size_t gold_stripe(struct fetch *f, const struct fshard *x, int *busy) {
+  size_t n = x->nstripes, first = SIZE_MAX, start = SIZE_MAX, pick_far = SIZE_MAX, pick_any = SIZE_MAX, len = 0;
+  unsigned nfar = 0, nany = 0;
+  *busy = 0;
+  for (size_t q = 0; q < n; q++) {
+    size_t j = (x->origin + q) % n;
+    if (claimed(x, j)) {
+      if (start == SIZE_MAX) start = j;
+    } else if (x->gold_read[(j + n - 1) % n] && !yields(f, x, (j + n - 1) % n)) {
+      return j;
+    } else if (first == SIZE_MAX) {
+      first = j;
+    }
+  }
+  if (first == SIZE_MAX || start == SIZE_MAX) return first;
+  for (size_t q = 1; q <= n; q++) {
+    size_t j = (start + q) % n;
+    len = claimed(x, j) ? 0 : len + 1;
+    if (!len) continue;
+    if (len > GOLD_CAP && rand_r(&f->seed) % ++nfar == 0) pick_far = j;
+    if (rand_r(&f->seed) % ++nany == 0) pick_any = j;
+  }
+  *busy = pick_far == SIZE_MAX;
+  return *busy ? pick_any : pick_far;
+}
+
 /* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. Among the first
- * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on, two candidates, each shard's
- * stripes scanned from its own random origin: a stripe only a producer has (no replica, no partial holder
- * that advertised it), of the shard ranked first by: this fetch already reads it from a producer; nobody
- * else is reading it (no partial holder: drawn at random, consumers fetching at once rarely pick the same
- * one); another consumer is (its producer-only stripes are likely in flight there). And a stripe a replica
- * or a partial holder has, of a shard already begun, else of the one with the fewest holders (rarest
- * first), ties at random. The producer's stripe is taken while this fetch has fewer than GOLD_CAP stripes
- * in flight from producers (and the shard is not one another consumer reads), or when there is no other
- * stripe; a stripe a replica or partial holder has is read from those only: the producer's uplink carries
- * each byte about once, the consumers' carry the rest (docs/p2p-store.md, "Fetching"). A shard whose
- * holders are all excluded fails the fetch. */
+ * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on, two candidates. A stripe
+ * only a producer has (no replica, no partial holder advertised it; gold_stripe picks it in its shard), of
+ * the shard ranked first by: this fetch already reads it from a producer; nobody else is reading it (no
+ * partial holder: drawn at random, consumers fetching at once rarely pick the same one); another consumer
+ * is; the stripe is likely in flight at another consumer. And a stripe a replica or a partial holder has, of
+ * a shard already begun, else of the one with the fewest holders (rarest first), ties at random. The
+ * producer's stripe is taken while this fetch has fewer than GOLD_CAP stripes in flight from producers
+ * (with every worker when this fetch is alone: no other holder seen RAMP_MS after its first stripe
+ * arrived; consumers reading more at once from a producer would claim more stripes the others cannot see,
+ * read twice, and their first stripes would land late, together); of a shard another consumer reads, only
+ * when there is no other stripe, and one likely in flight there only when nothing else is in flight. A
+ * stripe a replica or partial holder has is read from those only: the producer's uplink carries each byte
+ * about once, the consumers' carry the rest (docs/p2p-store.md, "Fetching"). A shard whose holders are all
+ * excluded fails the fetch. */
 static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   long gbest = -1, rbest = -1;
   size_t gj = 0, rj = 0, gkey = SIZE_MAX, rkey = SIZE_MAX, seen = 0;
@@ -258,10 +332,13 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
       if (!x->avail[j] && gs == SIZE_MAX) gs = j;
     }
     int begun = x->done + x->inflight > 0;
+    int busy = 0;
+    if (gs != SIZE_MAX) gs = gold_stripe(f, x, &busy);
+    size_t gk = busy ? 3 : x->gold_begun ? 0 : !parts && !begun ? 1 : 2;
     for (int gold = 0; gold < 2; gold++) {
       size_t j = gold ? gs : rs;
       if (j == SIZE_MAX || (gold && !golds)) continue;
-      size_t key = gold ? (x->gold_begun ? 0 : !parts && !begun ? 1 : 2) : begun ? 0 : live;
+      size_t key = gold ? gk : begun ? 0 : live;
       long *best = gold ? &gbest : &rbest;
       size_t *bkey = gold ? &gkey : &rkey, *bj = gold ? &gj : &rj;
       unsigned *ties = gold ? &gties : &rties;
@@ -272,7 +349,8 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
       }
     }
   }
-  int gold = gbest >= 0 && ((f->gold_inflight < GOLD_CAP && gkey < 2) || rbest < 0);
+  int gold = gbest >= 0 && (gkey < 2 ? f->gold_inflight < GOLD_CAP || (rbest < 0 && f->ramped && !f->others)
+                                      : rbest < 0 && f->gold_inflight < GOLD_CAP && (gkey == 2 || !f->inflight));
   if (gold) {
     *xi = (size_t)gbest, *si = gj;
   } else if (rbest >= 0) {
@@ -316,6 +394,7 @@ static void verify(struct fetch *f, size_t i) {
   for (size_t j = 0; j < x->nstripes; j++) {
     f->src[x->served[j]].excluded = 1;
     x->state[j] = 0;
+    x->gold_read[j] = 0;
   }
   x->done = 0;
   refresh_all(f);
@@ -352,6 +431,7 @@ static void *worker_main(void *arg) {
     x->state[j] = 1;
     x->inflight++;
     x->gold_begun |= h.gold;
+    x->gold_read[j] = (uint8_t)h.gold;
     c->inflight++;
     f->inflight++;
     f->gold_inflight += h.gold;
@@ -380,15 +460,18 @@ static void *worker_main(void *arg) {
                  id < 0 ? "its segment cannot be opened" : "READs failed");
       if (c->fails >= STRIKES) exclude(f, h.src);
       x->state[j] = 0;
+      x->gold_read[j] = 0;
     } else if (bad) { /* wrong bytes: the holder that served them is excluded, the stripe read again */
       LOG_WARN("p2p store: '%s' shard %zu stripe %zu: CRC-32 mismatch; holder %s excluded for this fetch",
                f->p->name, i, j, seg);
       atomic_fetch_add(&s->bytes_done, len);
       exclude(f, h.src);
       x->state[j] = 0;
+      x->gold_read[j] = 0;
     } else {
       x->state[j] = 2;
       x->served[j] = h.src;
+      if (!f->first_landed) f->first_landed = p2p_wall_ms();
       atomic_fetch_add(&s->bytes_done, len);
       ++x->done;
       if (x->scrc)
@@ -429,7 +512,7 @@ static void take_partial(struct mc_p2p_store *s, struct fetch *f, int all) {
   size_t kept = 0, stripes = 0;
   for (size_t i = 0; same && i < f->nsh; i++) {
     struct fshard *x = &f->sh[i];
-    const uint8_t *had = old && old->bits && old->stripe == f->rec_stripe ? old->bits[i] : NULL;
+    const uint8_t *had = !all && old->bits && old->stripe == f->rec_stripe ? old->bits[i] : NULL; /* (same layout) */
     if (x->scrc && (all || old->have[i] || had)) { /* stripe by stripe: the verified ones of a shard begun too */
       for (size_t j = 0; j < x->nstripes; j++) {
         uint64_t off = (uint64_t)j * f->stripe, len = x->size - off < f->stripe ? x->size - off : f->stripe;
@@ -504,6 +587,7 @@ static void advertise_loop(struct fetch *f) {
     pthread_mutex_lock(&f->mu);
     if (got) {
       if (r.nshards == f->nsh) merge_holders(f, &r);
+      f->ramped |= f->first_landed && p2p_wall_ms() - f->first_landed >= RAMP_MS;
       p2p_record_free(&r);
       pthread_cond_broadcast(&f->cv);
     }
@@ -535,6 +619,7 @@ static int setup(struct fetch *f, const struct p2p_record *r, const size_t *size
     x->nstripes = p2p_stripes(x->size, f->stripe);
     x->state = mc_calloc(x->nstripes, 1);
     x->avail = mc_calloc(x->nstripes, 1);
+    x->gold_read = mc_calloc(x->nstripes, 1);
     x->served = mc_calloc(x->nstripes, sizeof(size_t));
     x->origin = (size_t)rand_r(&f->seed) % x->nstripes;
     if (rs->stripe_crc) {
@@ -552,6 +637,7 @@ static void fetch_free(struct fetch *f) {
   for (size_t i = 0; i < f->nsh; i++) {
     mc_free(f->sh[i].state);
     mc_free(f->sh[i].avail);
+    mc_free(f->sh[i].gold_read);
     mc_free(f->sh[i].served);
     mc_free(f->sh[i].scrc);
     for (size_t j = 0; j < f->sh[i].nh; j++) mc_free(f->sh[i].h[j].bits);
