@@ -76,7 +76,7 @@ struct fetch {
   int err, newly;
   int64_t first_landed; /* when the first stripe arrived (ms since the epoch; 0: none yet) */
   int ramped; /* RAMP_MS went by since first_landed: the others starting at once are known */
-  int others; /* a holder other than a producer was seen: this fetch is not alone */
+  int others; /* the record last read names a holder other than a producer: this fetch is not alone */
   int copy; /* mc_p2p_get_copy: nothing is advertised, the node never becomes a holder */
   unsigned seed;
   uint64_t stripe;        /* the stripe size: the record's stripe_size, else STRIPE */
@@ -102,6 +102,7 @@ static int has_bit(const uint8_t *bits, size_t k) { return bits[k / 8] >> (k % 8
  * partial holder that became whole loses its bitmap; a whole one never becomes partial again). */
 static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holder *h, int gold, const uint8_t *bits) {
   long k = src_index(f, h->seg);
+  f->others |= !gold;
   if (k < 0) return;
   size_t nb = p2p_bitmap_bytes(x->nstripes);
   for (size_t j = 0; j < x->nh; j++)
@@ -122,7 +123,6 @@ static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holde
   if (x->nh >= 2 * P2P_MAX_HOLDERS || (bits && x->nparts >= MAX_PARTS)) return;
   x->h = mc_realloc(x->h, (x->nh + 1) * sizeof(*x->h));
   x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold, NULL, 1};
-  f->others |= !gold;
   if (bits) {
     x->h[x->nh - 1].bits = mc_malloc(nb);
     memcpy(x->h[x->nh - 1].bits, bits, nb);
@@ -160,6 +160,7 @@ static void exclude(struct fetch *f, size_t c) {
  * longer in r (expired, withdrawn) is dropped (f->mu held). */
 static void merge_holders(struct fetch *f, const struct p2p_record *r) {
   int64_t now = p2p_wall_ms();
+  f->others = 0; /* (add_holder sets it) */
   for (size_t i = 0; i < f->nsh && i < r->nshards; i++) {
     const struct p2p_shard *rs = &r->shards[i];
     struct fshard *x = &f->sh[i];
