@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <zlib.h>
 
 #include "lib/proc.h"
 #include "lib/test.h"
 #include "meta/metadata.h"
 #include "meta/metadata_server.h"
 #include "mooncake/p2p_store.h"
+#include "p2p/record.h"
 
 #define MIB (1ull << 20)
 
@@ -292,6 +295,143 @@ static void test_strerror(void) {
   CHECK(mc_p2p_store_new("P2PHANDSHAKE", "127.0.0.1:1", "") == NULL);
 }
 
+/* ---- the record's stripe fields (docs/p2p-store.md, "Metadata"), decoded and edited in process ---- */
+
+/* A record of 12 MiB in 8 MiB shards (two stripes of 4 MiB, then one) with the stripe fields: stripe_size
+ * (ss, a JSON value or NULL: absent), shard 0's stripe_crc32 (c0, NULL: absent), its crc32 (crc0) and partial
+ * list (part, NULL: absent). Shard 1 has stripe_crc32 [3] and crc32 3 when ss is given. Static text. */
+static const char *stripe_rec(const char *ss, const char *c0, unsigned long long crc0, const char *part) {
+  static char t[1 << 17], pf[1 << 17];
+  char ssf[64] = "", c0f[64] = "", c1f[64] = "";
+  pf[0] = 0;
+  if (ss) snprintf(ssf, sizeof(ssf), ",\"stripe_size\":%s", ss);
+  if (ss) snprintf(c1f, sizeof(c1f), ",\"stripe_crc32\":[3]");
+  if (c0) snprintf(c0f, sizeof(c0f), ",\"stripe_crc32\":%s", c0);
+  if (part) snprintf(pf, sizeof(pf), ",\"partial\":%s", part);
+  snprintf(t, sizeof(t),
+           "{\"name\":\"s\",\"size\":12582912,\"size_list\":[12582912],\"max_shard_size\":8388608%s,\"shards\":["
+           "{\"size\":8388608,\"crc32\":%llu%s,\"gold\":[{\"segment_name\":\"p:1\",\"offset\":4096}],"
+           "\"replica_list\":null%s},"
+           "{\"size\":4194304,\"crc32\":3%s,\"gold\":[{\"segment_name\":\"p:1\",\"offset\":8192}],\"replica_list\":null}]}",
+           ssf, crc0, c0f, pf, c1f);
+  return t;
+}
+
+static int decodes(const char *text, struct p2p_record *r) {
+  const char *why = NULL;
+  int rc = p2p_record_decode(text, "s", r, &why);
+  if (rc) CHECK(why != NULL);
+  return rc == 0;
+}
+
+static void test_record_stripes(void) {
+  unsigned long long c0 = crc32_combine(1, 2, 4 << 20); /* shard 0's CRC from its stripes' 1 and 2 */
+  const char *part = "[{\"segment_name\":\"c:1\",\"offset\":12288,\"expires\":5,\"stripes\":\"02\"}]";
+  struct p2p_record r, again;
+  /* round trip */
+  REQUIRE(decodes(stripe_rec("4194304", "[1,2]", c0, part), &r));
+  CHECK_EQ(r.stripe_size, 4ull << 20);
+  REQUIRE(r.shards[0].stripe_crc && r.shards[1].stripe_crc);
+  CHECK_EQ(r.shards[0].stripe_crc[1], 2);
+  CHECK_EQ(r.shards[0].npart, 1);
+  CHECK_STR(r.shards[0].part[0].h.seg, "c:1");
+  CHECK_EQ(r.shards[0].part[0].h.offset, 12288);
+  CHECK_EQ(r.shards[0].part[0].bits[0], 2);
+  CHECK_EQ(r.shards[1].npart, 0);
+  char *text = p2p_record_encode(&r);
+  CHECK(strstr(text, "\"stripe_size\":4194304") && strstr(text, "\"stripe_crc32\":[1,2]") &&
+        strstr(text, "\"stripes\":\"02\""));
+  REQUIRE(decodes(text, &again));
+  char *text2 = p2p_record_encode(&again);
+  CHECK_STR(text, text2);
+  free(text), free(text2);
+  p2p_record_free(&again);
+  /* edits: a partial entry added, updated (bits past the last stripe dropped), replaced by a full one */
+  uint8_t one = 1, all = 0xff, none = 0;
+  uint64_t addr[2] = {65536, 131072};
+  CHECK(p2p_record_put_partial(&r, "d:1", 0, &one, 65536, 1000));
+  CHECK_EQ(r.shards[0].npart, 2);
+  CHECK(p2p_record_put_partial(&r, "d:1", 0, &all, 65536, 2000));
+  CHECK_EQ(r.shards[0].npart, 2);
+  CHECK_EQ(r.shards[0].part[1].bits[0], 3);
+  CHECK_EQ(r.shards[0].part[1].h.expires, 2000);
+  CHECK(p2p_record_put_partial(&r, "d:1", 1, &one, 65536, 1000)); /* (the other shard) */
+  uint8_t have[2] = {1, 0};
+  CHECK(p2p_record_put(&r, "d:1", 0, have, addr, 3000)); /* whole shard 0: its partial entry goes */
+  CHECK_EQ(r.shards[0].npart, 1);
+  CHECK_EQ(r.shards[0].nrep, 1);
+  CHECK_EQ(r.shards[1].npart, 1);
+  CHECK(!p2p_record_put_partial(&r, "d:1", 0, &one, 65536, 1000)); /* a whole holder is never partial */
+  CHECK(!p2p_record_put_partial(&r, "d:1", 2, &one, 65536, 1000)); /* (no such shard) */
+  CHECK(p2p_record_put_partial(&r, "c:1", 0, &none, 12288, 1000)); /* no stripe left: removed */
+  CHECK_EQ(r.shards[0].npart, 0);
+  CHECK(p2p_record_put_partial(&r, "c:1", 0, &one, 12288, 5));
+  CHECK_EQ(p2p_record_prune(&r, 100), 1); /* c:1's entry expired */
+  CHECK_EQ(r.shards[0].npart, 0);
+  CHECK_EQ(p2p_record_remove(&r, "d:1", 0), 2); /* its replica entry of shard 0, its partial one of shard 1 */
+  CHECK_EQ(r.shards[1].npart, 0);
+  CHECK(p2p_record_put_partial(&r, "e:1", 1, &one, 65536, 0));
+  CHECK_EQ(p2p_record_remove(&r, "p:1", 1), 2);
+  CHECK(!p2p_record_empty(&r)); /* a partial holder is still a holder */
+  CHECK_EQ(p2p_record_remove(&r, "e:1", 1), 1); /* (unregister, too, removes a node's partial entries) */
+  CHECK(p2p_record_empty(&r));
+  p2p_record_free(&r);
+  /* at most P2P_MAX_HOLDERS partial entries: decoded, and put_partial adds none beyond */
+  char *big = malloc(P2P_MAX_HOLDERS * 100 + 100), *at = big;
+  at += sprintf(at, "[");
+  for (unsigned i = 0; i < P2P_MAX_HOLDERS; i++)
+    at += sprintf(at, "%s{\"segment_name\":\"n%u:1\",\"offset\":1,\"stripes\":\"01\"}", i ? "," : "", i);
+  sprintf(at, "]");
+  REQUIRE(decodes(stripe_rec("4194304", "[1,2]", c0, big), &r));
+  CHECK(!p2p_record_put_partial(&r, "x:1", 0, &one, 1, 0));
+  CHECK_EQ(r.shards[0].npart, P2P_MAX_HOLDERS);
+  p2p_record_free(&r);
+  sprintf(at, ",{\"segment_name\":\"too:1\",\"offset\":1,\"stripes\":\"01\"}]");
+  CHECK(!decodes(stripe_rec("4194304", "[1,2]", c0, big), &r));
+  free(big);
+  /* refused: wrong counts, bad hex, bad stripe_size, stripe fields that do not fit */
+  struct { const char *ss, *c0; unsigned long long crc0; const char *part; } bad[] = {
+      {"4194304", "[1]", 1, NULL},             /* one CRC for two stripes */
+      {"4194304", "[1,2,3]", c0, NULL},        /* three */
+      {"4194304", "[1,2]", c0 ^ 1, NULL},      /* not combining to crc32 */
+      {"4194304", "[1,-2]", c0, NULL},
+      {"4194304", "[1,4294967296]", c0, NULL},
+      {"4194304", "\"12\"", c0, NULL},
+      {NULL, "[1,2]", c0, NULL},               /* stripe_crc32 without stripe_size */
+      {"3", "[1,2]", c0, NULL},
+      {"32768", "[1,2]", c0, NULL},            /* below 64 KiB */
+      {"16777216", "[1]", 1, NULL},            /* above max_shard_size */
+      {"6291456", "[1,2]", c0, NULL},          /* not a power of two */
+      {"\"4194304\"", "[1,2]", c0, NULL},
+      {"4194304", NULL, 1, "[{\"segment_name\":\"c:1\",\"offset\":1,\"stripes\":\"01\"}]"}, /* no stripe CRCs */
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":1,\"stripes\":\"zz\"}]"},
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":1,\"stripes\":\"0001\"}]"},
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":1,\"stripes\":\"04\"}]"}, /* stripe 2 of 2 */
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":1,\"stripes\":1}]"},
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":1}]"},
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"\",\"offset\":1,\"stripes\":\"01\"}]"},
+      {"4194304", "[1,2]", c0, "[{\"segment_name\":\"c:1\",\"offset\":-1,\"stripes\":\"01\"}]"},
+      {"4194304", "[1,2]", c0, "{\"segment_name\":\"c:1\"}"},
+  };
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    int ok = decodes(stripe_rec(bad[i].ss, bad[i].c0, bad[i].crc0, bad[i].part), &r);
+    if (ok) fprintf(stderr, "  accepted bad record %zu\n", i), p2p_record_free(&r);
+    CHECK(!ok);
+  }
+  /* a record without the fields (an older writer, upstream): as before, whole shards only */
+  REQUIRE(decodes(stripe_rec(NULL, NULL, 7, NULL), &r));
+  CHECK_EQ(r.stripe_size, 0);
+  CHECK(r.shards[0].stripe_crc == NULL && r.shards[1].stripe_crc == NULL);
+  CHECK(!p2p_record_put_partial(&r, "d:1", 0, &one, 1, 0));
+  text = p2p_record_encode(&r);
+  CHECK(!strstr(text, "stripe") && !strstr(text, "partial"));
+  free(text);
+  p2p_record_free(&r);
+  /* stripe fields on a record (stripe_size, [] partial lists) but a shard without stripe CRCs: fine */
+  REQUIRE(decodes(stripe_rec("4194304", NULL, 7, "[]"), &r));
+  p2p_record_free(&r);
+}
+
 static struct mc_meta_server *http_server(char *conn, size_t len) {
   struct mc_meta_server *srv = mc_meta_server_start("127.0.0.1", 0, NULL);
   CHECK(srv != NULL);
@@ -381,6 +521,76 @@ static void hostile_records(const char *conn) {
 }
 
 static void test_hostile_records(void) { with_http(hostile_records); }
+
+/* Gives shard i of name's record a partial holder entry (docs/p2p-store.md, "Metadata"): seg holds the
+ * stripes of the hex bitmap bits at offset off, for ten minutes. */
+static void add_partial(const char *conn, const char *name, size_t i, const char *seg, uint64_t off, const char *bits) {
+  json_t *r = record(conn, name);
+  REQUIRE(r != NULL);
+  json_t *sh = json_array_get(json_object_get(r, "shards"), i);
+  json_object_set_new(sh, "partial", json_pack("[{s:s, s:I, s:I, s:s}]", "segment_name", seg, "offset", (json_int_t)off,
+                                               "expires", (json_int_t)time(NULL) * 1000 + 600000, "stripes", bits));
+  char *text = json_dumps(r, JSON_COMPACT);
+  put_raw(conn, name, text);
+  free(text);
+  json_decref(r);
+}
+
+/* Partial holders: a consumer reads the stripes another node advertised as holding (a partial entry that
+ * points at that node's real registered memory) from that node, the others from the producer; a partial
+ * holder serving wrong bytes for a stripe is excluded and the stripe read from elsewhere. */
+static void partial_holders(const char *conn) {
+  mc_p2p_store_t *p = store(conn), *a = store(conn), *b = store(conn);
+  REQUIRE(p && a && b);
+  uint64_t size = 16 * MIB, before, after; /* one shard of four 4 MiB stripes */
+  uint8_t *src = filled(size, 21), *amem = filled(size, 21), *dst = calloc(1, size);
+  void *sa[] = {src}, *aa[] = {amem}, *da[] = {dst};
+  size_t ss[] = {size};
+  REQUIRE(mc_p2p_register(p, "part", sa, ss, 1, 16 * MIB, NULL, 0) == 0);
+  json_t *r = record(conn, "part");
+  CHECK_EQ(json_integer_value(json_object_get(r, "stripe_size")), (json_int_t)(4 * MIB));
+  CHECK_EQ(json_array_size(json_object_get(json_array_get(json_object_get(r, "shards"), 0), "stripe_crc32")), 4);
+  json_decref(r);
+  REQUIRE(mc_p2p_register(a, "part-a", aa, ss, 1, 16 * MIB, NULL, 0) == 0); /* (a's memory, registered) */
+  r = record(conn, "part-a");
+  char aseg[256];
+  snprintf(aseg, sizeof(aseg), "%s", json_string_value(json_object_get(json_array_get(json_object_get(
+      json_array_get(json_object_get(r, "shards"), 0), "gold"), 0), "segment_name")) ?: "?");
+  json_decref(r);
+  /* a holds stripes 0 and 1 (its other bytes are wrong); the producer's stripes 0 and 1 are wrong now: read
+   * from it, they would fail their CRC, it would be excluded and nobody would be left for stripes 2 and 3 */
+  memset(amem + 8 * MIB, 0, 8 * MIB);
+  src[1] ^= 0xff, src[5 * MIB] ^= 0xff;
+  add_partial(conn, "part", 0, aseg, (uint64_t)(uintptr_t)amem, "03");
+  mc_p2p_progress(b, &before, NULL);
+  CHECK_EQ(mc_p2p_get_replica(b, "part", da, ss, 1), 0);
+  mc_p2p_progress(b, &after, NULL);
+  CHECK_EQ(first_bad(dst, size, 21), size);
+  CHECK_EQ(after - before, size); /* every stripe once */
+  r = record(conn, "part");
+  CHECK_EQ(holders(r, 0, "replica_list", NULL), 1);
+  CHECK_EQ(holders(r, 0, "partial", aseg), 1); /* a's entry stays; b's own partial entries became a replica one */
+  CHECK_EQ(holders(r, 0, "partial", NULL), 1);
+  json_decref(r);
+  CHECK_EQ(mc_p2p_delete_replica(b, "part"), 0);
+  /* a advertises stripe 2 too, but its bytes there are wrong: b excludes it and reads stripe 2 from the
+   * producer (right again) */
+  src[1] ^= 0xff, src[5 * MIB] ^= 0xff;
+  add_partial(conn, "part", 0, aseg, (uint64_t)(uintptr_t)amem, "07");
+  memset(dst, 0, size);
+  mc_p2p_progress(b, &before, NULL);
+  CHECK_EQ(mc_p2p_get_replica(b, "part", da, ss, 1), 0);
+  mc_p2p_progress(b, &after, NULL);
+  CHECK_EQ(first_bad(dst, size, 21), size);
+  CHECK_EQ(after - before, size + 4 * MIB); /* stripe 2 twice: from a (wrong), from the producer */
+  CHECK_EQ(mc_p2p_delete_replica(b, "part"), 0);
+  mc_p2p_store_close(b);
+  mc_p2p_store_close(a);
+  mc_p2p_store_close(p);
+  free(src), free(amem), free(dst);
+}
+
+static void test_partial_holders(void) { with_http(partial_holders); }
 
 /* ---- processes ---- */
 
@@ -684,6 +894,7 @@ static void cli(const char *conn) {
 static void test_cli(void) { with_http(cli); }
 
 TEST_MAIN(TEST_CASE(child_producer), TEST_CASE(child_fetcher), TEST_CASE(test_strerror), TEST_CASE(test_api_http),
-          TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_concurrent_http),
+          TEST_CASE(test_api_etcd), TEST_CASE(test_hostile_records), TEST_CASE(test_record_stripes),
+          TEST_CASE(test_partial_holders), TEST_CASE(test_concurrent_http),
           TEST_CASE(test_concurrent_etcd), TEST_CASE(test_dead_holder),
           TEST_CASE(test_killed_mid_fetch), TEST_CASE(test_example_program), TEST_CASE(test_cli))

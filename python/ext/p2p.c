@@ -80,22 +80,27 @@ static PyObject *p2p_register(P2PObj *self, PyObject *args) {
   return PyLong_FromLong(rc);
 }
 
-/* get_replica(name, addr_list, size_list) -> code */
-static PyObject *p2p_get_replica(P2PObj *self, PyObject *args) {
+typedef int (*fetch_fn)(mc_p2p_store_t *, const char *, void *const *, const size_t *, size_t);
+
+/* get_replica / get_copy (name, addr_list, size_list) -> code */
+static PyObject *fetch_into(P2PObj *self, PyObject *args, fetch_fn fn) {
   PyObject *n, *a, *z;
   const char *name;
   struct mcpy_u64s addrs, sizes;
   if (!PyArg_ParseTuple(args, "OOO", &n, &a, &z) || buffers(n, a, z, &name, &addrs, &sizes)) return NULL;
   int rc = MC_P2P_INVALID_ARGUMENT;
   if (self->s && addrs.n == sizes.n) {
-    Py_BEGIN_ALLOW_THREADS rc = mc_p2p_get_replica(self->s, name, (void *const *)addrs.v, (const size_t *)sizes.v,
-                                                   addrs.n);
+    Py_BEGIN_ALLOW_THREADS rc = fn(self->s, name, (void *const *)addrs.v, (const size_t *)sizes.v, addrs.n);
     Py_END_ALLOW_THREADS
   }
   mcpy_u64s_free(&addrs);
   mcpy_u64s_free(&sizes);
   return PyLong_FromLong(rc);
 }
+
+static PyObject *p2p_get_replica(P2PObj *self, PyObject *args) { return fetch_into(self, args, mc_p2p_get_replica); }
+/* (mc_p2p_get_copy: this node never becomes a holder, docs/p2p-store.md "Operations") */
+static PyObject *p2p_get_copy(P2PObj *self, PyObject *args) { return fetch_into(self, args, mc_p2p_get_copy); }
 
 /* unregister(name) / delete_replica(name) -> code */
 static PyObject *by_name(P2PObj *self, PyObject *args, int (*fn)(mc_p2p_store_t *, const char *)) {
@@ -160,6 +165,7 @@ static PyMethodDef P2P_methods[] = {
     {"unregister", (PyCFunction)p2p_unregister, METH_VARARGS, "unregister(name)"},
     {"list", (PyCFunction)p2p_list, METH_VARARGS, "list(name_prefix)"},
     {"get_replica", (PyCFunction)p2p_get_replica, METH_VARARGS, "get_replica(name, addrs, sizes)"},
+    {"get_copy", (PyCFunction)p2p_get_copy, METH_VARARGS, "get_copy(name, addrs, sizes)"},
     {"delete_replica", (PyCFunction)p2p_delete_replica, METH_VARARGS, "delete_replica(name)"},
     {"strerror", (PyCFunction)p2p_strerror, METH_VARARGS | METH_STATIC, "the error text of a code"},
     {NULL}};

@@ -1,6 +1,7 @@
 /* mc_p2p_get_replica (docs/p2p-store.md, "Fetching"): every shard split into stripes, each stripe read from
- * the least-busy live holder of its shard by a pool of workers, each shard checked against its CRC-32 once
- * complete; finished shards advertised while the fetch runs; holders that fail or serve wrong bytes are
+ * the least-busy live holder that has it by a pool of workers, each stripe checked against its CRC-32 on
+ * arrival (a record without stripe CRCs: each shard once complete); finished shards and the verified
+ * stripes of unfinished ones advertised while the fetch runs; holders that fail or serve wrong bytes are
  * excluded; a failed fetch leaves what arrived for the next attempt (resume). */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,7 +19,7 @@
 #include "p2p/record.h"
 #include "p2p/store_internal.h"
 
-#define STRIPE (4ull << 20)
+#define STRIPE P2P_STRIPE /* (a record without stripe_size) */
 #define WORKERS 8
 #define ADVERTISE_MS 200
 #define WAIT_MS 120000 /* one stripe's READ (the engine fails a stalled one long before) */
@@ -26,7 +27,9 @@
 #define SCAN_SHARDS 64 /* shards next_stripe compares */
 #define STRIKES 3 /* failed READs after which a holder is excluded for this fetch */
 #define MAX_PARTIALS 64 /* failed fetches remembered for a resume */
-#define GOLD_CAP 2 /* stripes in flight from producers while replicas can serve (next_stripe) */
+#define GOLD_CAP 2 /* stripes in flight from producers while others can serve, or until alone (next_stripe) */
+#define MAX_PARTS 64 /* partial holders of a shard one fetch considers */
+#define RAMP_MS 1000 /* a fetch alone this long after its first stripe uses every worker on producers */
 
 /* A holder of this fetch (one per segment name). */
 struct src {
@@ -39,18 +42,25 @@ struct sh_holder {
   size_t src;
   uint64_t off;
   int gold;
+  uint8_t *bits; /* a partial holder: the stripes it advertised (malloc'ed); NULL: it holds the whole shard */
+  int seen;      /* a partial holder: in the record last read (merge_holders) */
 };
 
 struct fshard {
   uint64_t addr, size;
   uint32_t crc;
   int has_crc;
-  size_t nstripes, done;
-  uint8_t *state;   /* per stripe: 0 to do, 1 in flight, 2 landed */
+  uint32_t *scrc;   /* per stripe: its CRC-32 (malloc'ed), NULL when the record has none for this shard */
+  size_t nstripes, done, inflight;
+  uint8_t *state;   /* per stripe: 0 to do, 1 in flight, 2 landed (verified when scrc) */
+  uint8_t *avail;   /* per stripe: 1 when a live holder that is not a producer has it (refresh_avail) */
+  uint8_t *gold_read; /* per stripe: 1 when this fetch read it (or reads it) from a producer */
   size_t *served;   /* per stripe: the src that served it */
   struct sh_holder *h;
-  size_t nh;
+  size_t nh, nparts;
+  size_t origin;    /* where this fetch's scan of its stripes starts (at random: consumers differ) */
   int complete, verifying;
+  int gold_begun;   /* this fetch has read a stripe of it from a producer */
 };
 
 struct fetch {
@@ -64,8 +74,13 @@ struct fetch {
   struct src *src;
   size_t nsrc;
   int err, newly;
+  int64_t first_landed; /* when the first stripe arrived (ms since the epoch; 0: none yet) */
+  int ramped; /* RAMP_MS went by since first_landed: the others starting at once are known */
+  int others; /* the record last read names a holder other than a producer: this fetch is not alone */
   int copy; /* mc_p2p_get_copy: nothing is advertised, the node never becomes a holder */
   unsigned seed;
+  uint64_t stripe;        /* the stripe size: the record's stripe_size, else STRIPE */
+  uint64_t rec_stripe;    /* the record's stripe_size (0: none); a later record with another is not merged */
 };
 
 /* ---- holders ---- */
@@ -81,42 +96,107 @@ static long src_index(struct fetch *f, const char *seg) {
   return (long)f->nsrc++;
 }
 
-static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holder *h, int gold) {
+static int has_bit(const uint8_t *bits, size_t k) { return bits[k / 8] >> (k % 8) & 1; }
+
+/* A holder of x (bits: a partial one's bitmap, NULL for a whole-shard holder): added, or its entry updated (a
+ * partial holder that became whole loses its bitmap; a whole one never becomes partial again). */
+static void add_holder(struct fetch *f, struct fshard *x, const struct p2p_holder *h, int gold, const uint8_t *bits) {
   long k = src_index(f, h->seg);
+  f->others |= !gold;
   if (k < 0) return;
+  size_t nb = p2p_bitmap_bytes(x->nstripes);
   for (size_t j = 0; j < x->nh; j++)
     if (x->h[j].src == (size_t)k) {
-      x->h[j].off = h->offset;
+      struct sh_holder *e = &x->h[j];
+      if (bits && !e->bits) return;
+      e->off = h->offset;
+      e->seen = 1;
+      if (bits) {
+        memcpy(e->bits, bits, nb);
+      } else if (e->bits) {
+        mc_free(e->bits);
+        e->bits = NULL;
+        x->nparts--;
+      }
       return;
     }
-  if (x->nh >= 2 * P2P_MAX_HOLDERS) return;
+  if (x->nh >= 2 * P2P_MAX_HOLDERS || (bits && x->nparts >= MAX_PARTS)) return;
   x->h = mc_realloc(x->h, (x->nh + 1) * sizeof(*x->h));
-  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold};
-}
-
-/* Takes in the live holders of r (f->mu held). */
-static void merge_holders(struct fetch *f, const struct p2p_record *r) {
-  int64_t now = p2p_wall_ms();
-  for (size_t i = 0; i < f->nsh && i < r->nshards; i++) {
-    const struct p2p_shard *rs = &r->shards[i];
-    for (int gold = 0; gold < 2; gold++) {
-      const struct p2p_holder *list = gold ? rs->gold : rs->rep;
-      size_t n = gold ? rs->ngold : rs->nrep;
-      for (size_t j = 0; j < n; j++)
-        if ((!list[j].expires || list[j].expires >= now) && strcmp(list[j].seg, f->s->self))
-          add_holder(f, &f->sh[i], &list[j], gold);
-    }
+  x->h[x->nh++] = (struct sh_holder){(size_t)k, h->offset, gold, NULL, 1};
+  if (bits) {
+    x->h[x->nh - 1].bits = mc_malloc(nb);
+    memcpy(x->h[x->nh - 1].bits, bits, nb);
+    x->nparts++;
   }
 }
 
-/* The holder for a stripe of x: fewest stripes in flight, a producer counting one more (replicas spare it),
- * ties at random; producers only when gold_ok. -1 when none is left. */
-static long pick(struct fetch *f, struct fshard *x, int gold_ok) {
+/* Recomputes x->avail: the stripes a live holder other than a producer has (f->mu held). */
+static void refresh_avail(const struct fetch *f, struct fshard *x) {
+  memset(x->avail, 0, x->nstripes);
+  for (size_t j = 0; j < x->nh; j++) {
+    const struct sh_holder *e = &x->h[j];
+    if (e->gold || f->src[e->src].excluded) continue;
+    if (!e->bits) {
+      memset(x->avail, 1, x->nstripes);
+      return;
+    }
+    for (size_t k = 0; k < x->nstripes; k++) x->avail[k] |= has_bit(e->bits, k);
+  }
+}
+
+static void refresh_all(struct fetch *f) {
+  for (size_t i = 0; i < f->nsh; i++)
+    if (!f->sh[i].complete) refresh_avail(f, &f->sh[i]);
+}
+
+/* Excludes holder c for the rest of this fetch (f->mu held). */
+static void exclude(struct fetch *f, size_t c) {
+  if (f->src[c].excluded) return;
+  f->src[c].excluded = 1;
+  refresh_all(f);
+}
+
+/* Takes in the live holders of r, partial ones too when r's stripes are this fetch's; a partial holder no
+ * longer in r (expired, withdrawn) is dropped (f->mu held). */
+static void merge_holders(struct fetch *f, const struct p2p_record *r) {
+  int64_t now = p2p_wall_ms();
+  f->others = 0; /* (add_holder sets it) */
+  for (size_t i = 0; i < f->nsh && i < r->nshards; i++) {
+    const struct p2p_shard *rs = &r->shards[i];
+    struct fshard *x = &f->sh[i];
+    int parts = r->stripe_size == f->rec_stripe && rs->size == x->size;
+    for (size_t j = 0; parts && j < x->nh; j++) x->h[j].seen = 0;
+    for (int kind = 0; kind < 3; kind++) { /* replicas, producers, partial holders */
+      size_t n = kind == 0 ? rs->nrep : kind == 1 ? rs->ngold : parts ? rs->npart : 0;
+      for (size_t j = 0; j < n; j++) {
+        const struct p2p_holder *h = kind == 0 ? &rs->rep[j] : kind == 1 ? &rs->gold[j] : &rs->part[j].h;
+        if ((!h->expires || h->expires >= now) && strcmp(h->seg, f->s->self))
+          add_holder(f, x, h, kind == 1, kind == 2 ? rs->part[j].bits : NULL);
+      }
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < x->nh; j++) {
+      if (parts && x->h[j].bits && !x->h[j].seen) {
+        mc_free(x->h[j].bits);
+        x->nparts--;
+      } else {
+        x->h[k++] = x->h[j];
+      }
+    }
+    x->nh = k;
+  }
+  refresh_all(f);
+}
+
+/* The holder for stripe k of x: fewest stripes in flight, a producer counting one more (replicas spare it),
+ * ties at random; producers only when gold_ok; a partial holder only when it has the stripe. -1 when none
+ * is left. */
+static long pick(struct fetch *f, struct fshard *x, size_t k, int gold_ok) {
   long best = -1;
   int best_score = 0, ties = 0;
   for (size_t j = 0; j < x->nh; j++) {
     struct src *c = &f->src[x->h[j].src];
-    if (c->excluded || (x->h[j].gold && !gold_ok)) continue;
+    if (c->excluded || (x->h[j].gold && !gold_ok) || (x->h[j].bits && !has_bit(x->h[j].bits, k))) continue;
     int score = 2 * c->inflight + 2 * x->h[j].gold;
     if (best < 0 || score < best_score) {
       best = (long)j, best_score = score, ties = 1;
@@ -151,27 +231,85 @@ static int read_stripe(struct mc_p2p_store *s, segment_id_t id, uint64_t off, ui
   return st == STATUS_COMPLETED ? 0 : -1;
 }
 
-/* The holders of x this fetch may still use, and (*reps) how many of them are replicas. */
-static size_t live_holders(const struct fetch *f, const struct fshard *x, size_t *reps) {
-  size_t n = 0, r = 0;
+/* The holders of x this fetch may still use; *golds: how many of them are producers, *parts: partial. */
+static size_t live_holders(const struct fetch *f, const struct fshard *x, size_t *golds, size_t *parts) {
+  size_t n = 0, g = 0, p = 0;
   for (size_t j = 0; j < x->nh; j++) {
     int live = !f->src[x->h[j].src].excluded;
     n += live;
-    r += live && !x->h[j].gold;
+    g += live && x->h[j].gold;
+    p += live && x->h[j].bits;
   }
-  if (reps) *reps = r;
+  *golds = g, *parts = p;
   return n;
 }
 
+static int claimed(const struct fshard *x, size_t j) { return x->state[j] || x->avail[j]; }
+
+/* 1 when a stripe of the run this fetch reads from a producer ending at stripe k of x (its last 2 * GOLD_CAP
+ * + 2) was read from one by another consumer too (a live partial holder has it) whose segment name sorts
+ * first: two consumers reading the same stripes from a producer in step (each sees the other's stripes only
+ * once verified, behind its own front); the first keeps going, this fetch yields (gold_stripe). */
+static int yields(const struct fetch *f, const struct fshard *x, size_t k) {
+  size_t n = x->nstripes;
+  for (size_t back = 0; back < n && back < 2 * GOLD_CAP + 2 && x->gold_read[k]; back++, k = (k + n - 1) % n) {
+    if (!x->avail[k]) continue;
+    for (size_t j = 0; j < x->nh; j++) {
+      const struct sh_holder *e = &x->h[j];
+      if (e->bits && has_bit(e->bits, k) && !f->src[e->src].excluded && strcmp(f->src[e->src].seg, f->s->self) < 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* The producer-only to-do stripe of x to read from a producer (SIZE_MAX: none), *busy 1 when it is likely
+ * in flight at another consumer: the stripe right after one this fetch reads from a producer (its front,
+ * unless it yields); else the first from x->origin when nobody holds or reads a stripe of x; else one drawn
+ * at random among those more than GOLD_CAP stripes past any stripe claimed (held or read: the others read
+ * forward from what they hold; at random, so that consumers do not converge on the same one), else among
+ * all (busy). */
+static size_t gold_stripe(struct fetch *f, const struct fshard *x, int *busy) {
+  size_t n = x->nstripes, first = SIZE_MAX, start = SIZE_MAX, pick_far = SIZE_MAX, pick_any = SIZE_MAX, len = 0;
+  unsigned nfar = 0, nany = 0;
+  *busy = 0;
+  for (size_t q = 0; q < n; q++) {
+    size_t j = (x->origin + q) % n;
+    if (claimed(x, j)) {
+      if (start == SIZE_MAX) start = j;
+    } else if (x->gold_read[(j + n - 1) % n] && !yields(f, x, (j + n - 1) % n)) {
+      return j;
+    } else if (first == SIZE_MAX) {
+      first = j;
+    }
+  }
+  if (first == SIZE_MAX || start == SIZE_MAX) return first;
+  for (size_t q = 1; q <= n; q++) {
+    size_t j = (start + q) % n;
+    len = claimed(x, j) ? 0 : len + 1;
+    if (!len) continue;
+    if (len > GOLD_CAP && rand_r(&f->seed) % ++nfar == 0) pick_far = j;
+    if (rand_r(&f->seed) % ++nany == 0) pick_any = j;
+  }
+  *busy = pick_far == SIZE_MAX;
+  return *busy ? pick_any : pick_far;
+}
+
 /* The next stripe to read (f->mu held): 1 with *xi, *si, *hj; 0 when nothing can start now. Among the first
- * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on, two candidates: of the
- * shards only a producer holds, one already begun (it is advertised sooner once complete), else one at
- * random (consumers fetching at once then rarely read the same one); of the shards a replica holds, one
- * already begun, else the one with the fewest holders (rarest first), ties at random. The producer-only
- * shard is taken while this fetch has fewer than GOLD_CAP stripes in flight from producers, or when no
- * shard has a replica; a replicated shard is read from its replicas only: the producer's uplink injects
- * what nobody has yet, the replicas carry the rest (docs/p2p-store.md, "Fetching"). A shard whose holders
- * are all excluded fails the fetch. */
+ * SCAN_SHARDS shards with a stripe to read, from this fetch's starting shard on, two candidates. A stripe
+ * only a producer has (no replica, no partial holder advertised it; gold_stripe picks it in its shard), of
+ * the shard ranked first by: this fetch already reads it from a producer; nobody else is reading it (no
+ * partial holder: drawn at random, consumers fetching at once rarely pick the same one); another consumer
+ * is; the stripe is likely in flight at another consumer. And a stripe a replica or a partial holder has, of
+ * a shard already begun, else of the one with the fewest holders (rarest first), ties at random. The
+ * producer's stripe is taken while this fetch has fewer than GOLD_CAP stripes in flight from producers
+ * (with every worker when this fetch is alone: no other holder seen RAMP_MS after its first stripe
+ * arrived; consumers reading more at once from a producer would claim more stripes the others cannot see,
+ * read twice, and their first stripes would land late, together); of a shard another consumer reads, only
+ * when there is no other stripe, and one likely in flight there only when nothing else is in flight. A
+ * stripe a replica or partial holder has is read from those only: the producer's uplink carries each byte
+ * about once, the consumers' carry the rest (docs/p2p-store.md, "Fetching"). A shard whose holders are all
+ * excluded fails the fetch. */
 static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   long gbest = -1, rbest = -1;
   size_t gj = 0, rj = 0, gkey = SIZE_MAX, rkey = SIZE_MAX, seen = 0;
@@ -179,28 +317,41 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   for (size_t k = 0; k < f->nsh && seen < SCAN_SHARDS; k++) {
     size_t i = (f->start + k) % f->nsh;
     struct fshard *x = &f->sh[i];
-    if (x->complete || x->verifying) continue;
-    size_t j = 0;
-    while (j < x->nstripes && x->state[j]) j++;
-    if (j == x->nstripes) continue;
-    size_t reps, live = live_holders(f, x, &reps);
+    if (x->complete || x->verifying || x->done + x->inflight == x->nstripes) continue;
+    size_t golds, parts, live = live_holders(f, x, &golds, &parts);
     if (!live) {
       LOG_ERROR("p2p store: '%s' shard %zu: no holder left", f->p->name, i);
       f->err = MC_P2P_TOO_MANY_RETRIES;
       return 0;
     }
     seen++;
-    size_t key = j > 0 ? 0 : reps ? live : 1; /* (j > 0: some stripe of it is in flight or landed) */
-    long *best = reps ? &rbest : &gbest;
-    size_t *bkey = reps ? &rkey : &gkey, *bj = reps ? &rj : &gj;
-    unsigned *ties = reps ? &rties : &gties;
-    if (key < *bkey) {
-      *best = (long)i, *bj = j, *bkey = key, *ties = 1;
-    } else if (key == *bkey && rand_r(&f->seed) % ++*ties == 0) {
-      *best = (long)i, *bj = j;
+    size_t gs = SIZE_MAX, rs = SIZE_MAX; /* its first producer-only and other to-do stripe */
+    for (size_t q = 0; q < x->nstripes && (gs == SIZE_MAX || rs == SIZE_MAX); q++) {
+      size_t j = (x->origin + q) % x->nstripes;
+      if (x->state[j]) continue;
+      if (x->avail[j] && rs == SIZE_MAX) rs = j;
+      if (!x->avail[j] && gs == SIZE_MAX) gs = j;
+    }
+    int begun = x->done + x->inflight > 0;
+    int busy = 0;
+    if (gs != SIZE_MAX) gs = gold_stripe(f, x, &busy);
+    size_t gk = busy ? 3 : x->gold_begun ? 0 : !parts && !begun ? 1 : 2;
+    for (int gold = 0; gold < 2; gold++) {
+      size_t j = gold ? gs : rs;
+      if (j == SIZE_MAX || (gold && !golds)) continue;
+      size_t key = gold ? gk : begun ? 0 : live;
+      long *best = gold ? &gbest : &rbest;
+      size_t *bkey = gold ? &gkey : &rkey, *bj = gold ? &gj : &rj;
+      unsigned *ties = gold ? &gties : &rties;
+      if (key < *bkey) {
+        *best = (long)i, *bj = j, *bkey = key, *ties = 1;
+      } else if (key == *bkey && rand_r(&f->seed) % ++*ties == 0) {
+        *best = (long)i, *bj = j;
+      }
     }
   }
-  int gold = gbest >= 0 && (f->gold_inflight < GOLD_CAP || rbest < 0);
+  int gold = gbest >= 0 && (gkey < 2 ? f->gold_inflight < GOLD_CAP || (rbest < 0 && f->ramped && !f->others)
+                                      : rbest < 0 && f->gold_inflight < GOLD_CAP && (gkey == 2 || !f->inflight));
   if (gold) {
     *xi = (size_t)gbest, *si = gj;
   } else if (rbest >= 0) {
@@ -208,10 +359,24 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   } else {
     return 0;
   }
-  long h = pick(f, &f->sh[*xi], gold); /* (a replicated shard is read from replicas only) */
+  long h = pick(f, &f->sh[*xi], *si, gold); /* (a stripe a replica or partial holder has is read from those) */
   if (h < 0) return 0;
   *hj = (size_t)h;
   return 1;
+}
+
+/* Shard i is whole and verified: this node holds it (advertised at the next tick). */
+static void complete(struct fetch *f, size_t i) {
+  f->sh[i].complete = 1;
+  f->left--;
+  pthread_mutex_lock(&f->s->mu); /* (the catalog's copy: the renewer reads it under the store's mu) */
+  f->p->have[i] = 1;
+  if (f->p->bits) {
+    mc_free(f->p->bits[i]);
+    f->p->bits[i] = NULL;
+  }
+  pthread_mutex_unlock(&f->s->mu);
+  f->newly = 1;
 }
 
 /* A shard whose stripes all landed: checked (without f->mu), then complete, or read again from others. */
@@ -223,20 +388,30 @@ static void verify(struct fetch *f, size_t i) {
   pthread_mutex_lock(&f->mu);
   x->verifying = 0;
   if (ok) {
-    x->complete = 1;
-    f->left--;
-    pthread_mutex_lock(&f->s->mu); /* (the catalog's copy: the renewer reads it under the store's mu) */
-    f->p->have[i] = 1;
-    pthread_mutex_unlock(&f->s->mu);
-    f->newly = 1;
+    complete(f, i);
     return;
   }
   LOG_WARN("p2p store: '%s' shard %zu: CRC-32 mismatch; its holders are excluded and it is read again", f->p->name, i);
   for (size_t j = 0; j < x->nstripes; j++) {
     f->src[x->served[j]].excluded = 1;
     x->state[j] = 0;
+    x->gold_read[j] = 0;
   }
   x->done = 0;
+  refresh_all(f);
+}
+
+/* Stripe j of shard i arrived verified (its stripe CRC): advertised as a partial holder at the next tick. */
+static void stripe_verified(struct fetch *f, size_t i, size_t j) {
+  struct fshard *x = &f->sh[i];
+  if (x->done == x->nstripes) {
+    complete(f, i); /* (the stripe CRCs combine to the shard's: checked when the record was decoded) */
+    return;
+  }
+  pthread_mutex_lock(&f->s->mu);
+  if (f->p->bits && f->p->bits[i]) f->p->bits[i][j / 8] |= (uint8_t)(1u << (j % 8));
+  pthread_mutex_unlock(&f->s->mu);
+  f->newly = 1;
 }
 
 static void *worker_main(void *arg) {
@@ -255,6 +430,9 @@ static void *worker_main(void *arg) {
     struct sh_holder h = x->h[hj];
     struct src *c = &f->src[h.src];
     x->state[j] = 1;
+    x->inflight++;
+    x->gold_begun |= h.gold;
+    x->gold_read[j] = (uint8_t)h.gold;
     c->inflight++;
     f->inflight++;
     f->gold_inflight += h.gold;
@@ -265,12 +443,15 @@ static void *worker_main(void *arg) {
     segment_id_t id = c->id;
     pthread_mutex_unlock(&f->mu);
     if (!opened) id = openSegment(s->te, seg);
-    uint64_t off = (uint64_t)j * STRIPE, len = x->size - off < STRIPE ? x->size - off : STRIPE;
+    uint64_t off = (uint64_t)j * f->stripe, len = x->size - off < f->stripe ? x->size - off : f->stripe;
     int rc = id < 0 ? -1 : read_stripe(s, id, h.off + off, x->addr + off, len);
+    /* (x->scrc and x->addr never change; the stripe's bytes are this worker's until it is marked) */
+    int bad = !rc && x->scrc && (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)(x->addr + off), len) != x->scrc[j];
     pthread_mutex_lock(&f->mu);
     c = &f->src[h.src]; /* (src may have moved: merge_holders reallocates) */
     if (!opened && id >= 0) c->opened = 1, c->id = id;
     c->inflight--;
+    x->inflight--;
     f->inflight--;
     f->gold_inflight -= h.gold;
     if (rc) { /* a segment that cannot be opened is excluded at once, a failing READ after STRIKES */
@@ -278,13 +459,26 @@ static void *worker_main(void *arg) {
       if (!c->excluded && c->fails >= STRIKES)
         LOG_WARN("p2p store: '%s': holder %s failed (%s); excluded for this fetch", f->p->name, seg,
                  id < 0 ? "its segment cannot be opened" : "READs failed");
-      c->excluded |= c->fails >= STRIKES;
+      if (c->fails >= STRIKES) exclude(f, h.src);
       x->state[j] = 0;
+      x->gold_read[j] = 0;
+    } else if (bad) { /* wrong bytes: the holder that served them is excluded, the stripe read again */
+      LOG_WARN("p2p store: '%s' shard %zu stripe %zu: CRC-32 mismatch; holder %s excluded for this fetch",
+               f->p->name, i, j, seg);
+      atomic_fetch_add(&s->bytes_done, len);
+      exclude(f, h.src);
+      x->state[j] = 0;
+      x->gold_read[j] = 0;
     } else {
       x->state[j] = 2;
       x->served[j] = h.src;
+      if (!f->first_landed) f->first_landed = p2p_wall_ms();
       atomic_fetch_add(&s->bytes_done, len);
-      if (++x->done == x->nstripes) verify(f, i);
+      ++x->done;
+      if (x->scrc)
+        stripe_verified(f, i, j);
+      else if (x->done == x->nstripes)
+        verify(f, i);
     }
     atomic_store(&s->sources_in_use, sources_busy(f));
     pthread_cond_broadcast(&f->cv);
@@ -316,18 +510,32 @@ static void take_partial(struct mc_p2p_store *s, struct fetch *f, int all) {
   int same = all || old->nshards == f->nsh;
   for (size_t i = 0; !all && same && i < f->nsh; i++)
     same = old->shard_addr[i] == f->sh[i].addr && old->shard_size[i] == f->sh[i].size;
-  size_t kept = 0;
+  size_t kept = 0, stripes = 0;
   for (size_t i = 0; same && i < f->nsh; i++) {
     struct fshard *x = &f->sh[i];
+    const uint8_t *had = !all && old->bits && old->stripe == f->rec_stripe ? old->bits[i] : NULL; /* (same layout) */
+    if (x->scrc && (all || old->have[i] || had)) { /* stripe by stripe: the verified ones of a shard begun too */
+      for (size_t j = 0; j < x->nstripes; j++) {
+        uint64_t off = (uint64_t)j * f->stripe, len = x->size - off < f->stripe ? x->size - off : f->stripe;
+        if ((!all && !old->have[i] && !has_bit(had, j)) ||
+            (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)(x->addr + off), len) != x->scrc[j])
+          continue;
+        x->state[j] = 2;
+        x->done++;
+        stripes++;
+        stripe_verified(f, i, j);
+      }
+      kept += x->complete;
+      continue;
+    }
     if ((!all && !old->have[i]) || !x->has_crc || (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)x->addr, x->size) != x->crc)
       continue;
-    x->complete = 1;
-    f->left--;
-    f->p->have[i] = 1;
-    f->newly = 1;
+    complete(f, i);
     kept++;
   }
-  if (same) LOG_INFO("p2p store: '%s': resuming with %zu of %zu shards already here", f->p->name, kept, f->nsh);
+  if (same)
+    LOG_INFO("p2p store: '%s': resuming with %zu of %zu shards already here (%zu stripes checked right)", f->p->name,
+             kept, f->nsh, stripes);
   p2p_payload_free(old);
 }
 
@@ -380,6 +588,7 @@ static void advertise_loop(struct fetch *f) {
     pthread_mutex_lock(&f->mu);
     if (got) {
       if (r.nshards == f->nsh) merge_holders(f, &r);
+      f->ramped |= f->first_landed && p2p_wall_ms() - f->first_landed >= RAMP_MS;
       p2p_record_free(&r);
       pthread_cond_broadcast(&f->cv);
     }
@@ -395,15 +604,30 @@ static int setup(struct fetch *f, const struct p2p_record *r, const size_t *size
   if (f->p->nshards != r->nshards) return MC_P2P_INVALID_ARGUMENT;
   f->nsh = f->left = r->nshards;
   f->sh = mc_calloc(f->nsh, sizeof(*f->sh));
+  f->rec_stripe = r->stripe_size;
+  f->stripe = r->stripe_size ? r->stripe_size : STRIPE;
+  if (r->stripe_size && !f->copy) { /* (a copy is never advertised, not even in part) */
+    f->p->stripe = r->stripe_size;
+    f->p->bits = mc_calloc(f->nsh + 1, sizeof(uint8_t *));
+  }
   for (size_t i = 0; i < f->nsh; i++) {
     struct fshard *x = &f->sh[i];
+    const struct p2p_shard *rs = &r->shards[i];
     x->addr = f->p->shard_addr[i];
-    x->size = r->shards[i].size;
-    x->crc = r->shards[i].crc;
-    x->has_crc = r->shards[i].has_crc;
-    x->nstripes = (x->size + STRIPE - 1) / STRIPE;
+    x->size = rs->size;
+    x->crc = rs->crc;
+    x->has_crc = rs->has_crc;
+    x->nstripes = p2p_stripes(x->size, f->stripe);
     x->state = mc_calloc(x->nstripes, 1);
+    x->avail = mc_calloc(x->nstripes, 1);
+    x->gold_read = mc_calloc(x->nstripes, 1);
     x->served = mc_calloc(x->nstripes, sizeof(size_t));
+    x->origin = (size_t)rand_r(&f->seed) % x->nstripes;
+    if (rs->stripe_crc) {
+      x->scrc = mc_malloc(x->nstripes * sizeof(uint32_t));
+      memcpy(x->scrc, rs->stripe_crc, x->nstripes * sizeof(uint32_t));
+      if (f->p->bits) f->p->bits[i] = mc_calloc(p2p_bitmap_bytes(x->nstripes), 1);
+    }
   }
   merge_holders(f, r);
   f->start = f->nsh ? (size_t)rand_r(&f->seed) % f->nsh : 0; /* consumers start at different shards */
@@ -413,7 +637,11 @@ static int setup(struct fetch *f, const struct p2p_record *r, const size_t *size
 static void fetch_free(struct fetch *f) {
   for (size_t i = 0; i < f->nsh; i++) {
     mc_free(f->sh[i].state);
+    mc_free(f->sh[i].avail);
+    mc_free(f->sh[i].gold_read);
     mc_free(f->sh[i].served);
+    mc_free(f->sh[i].scrc);
+    for (size_t j = 0; j < f->sh[i].nh; j++) mc_free(f->sh[i].h[j].bits);
     mc_free(f->sh[i].h);
   }
   mc_free(f->sh);

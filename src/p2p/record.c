@@ -4,12 +4,15 @@
 
 #include <jansson.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "common/alloc.h"
 
 int p2p_shard_size_ok(uint64_t max_shard) {
   return max_shard > 0 && max_shard <= P2P_MAX_SHARD_SIZE && (max_shard & (max_shard - 1)) == 0;
 }
+
+size_t p2p_stripes(uint64_t size, uint64_t stripe) { return stripe ? (size_t)((size + stripe - 1) / stripe) : 0; }
 
 size_t p2p_layout(const uint64_t *sizes, size_t n, uint64_t max_shard, uint64_t *shard_sizes, size_t *buf_index,
                   uint64_t *buf_off) {
@@ -39,6 +42,21 @@ static int uint_field(const json_t *o, const char *name, uint64_t *out) {
   return 0;
 }
 
+/* One holder entry (segment_name, offset, expires) into *e. 0 or -1 with *why. */
+static int decode_holder(const json_t *h, struct p2p_holder *e, const char **why) {
+  json_t *seg = json_object_get(h, "segment_name"), *exp = json_object_get(h, "expires");
+  uint64_t expires = 0;
+  if (!json_is_string(seg) || !json_string_length(seg) || json_string_length(seg) > P2P_MAX_SEGMENT ||
+      strlen(json_string_value(seg)) != json_string_length(seg))
+    return *why = "a holder's segment_name is missing, empty, too long or holds a NUL", -1;
+  if (uint_field(h, "offset", &e->offset)) return *why = "a holder's offset is missing or negative", -1;
+  if (exp && (uint_field(h, "expires", &expires) || expires > INT64_MAX))
+    return *why = "a holder's expires is not a non-negative integer", -1;
+  memcpy(e->seg, json_string_value(seg), json_string_length(seg) + 1);
+  e->expires = (int64_t)expires;
+  return 0;
+}
+
 /* A holder list (null or an array) into *list / *n. 0 or -1 with *why. */
 static int decode_holders(const json_t *a, struct p2p_holder **list, size_t *n, const char **why) {
   *list = NULL;
@@ -50,19 +68,64 @@ static int decode_holders(const json_t *a, struct p2p_holder **list, size_t *n, 
   size_t i;
   json_t *h;
   json_array_foreach(a, i, h) {
-    json_t *seg = json_object_get(h, "segment_name"), *exp = json_object_get(h, "expires");
-    struct p2p_holder *e = &(*list)[i];
-    uint64_t expires = 0;
-    if (!json_is_string(seg) || !json_string_length(seg) || json_string_length(seg) > P2P_MAX_SEGMENT ||
-        strlen(json_string_value(seg)) != json_string_length(seg))
-      return *why = "a holder's segment_name is missing, empty, too long or holds a NUL", -1;
-    if (uint_field(h, "offset", &e->offset)) return *why = "a holder's offset is missing or negative", -1;
-    if (exp && (uint_field(h, "expires", &expires) || expires > INT64_MAX))
-      return *why = "a holder's expires is not a non-negative integer", -1;
-    memcpy(e->seg, json_string_value(seg), json_string_length(seg) + 1);
-    e->expires = (int64_t)expires;
+    if (decode_holder(h, &(*list)[i], why)) return -1;
     *n = i + 1;
   }
+  return 0;
+}
+
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* A shard's partial list (null or an array) into s->part / s->npart; nstripes: the shard's stripe count
+ * (0: the shard has no stripe CRCs, so no partial entry is allowed). 0 or -1 with *why. */
+static int decode_parts(const json_t *a, struct p2p_shard *s, size_t nstripes, const char **why) {
+  if (!a || json_is_null(a)) return 0;
+  if (!json_is_array(a)) return *why = "a partial list is not an array", -1;
+  if (json_array_size(a) > P2P_MAX_HOLDERS) return *why = "a partial list is longer than 1024", -1;
+  if (json_array_size(a) && !nstripes) return *why = "a shard has partial holders but no stripe_crc32", -1;
+  size_t nb = p2p_bitmap_bytes(nstripes), i;
+  s->part = mc_calloc(json_array_size(a) + 1, sizeof(*s->part));
+  json_t *h;
+  json_array_foreach(a, i, h) {
+    struct p2p_part *e = &s->part[i];
+    json_t *bits = json_object_get(h, "stripes");
+    if (decode_holder(h, &e->h, why)) return -1;
+    if (!json_is_string(bits) || json_string_length(bits) != 2 * nb)
+      return *why = "a partial holder's stripes is not a hex bitmap of the shard's stripe count", -1;
+    e->bits = mc_calloc(nb, 1);
+    s->npart = i + 1;
+    const char *t = json_string_value(bits);
+    for (size_t k = 0; k < nb; k++) {
+      int hi = hex_digit(t[2 * k]), lo = hex_digit(t[2 * k + 1]);
+      if (hi < 0 || lo < 0) return *why = "a partial holder's stripes is not hex", -1;
+      e->bits[k] = (uint8_t)(hi << 4 | lo);
+    }
+    if (nstripes % 8 && e->bits[nb - 1] >> (nstripes % 8))
+      return *why = "a partial holder's stripes has a bit past the shard's last stripe", -1;
+  }
+  return 0;
+}
+
+/* A shard's stripe_crc32 (absent, or an array of exactly nstripes 32-bit CRCs combining to its crc32). */
+static int decode_stripe_crcs(const json_t *a, struct p2p_shard *s, uint64_t stripe, size_t nstripes,
+                              const char **why) {
+  if (!a) return 0;
+  if (!stripe) return *why = "a shard has stripe_crc32 but the record no stripe_size", -1;
+  if (!json_is_array(a) || json_array_size(a) != nstripes)
+    return *why = "a shard's stripe_crc32 is not an array of one CRC per stripe", -1;
+  s->stripe_crc = mc_calloc(nstripes, sizeof(uint32_t));
+  uLong all = 0;
+  for (size_t k = 0; k < nstripes; k++) {
+    json_t *v = json_array_get(a, k);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0xffffffffll)
+      return *why = "a shard's stripe_crc32 holds something not a 32-bit unsigned integer", -1;
+    s->stripe_crc[k] = (uint32_t)json_integer_value(v);
+    uint64_t len = s->size - k * stripe < stripe ? s->size - k * stripe : stripe;
+    all = k ? crc32_combine(all, s->stripe_crc[k], (z_off_t)len) : s->stripe_crc[k];
+  }
+  if (s->has_crc && (uint32_t)all != s->crc) return *why = "a shard's stripe_crc32 does not combine to its crc32", -1;
   return 0;
 }
 
@@ -92,6 +155,10 @@ static int decode_shards(const json_t *arr, struct p2p_record *r, const char **w
     } else {
       s->has_crc = crc != NULL;
       s->crc = crc ? (uint32_t)json_integer_value(crc) : 0;
+      size_t ns = p2p_stripes(s->size, r->stripe_size);
+      if (decode_stripe_crcs(json_object_get(o, "stripe_crc32"), s, r->stripe_size, ns, why) ||
+          decode_parts(json_object_get(o, "partial"), s, s->stripe_crc ? ns : 0, why))
+        rc = -1;
     }
   }
   mc_free(want);
@@ -121,6 +188,10 @@ static int decode(const json_t *o, const char *expect_name, struct p2p_record *r
     total += r->size_list[i];
   }
   if (total != r->size) return *why = "size is not the sum of size_list", -1;
+  json_t *ss = json_object_get(o, "stripe_size");
+  if (ss && (uint_field(o, "stripe_size", &r->stripe_size) || r->stripe_size < P2P_MIN_STRIPE ||
+             r->stripe_size > r->max_shard || (r->stripe_size & (r->stripe_size - 1))))
+    return *why = "stripe_size is not a power of two from 64 KiB to max_shard_size", -1;
   if (!json_is_array(sh) || json_array_size(sh) > P2P_MAX_SHARDS) return *why = "shards is not an array (of at most 1 Mi)", -1;
   return decode_shards(sh, r, why);
 }
@@ -137,14 +208,32 @@ int p2p_record_decode(const char *text, const char *expect_name, struct p2p_reco
 
 /* ---- encoding ---- */
 
+static json_t *encode_holder(const struct p2p_holder *e) {
+  json_t *h = json_pack("{s:s, s:I}", "segment_name", e->seg, "offset", (json_int_t)e->offset);
+  if (e->expires) json_object_set_new(h, "expires", json_integer(e->expires));
+  return h;
+}
+
 static json_t *encode_holders(const struct p2p_holder *list, size_t n) {
   if (!n) return json_null();
   json_t *a = json_array();
-  for (size_t i = 0; i < n; i++) {
-    json_t *h = json_pack("{s:s, s:I}", "segment_name", list[i].seg, "offset", (json_int_t)list[i].offset);
-    if (list[i].expires) json_object_set_new(h, "expires", json_integer(list[i].expires));
+  for (size_t i = 0; i < n; i++) json_array_append_new(a, encode_holder(&list[i]));
+  return a;
+}
+
+static json_t *encode_parts(const struct p2p_shard *s, size_t nstripes) {
+  static const char hex[] = "0123456789abcdef";
+  size_t nb = p2p_bitmap_bytes(nstripes);
+  char *t = mc_malloc(2 * nb + 1);
+  json_t *a = json_array();
+  for (size_t i = 0; i < s->npart; i++) {
+    for (size_t k = 0; k < nb; k++) t[2 * k] = hex[s->part[i].bits[k] >> 4], t[2 * k + 1] = hex[s->part[i].bits[k] & 15];
+    t[2 * nb] = 0;
+    json_t *h = encode_holder(&s->part[i].h);
+    json_object_set_new(h, "stripes", json_string(t));
     json_array_append_new(a, h);
   }
+  mc_free(t);
   return a;
 }
 
@@ -156,10 +245,17 @@ char *p2p_record_encode(const struct p2p_record *r) {
     json_t *o = json_pack("{s:I, s:o, s:o}", "size", (json_int_t)s->size, "gold", encode_holders(s->gold, s->ngold),
                           "replica_list", encode_holders(s->rep, s->nrep));
     if (s->has_crc) json_object_set_new(o, "crc32", json_integer(s->crc));
+    if (s->stripe_crc) {
+      json_t *c = json_array();
+      for (size_t k = 0; k < p2p_stripes(s->size, r->stripe_size); k++) json_array_append_new(c, json_integer(s->stripe_crc[k]));
+      json_object_set_new(o, "stripe_crc32", c);
+    }
+    if (s->npart) json_object_set_new(o, "partial", encode_parts(s, p2p_stripes(s->size, r->stripe_size)));
     json_array_append_new(sh, o);
   }
   json_t *o = json_pack("{s:s, s:I, s:o, s:I, s:o}", "name", r->name, "size", (json_int_t)r->size, "size_list", sl,
                         "max_shard_size", (json_int_t)r->max_shard, "shards", sh);
+  if (r->stripe_size) json_object_set_new(o, "stripe_size", json_integer((json_int_t)r->stripe_size));
   char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(o);
   char *out = mc_strdup(text ? text : "");
@@ -171,6 +267,9 @@ void p2p_record_free(struct p2p_record *r) {
   for (size_t i = 0; i < r->nshards; i++) {
     mc_free(r->shards[i].gold);
     mc_free(r->shards[i].rep);
+    mc_free(r->shards[i].stripe_crc);
+    for (size_t k = 0; k < r->shards[i].npart; k++) mc_free(r->shards[i].part[k].bits);
+    mc_free(r->shards[i].part);
   }
   mc_free(r->shards);
   mc_free(r->size_list);
@@ -196,26 +295,73 @@ static int expired(const struct p2p_holder *h, const void *now) {
 
 static int is_seg(const struct p2p_holder *h, const void *seg) { return !strcmp(h->seg, seg); }
 
+/* The same for a shard's partial entries (the bitmaps of those that go are freed). */
+static size_t filter_parts(struct p2p_shard *s, int (*drop)(const struct p2p_holder *, const void *), const void *arg) {
+  size_t k = 0, before = s->npart;
+  for (size_t i = 0; i < before; i++) {
+    if (drop(&s->part[i].h, arg))
+      mc_free(s->part[i].bits);
+    else
+      s->part[k++] = s->part[i];
+  }
+  s->npart = k;
+  return before - k;
+}
+
 size_t p2p_record_prune(struct p2p_record *r, int64_t now_ms) {
   size_t n = 0;
   for (size_t i = 0; i < r->nshards; i++)
     n += filter(r->shards[i].gold, &r->shards[i].ngold, expired, &now_ms) +
-         filter(r->shards[i].rep, &r->shards[i].nrep, expired, &now_ms);
+         filter(r->shards[i].rep, &r->shards[i].nrep, expired, &now_ms) + filter_parts(&r->shards[i], expired, &now_ms);
   return n;
 }
 
 int p2p_record_empty(const struct p2p_record *r) {
   for (size_t i = 0; i < r->nshards; i++)
-    if (r->shards[i].ngold || r->shards[i].nrep) return 0;
+    if (r->shards[i].ngold || r->shards[i].nrep || r->shards[i].npart) return 0;
   return 1;
 }
 
 size_t p2p_record_remove(struct p2p_record *r, const char *seg, int gold) {
   size_t n = 0;
   for (size_t i = 0; i < r->nshards; i++)
-    n += gold ? filter(r->shards[i].gold, &r->shards[i].ngold, is_seg, seg)
-              : filter(r->shards[i].rep, &r->shards[i].nrep, is_seg, seg);
+    n += (gold ? filter(r->shards[i].gold, &r->shards[i].ngold, is_seg, seg)
+               : filter(r->shards[i].rep, &r->shards[i].nrep, is_seg, seg)) +
+         filter_parts(&r->shards[i], is_seg, seg);
   return n;
+}
+
+/* The index of seg in list[0..n), or n. */
+static size_t find_seg(const struct p2p_holder *list, size_t n, const char *seg) {
+  size_t j = 0;
+  while (j < n && strcmp(list[j].seg, seg)) j++;
+  return j;
+}
+
+int p2p_record_put_partial(struct p2p_record *r, const char *seg, size_t i, const uint8_t *bits, uint64_t addr,
+                           int64_t expires) {
+  if (i >= r->nshards || strlen(seg) > P2P_MAX_SEGMENT) return 0;
+  struct p2p_shard *s = &r->shards[i];
+  if (!s->stripe_crc || find_seg(s->gold, s->ngold, seg) < s->ngold || find_seg(s->rep, s->nrep, seg) < s->nrep)
+    return 0;
+  size_t ns = p2p_stripes(s->size, r->stripe_size), nb = p2p_bitmap_bytes(ns), j = 0;
+  int any = 0;
+  for (size_t k = 0; k < nb; k++) any |= bits[k];
+  while (j < s->npart && strcmp(s->part[j].h.seg, seg)) j++;
+  if (!any) return filter_parts(s, is_seg, seg) > 0;
+  if (j == s->npart) {
+    if (s->npart >= P2P_MAX_HOLDERS) return 0;
+    s->part = mc_realloc(s->part, (s->npart + 1) * sizeof(*s->part));
+    memset(&s->part[j], 0, sizeof(*s->part));
+    strcpy(s->part[j].h.seg, seg);
+    s->part[j].bits = mc_calloc(nb, 1);
+    s->npart++;
+  }
+  memcpy(s->part[j].bits, bits, nb);
+  if (ns % 8) s->part[j].bits[nb - 1] &= (uint8_t)((1u << (ns % 8)) - 1); /* (no bit past the last stripe) */
+  s->part[j].h.offset = addr;
+  s->part[j].h.expires = expires;
+  return 1;
 }
 
 int p2p_record_put(struct p2p_record *r, const char *seg, int gold, const uint8_t *have, const uint64_t *addr,
@@ -226,8 +372,7 @@ int p2p_record_put(struct p2p_record *r, const char *seg, int gold, const uint8_
     if (have && !have[i]) continue;
     struct p2p_shard *s = &r->shards[i];
     struct p2p_holder **list = gold ? &s->gold : &s->rep;
-    size_t *n = gold ? &s->ngold : &s->nrep, j = 0;
-    while (j < *n && strcmp((*list)[j].seg, seg)) j++;
+    size_t *n = gold ? &s->ngold : &s->nrep, j = find_seg(*list, *n, seg);
     if (j == *n) {
       if (*n >= P2P_MAX_HOLDERS) continue;
       *list = mc_realloc(*list, (*n + 1) * sizeof(**list));
@@ -237,6 +382,7 @@ int p2p_record_put(struct p2p_record *r, const char *seg, int gold, const uint8_
     }
     (*list)[j].offset = addr[i];
     (*list)[j].expires = expires;
+    filter_parts(s, is_seg, seg); /* (the full entry replaces a partial one) */
     changed = 1;
   }
   return changed;

@@ -181,6 +181,8 @@ void p2p_payload_free(struct p2p_payload *p) {
   mc_free(p->shard_size);
   mc_free(p->shard_addr);
   mc_free(p->have);
+  for (size_t i = 0; p->bits && i < p->nshards; i++) mc_free(p->bits[i]);
+  mc_free(p->bits);
   mc_free(p);
 }
 
@@ -264,7 +266,12 @@ static int edit_put(struct mc_p2p_store *s, struct p2p_record *r, void *arg) {
   }
   for (size_t i = 0; i < r->nshards; i++)
     if (r->shards[i].size != p->shard_size[i]) return 1;
-  return p2p_record_put(r, s->self, p->gold, p->have, p->shard_addr, p2p_wall_ms() + s->ttl_ms) ? 0 : 1;
+  int64_t expires = p2p_wall_ms() + s->ttl_ms;
+  int changed = p2p_record_put(r, s->self, p->gold, p->have, p->shard_addr, expires);
+  for (size_t i = 0; p->bits && r->stripe_size == p->stripe && i < r->nshards; i++) /* (one CAS for both) */
+    if (!p->have[i] && p->bits[i])
+      changed |= p2p_record_put_partial(r, s->self, i, p->bits[i], p->shard_addr[i], expires);
+  return changed ? 0 : 1;
 }
 
 struct remove_arg {
@@ -290,6 +297,16 @@ struct p2p_payload *p2p_snapshot(const struct p2p_payload *p) {
   memcpy(c->shard_size, p->shard_size, p->nshards * sizeof(uint64_t));
   memcpy(c->shard_addr, p->shard_addr, p->nshards * sizeof(uint64_t));
   memcpy(c->have, p->have, p->nshards);
+  c->stripe = p->stripe;
+  if (p->bits) {
+    c->bits = mc_calloc(p->nshards + 1, sizeof(uint8_t *));
+    for (size_t i = 0; i < p->nshards; i++) {
+      if (!p->bits[i]) continue;
+      size_t n = p2p_bitmap_bytes(p2p_stripes(p->shard_size[i], p->stripe));
+      c->bits[i] = mc_malloc(n + 1);
+      memcpy(c->bits[i], p->bits[i], n);
+    }
+  }
   return c;
 }
 
@@ -440,25 +457,43 @@ void mc_p2p_store_close(mc_p2p_store_t *s) {
 
 struct crc_job {
   struct p2p_payload *p;
-  uint32_t *crc;
+  struct p2p_record *r; /* its shards' crc and stripe_crc are filled in */
   size_t first, step;
 };
 
+/* Each shard's stripes' CRC-32s (r->stripe_size; none when 0) and the shard's, combined from them. */
 static void *crc_main(void *arg) {
   struct crc_job *j = arg;
-  for (size_t i = j->first; i < j->p->nshards; i += j->step)
-    j->crc[i] = (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)j->p->shard_addr[i], j->p->shard_size[i]);
+  uint64_t stripe = j->r->stripe_size;
+  for (size_t i = j->first; i < j->p->nshards; i += j->step) {
+    struct p2p_shard *sh = &j->r->shards[i];
+    const Bytef *at = (const Bytef *)(uintptr_t)j->p->shard_addr[i];
+    uint64_t size = j->p->shard_size[i];
+    if (!stripe) {
+      sh->crc = (uint32_t)crc32_z(0, at, size);
+      continue;
+    }
+    size_t n = p2p_stripes(size, stripe);
+    sh->stripe_crc = mc_calloc(n, sizeof(uint32_t));
+    uLong all = 0;
+    for (size_t k = 0; k < n; k++) {
+      uint64_t len = size - k * stripe < stripe ? size - k * stripe : stripe;
+      sh->stripe_crc[k] = (uint32_t)crc32_z(0, at + k * stripe, len);
+      all = k ? crc32_combine(all, sh->stripe_crc[k], (z_off_t)len) : sh->stripe_crc[k];
+    }
+    sh->crc = (uint32_t)all;
+  }
   return NULL;
 }
 
-/* The CRC-32 of every shard of p, in up to CRC_THREADS threads. */
-static void shard_crcs(struct p2p_payload *p, uint32_t *crc) {
+/* The CRC-32s of every shard of p (and of its stripes) into r, in up to CRC_THREADS threads. */
+static void shard_crcs(struct p2p_payload *p, struct p2p_record *r) {
   size_t t = p->nshards < CRC_THREADS ? p->nshards : CRC_THREADS;
   pthread_t th[CRC_THREADS];
   struct crc_job jobs[CRC_THREADS];
   int started[CRC_THREADS] = {0};
   for (size_t i = 0; i < t; i++) {
-    jobs[i] = (struct crc_job){p, crc, i, t};
+    jobs[i] = (struct crc_job){p, r, i, t};
     started[i] = !pthread_create(&th[i], NULL, crc_main, &jobs[i]);
     if (!started[i]) crc_main(&jobs[i]);
   }
@@ -484,14 +519,14 @@ static int create_record(struct mc_p2p_store *s, struct p2p_payload *p, uint64_t
   for (size_t i = 0; i < p->n; i++) r.size_list[i] = p->sizes[i], r.size += p->sizes[i];
   r.nshards = p->nshards;
   r.shards = mc_calloc(p->nshards, sizeof(*r.shards));
-  uint32_t *crc = mc_calloc(p->nshards, sizeof(uint32_t));
-  shard_crcs(p, crc);
+  /* stripes of P2P_STRIPE (of the shard size when smaller; none below P2P_MIN_STRIPE): readers verify and
+   * advertise each stripe (docs/p2p-store.md, "Metadata") */
+  r.stripe_size = max_shard < P2P_MIN_STRIPE ? 0 : max_shard < P2P_STRIPE ? max_shard : P2P_STRIPE;
   for (size_t i = 0; i < p->nshards; i++) {
     r.shards[i].size = p->shard_size[i];
-    r.shards[i].crc = crc[i];
     r.shards[i].has_crc = 1;
   }
-  mc_free(crc);
+  shard_crcs(p, &r);
   p2p_record_put(&r, s->self, 1, NULL, p->shard_addr, p2p_wall_ms() + s->ttl_ms);
   char *text = p2p_record_encode(&r), *key = p2p_key(p->name);
   p2p_record_free(&r);

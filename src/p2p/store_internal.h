@@ -30,6 +30,9 @@ struct p2p_payload {
   size_t nshards;
   uint64_t *shard_size, *shard_addr;
   uint8_t *have; /* the shards this node holds (and advertises); mu */
+  uint64_t stripe; /* the record's stripe_size (0: none), the unit of bits */
+  uint8_t **bits;  /* NULL, or per shard NULL or the bitmap of its verified stripes while it is not in have
+                    * (advertised as a partial holder, docs/p2p-store.md "Fetching"); mu */
   struct p2p_payload *next;
 };
 

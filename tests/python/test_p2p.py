@@ -1,5 +1,5 @@
 """mooncake.p2p (docs/p2p-store.md) against our standalone HTTP metadata server and etcd: register, list,
-get_replica with every byte checked, the error codes and texts, unregister / delete_replica."""
+get_replica and get_copy with every byte checked, the error codes and texts, unregister / delete_replica."""
 import ctypes
 
 import pytest
@@ -61,6 +61,27 @@ def test_register_fetch_list(meta):
         assert b.list("py/") == []
         with pytest.raises(TypeError):
             b.get_replica(1, [0], [1])
+
+
+def test_get_copy(meta):
+    """get_copy: the bytes, and this node never holds the payload (docs/p2p-store.md, "Operations")."""
+    with node(meta) as a, node(meta) as b:
+        src = buf(9 * MIB + 5, 4)
+        assert a.register("py/copy", [ctypes.addressof(src)], [len(src)], 4 * MIB) == 0
+        dst = (ctypes.c_ubyte * len(src))()
+        assert b.get_copy("py/none", [ctypes.addressof(dst)], [len(dst)]) == p2p.PAYLOAD_NOT_FOUND
+        assert b.get_copy("py/copy", [ctypes.addressof(dst)], [len(dst) - 1]) == p2p.INVALID_ARGUMENT
+        assert b.get_copy("py/copy", [ctypes.addressof(dst)], [len(dst)]) == 0
+        assert bytes(dst) == bytes(src)
+        ctypes.memset(dst, 0, len(dst))
+        assert b.get_copy("py/copy", [ctypes.addressof(dst)], [len(dst)]) == 0  # not held: fetched again
+        assert bytes(dst) == bytes(src)
+        assert b.delete_replica("py/copy") == p2p.PAYLOAD_NOT_OPENED
+        assert a.unregister("py/copy") == 0
+        # b was never a holder: the producer's leaving removed the record
+        assert b.get_copy("py/copy", [ctypes.addressof(dst)], [len(dst)]) == p2p.PAYLOAD_NOT_FOUND
+        with pytest.raises(TypeError):
+            b.get_copy(1, [0], [1])
 
 
 def test_error_texts():
