@@ -885,7 +885,7 @@ static void cli(const char *conn) {
   kill(r, SIGTERM);
   CHECK_EQ(mc_tp_exit_code_within(r, 20000), 1); /* its record was removed under it */
   CHECK(strstr(file_text(reg_log), "unregistered cli/one: error: payload not found in metadata") != NULL);
-  if (mc_test_failures) mc_tp_dump_log(log);
+  if (mc_test_failures) mc_tp_dump_log(log), mc_tp_dump_log(reg_log);
   free(data), free(got), free(in), free(out), free(log), free(reg_log);
   mc_tp_rmrf(dir);
   free(dir);

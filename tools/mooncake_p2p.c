@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,7 @@ static const struct mc_cfg_opt opts[] = {
     MC_CFG_END,
 };
 
-static volatile sig_atomic_t stop;
+static atomic_int stop; /* (lock-free: set from a signal handler, which may run on any thread) */
 static void on_signal(int sig) {
   (void)sig;
   stop = 1;
@@ -99,7 +100,7 @@ struct progress {
   mc_p2p_store_t *s;
   uint64_t total;
   int bar; /* 1: one line rewritten in place (a terminal), 0: a line a second */
-  volatile int done;
+  atomic_int done; /* set by the fetching thread when the fetch returned */
 };
 
 static void show(struct progress *p, double t0, uint64_t base, int last) {
@@ -125,7 +126,7 @@ static void *progress_main(void *arg) {
   double t0 = now_s(), next = t0;
   uint64_t base;
   mc_p2p_progress(p->s, &base, NULL);
-  while (!p->done) {
+  while (!atomic_load(&p->done)) {
     usleep(100000);
     if (now_s() < next) continue;
     next += p->bar ? 0.2 : 1.0;
@@ -182,7 +183,7 @@ static int cmd_fetch(struct p2p_cli *c, mc_p2p_store_t *s) {
                  : mc_p2p_get_replica(s, c->name, addrs, sizes, n);
   mc_p2p_progress(s, &after, NULL);
   double el = now_s() - t0;
-  p.done = 1;
+  atomic_store(&p.done, 1);
   if (shown) pthread_join(th, NULL);
   if (!rc) msync(buf, total, MS_SYNC);
   if (rc) {

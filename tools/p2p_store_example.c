@@ -2,6 +2,7 @@
  * maps --file_size_mb MiB, registers them as foo/bar (64 MiB shards), lists the prefix foo, idles, then
  * unregisters; the inferencer fetches foo/bar and deletes its replica. Both end with "ALL DONE". */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ static const struct mc_cfg_opt opts[] = {
     MC_CFG_END,
 };
 
-static volatile sig_atomic_t stop;
+static atomic_int stop; /* (lock-free: set from a signal handler, which may run on any thread) */
 static void on_signal(int sig) {
   (void)sig;
   stop = 1;
