@@ -154,23 +154,11 @@ void mc_obj_drop_dead(struct object *o) {
   o->nrep = k;
 }
 
-/* The witness of record seq about o's replica r, for the reply being built (docs/ha.md, "Witnesses"). */
-static void witness(const struct object *o, const struct replica *r, uint64_t len, uint64_t seq, uint8_t kind) {
-  if (!seq || !mc_wsink) return;
-  if (mc_wsink->n >= MC_WSINK_MAX) {
-    mc_wsink->unwitnessed++;
-    return;
-  }
-  mc_hidx_encode(&mc_wsink->w, seq, kind, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
-                 o->soft_pin_ttl_ms, mc_kgroup_name(o->kg));
-  mc_wsink->n++;
-}
-
-/* Where the witness of a PUT record about to be queued goes (mc_hidx_put's copy): the sink of the request
- * being handled while it has room, else NULL. */
+/* Where the witness of a record about to be queued goes (mc_hidx_put's copy, or the DROP's encoding): the
+ * sink of the request being handled while it has room, else NULL (docs/ha.md, "Witnesses"). */
 static struct mc_wbuf *witness_to(void) { return mc_wsink && mc_wsink->n < MC_WSINK_MAX ? &mc_wsink->w : NULL; }
 
-/* Counts the PUT record seq just queued with witness_to()'s buffer as its copy. */
+/* Counts the record seq just queued, witnessed in witness_to()'s buffer when that had room. */
 static void witnessed(uint64_t seq) {
   if (!seq || !mc_wsink) return;
   if (mc_wsink->n < MC_WSINK_MAX) mc_wsink->n++;
@@ -180,11 +168,14 @@ static void witnessed(uint64_t seq) {
 void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
   struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
   uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
-  if (seq && mc_wsink) { /* a removal the holder may miss comes back from its witness */
+  struct mc_wbuf *w = seq ? witness_to() : NULL;
+  if (w) { /* a removal the holder may miss comes back from its witness */
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
-    witness(o, r, len, seq, MC_HIDX_DROP);
+    mc_hidx_encode(w, seq, MC_HIDX_DROP, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
+                   o->soft_pin_ttl_ms, mc_kgroup_name(o->kg));
   }
+  witnessed(seq);
   if (seq || not_before_ns) mc_discard_push_acked(m, r->seg, r->blk, not_before_ns, seq ? h : NULL, seq);
   else mc_rep_release(r->seg, r->blk);
 }

@@ -443,7 +443,7 @@ static void *worker_main(void *arg) {
     segment_id_t id = c->id;
     pthread_mutex_unlock(&f->mu);
     if (!opened) id = openSegment(s->te, seg);
-    uint64_t off = (uint64_t)j * f->stripe, len = x->size - off < f->stripe ? x->size - off : f->stripe;
+    uint64_t off = (uint64_t)j * f->stripe, len = p2p_stripe_len(x->size, f->stripe, j);
     int rc = id < 0 ? -1 : read_stripe(s, id, h.off + off, x->addr + off, len);
     /* (x->scrc and x->addr never change; the stripe's bytes are this worker's until it is marked) */
     int bad = !rc && x->scrc && (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)(x->addr + off), len) != x->scrc[j];
@@ -516,7 +516,7 @@ static void take_partial(struct mc_p2p_store *s, struct fetch *f, int all) {
     const uint8_t *had = !all && old->bits && old->stripe == f->rec_stripe ? old->bits[i] : NULL; /* (same layout) */
     if (x->scrc && (all || old->have[i] || had)) { /* stripe by stripe: the verified ones of a shard begun too */
       for (size_t j = 0; j < x->nstripes; j++) {
-        uint64_t off = (uint64_t)j * f->stripe, len = x->size - off < f->stripe ? x->size - off : f->stripe;
+        uint64_t off = (uint64_t)j * f->stripe, len = p2p_stripe_len(x->size, f->stripe, j);
         if ((!all && !old->have[i] && !has_bit(had, j)) ||
             (uint32_t)crc32_z(0, (const Bytef *)(uintptr_t)(x->addr + off), len) != x->scrc[j])
           continue;

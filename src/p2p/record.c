@@ -14,6 +14,12 @@ int p2p_shard_size_ok(uint64_t max_shard) {
 
 size_t p2p_stripes(uint64_t size, uint64_t stripe) { return stripe ? (size_t)((size + stripe - 1) / stripe) : 0; }
 
+uint32_t p2p_stripe_crcs_combine(const uint32_t *crc, size_t n, uint64_t size, uint64_t stripe) {
+  uLong all = n ? crc[0] : 0;
+  for (size_t k = 1; k < n; k++) all = crc32_combine(all, crc[k], (z_off_t)p2p_stripe_len(size, stripe, k));
+  return (uint32_t)all;
+}
+
 size_t p2p_layout(const uint64_t *sizes, size_t n, uint64_t max_shard, uint64_t *shard_sizes, size_t *buf_index,
                   uint64_t *buf_off) {
   size_t count = 0;
@@ -116,16 +122,13 @@ static int decode_stripe_crcs(const json_t *a, struct p2p_shard *s, uint64_t str
   if (!json_is_array(a) || json_array_size(a) != nstripes)
     return *why = "a shard's stripe_crc32 is not an array of one CRC per stripe", -1;
   s->stripe_crc = mc_calloc(nstripes, sizeof(uint32_t));
-  uLong all = 0;
   for (size_t k = 0; k < nstripes; k++) {
     json_t *v = json_array_get(a, k);
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 0xffffffffll)
       return *why = "a shard's stripe_crc32 holds something not a 32-bit unsigned integer", -1;
     s->stripe_crc[k] = (uint32_t)json_integer_value(v);
-    uint64_t len = s->size - k * stripe < stripe ? s->size - k * stripe : stripe;
-    all = k ? crc32_combine(all, s->stripe_crc[k], (z_off_t)len) : s->stripe_crc[k];
   }
-  if (s->has_crc && (uint32_t)all != s->crc) return *why = "a shard's stripe_crc32 does not combine to its crc32", -1;
+  if (s->has_crc && p2p_stripe_crcs_combine(s->stripe_crc, nstripes, s->size, stripe) != s->crc) return *why = "a shard's stripe_crc32 does not combine to its crc32", -1;
   return 0;
 }
 

@@ -52,6 +52,14 @@ struct p2p_record {
 
 /* The stripes of a shard of size bytes in stripes of stripe bytes (0 when stripe is 0). */
 size_t p2p_stripes(uint64_t size, uint64_t stripe);
+/* The bytes of stripe k of a shard of size bytes cut in stripes of stripe bytes (the last one possibly
+ * shorter). */
+static inline uint64_t p2p_stripe_len(uint64_t size, uint64_t stripe, size_t k) {
+  uint64_t off = (uint64_t)k * stripe;
+  return size - off < stripe ? size - off : stripe;
+}
+/* The shard's CRC-32 from its n stripes' (crc[k] of stripe k), by zlib's crc32_combine. */
+uint32_t p2p_stripe_crcs_combine(const uint32_t *crc, size_t n, uint64_t size, uint64_t stripe);
 /* Bytes of a bitmap of n stripes. */
 static inline size_t p2p_bitmap_bytes(size_t n) { return (n + 7) / 8; }
 

@@ -475,13 +475,8 @@ static void *crc_main(void *arg) {
     }
     size_t n = p2p_stripes(size, stripe);
     sh->stripe_crc = mc_calloc(n, sizeof(uint32_t));
-    uLong all = 0;
-    for (size_t k = 0; k < n; k++) {
-      uint64_t len = size - k * stripe < stripe ? size - k * stripe : stripe;
-      sh->stripe_crc[k] = (uint32_t)crc32_z(0, at + k * stripe, len);
-      all = k ? crc32_combine(all, sh->stripe_crc[k], (z_off_t)len) : sh->stripe_crc[k];
-    }
-    sh->crc = (uint32_t)all;
+    for (size_t k = 0; k < n; k++) sh->stripe_crc[k] = (uint32_t)crc32_z(0, at + k * stripe, p2p_stripe_len(size, stripe, k));
+    sh->crc = p2p_stripe_crcs_combine(sh->stripe_crc, n, size, stripe);
   }
   return NULL;
 }
