@@ -45,8 +45,11 @@ static int shard_mb = 64;
  * verified (docs/p2p-store.md, "Fetching"), the source sends each byte about once: 1/6 is the ideal,
  * measured 0.17-0.19 (0.22 at worst in runs of variants); 0.3 leaves room for the stripes two consumers read
  * from it at once, and fails when producer-only shards are again read from the source by several consumers
- * (0.24-0.31 when shards were advertised whole). */
-#define SOURCE_SHARE_MAX 0.3
+ * (0.24-0.31 when shards were advertised whole). The smaller payload of the sanitizer builds (256 MiB, 16 MiB
+ * shards, tests/p2p.cmake) keeps the bound this test had before stripes were advertised, 0.6: there the first
+ * stripes, read by every consumer at once from the source before any is advertised, are a larger part of the
+ * whole (0.30 measured under ASan). */
+#define SOURCE_SHARE_MAX (payload_mib >= 1024 ? 0.3 : 0.6)
 #define FETCH_TIMEOUT_MS 240000  /* the six fetches, P2P (ideal at 200 Mbit/s: 43 s; measured 80-100 s) */
 #define ALONE_TIMEOUT_MS 900000  /* bench: the six fetches from the source alone (ideal: 258 s) */
 #define START_TIMEOUT_MS 60000   /* the source's registration (CRC-32 of 1 GiB) on a loaded machine */
