@@ -24,6 +24,16 @@
 #   untimed: OFF frees the space inside the removal, IDX and ON hold it until the holder acknowledged the
 #   DROPs and free it on the master's 10 ms discard tick, so without the wait the removal's own work would
 #   fall into IDX's and ON's timed puts only)
+#   HOLDER_IDLE=1 (each round runs the three settings twice: as they are, then again with every holder
+#   process under SCHED_IDLE, `chrt --idle`, labelled OFF~ IDX~ ON~. A holder's index work then takes only
+#   CPU time nothing else wants, as it would on its own host; the writer, the master and etcd are left as
+#   they are. The difference between the two passes is what the holders' sharing of this machine's CPUs
+#   with the writer's path costs, measured in the same run)
+#   PIN=1 (every setting alike: the writer's path on CPU 0 — the store_bench client and the masters' RPC
+#   workers, threads named mc-rpc — and everything off that path on CPU 1: the masters' other threads
+#   (the index feed, eviction, housekeeping, HA), the holders, etcd. What durability adds off the path
+#   (the holders' index tables, the feed's poll answers) then cannot slow the path by sharing its CPU, as
+#   on separate hosts; what it adds on the path (records appended, witnesses in replies) still counts)
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -49,6 +59,7 @@ cp "$WORK/master.log" "$WORK/master_off.log"
 MC_STORE_HOLDER_INDEX=0 start_holder "$B_DIR" "$ft" 512MiB off
 HOLDER_OFF=$HOLDER_NAME
 PIDS_OFF=$MASTER_OFF,$HOLDER_PID
+HOLDERS=("$HOLDER_PID")
 wait_warm off
 
 # IDX: the defaults
@@ -59,6 +70,7 @@ cp "$WORK/master.log" "$WORK/master_idx.log"
 start_holder "$B_DIR" "$ft" 512MiB idx
 HOLDER_IDX=$HOLDER_NAME
 PIDS_IDX=$MASTER_IDX,$HOLDER_PID
+HOLDERS+=("$HOLDER_PID")
 wait_warm idx
 
 # ON: etcd, an HA master, and clients following it through etcd
@@ -79,23 +91,50 @@ ADDR=("${ADDR_ON[@]}")
 start_holder "$B_DIR" "$ft" 512MiB on
 HOLDER_ON=$HOLDER_NAME
 PIDS_ON=$MASTER_ON,$HOLDER_PID,$ETCD_PID
+HOLDERS+=("$HOLDER_PID")
+SETTINGS="OFF IDX ON"
+if [ "${HOLDER_IDLE:-0}" = 1 ]; then
+  need_cmds chrt
+  SETTINGS="OFF IDX ON idle OFF~ IDX~ ON~ normal"
+fi
+# holders_sched idle|other: every thread of every holder process under that scheduling policy
+holders_sched() {
+  local p
+  for p in "${HOLDERS[@]}"; do chrt -a "--$1" -p 0 "$p" >/dev/null || bench_fail "chrt --$1 of holder $p failed"; done
+}
 wait_warm on
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); path $PATH_; ${DUR}s per case; $ROUNDS rounds, OFF, IDX, ON"
+CLIENT_PIN=()
+if [ "${PIN:-0}" = 1 ]; then
+  need_cmds taskset
+  [ "$(nproc)" -ge 2 ] || bench_fail "PIN=1 needs 2 CPUs"
+  for mp in "$MASTER_OFF" "$MASTER_IDX" "$MASTER_ON"; do
+    for t in /proc/"$mp"/task/*; do
+      cpu=1; [ "$(cat "$t/comm")" = mc-rpc ] && cpu=0
+      taskset -p -c "$cpu" "${t##*/}" >/dev/null || bench_fail "taskset of thread ${t##*/} failed"
+    done
+  done
+  for p in "${HOLDERS[@]}" "$ETCD_PID"; do taskset -a -p -c 1 "$p" >/dev/null || bench_fail "taskset of $p failed"; done
+  CLIENT_PIN=(taskset -c 0)
+  echo "pinned: the store_bench client and the masters' mc-rpc threads on CPU 0, the rest on CPU 1"
+fi
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); path $PATH_; ${DUR}s per case; $ROUNDS rounds: ${SETTINGS//idle /}" | sed 's/ normal//' 
 echo
 echo "| round | setting | case | GB/s | keys/s | p50 / p99 per call (us) | CPU us per key | CPUs busy |"
 echo "|---|---|---|---|---|---|---|---|"
 : >"$WORK/results"
 : >"$WORK/each"
 for r in $(seq "$ROUNDS"); do
-  for which in OFF IDX ON; do
+  for which in $SETTINGS; do
     idx=1
     case $which in
-      OFF) addr=("${ADDR_OFF[@]}"); name=$HOLDER_OFF; pids=$PIDS_OFF; idx=0 ;;
-      IDX) addr=("${ADDR_IDX[@]}"); name=$HOLDER_IDX; pids=$PIDS_IDX ;;
-      ON) addr=("${ADDR_ON[@]}"); name=$HOLDER_ON; pids=$PIDS_ON ;;
+      OFF | OFF~) addr=("${ADDR_OFF[@]}"); name=$HOLDER_OFF; pids=$PIDS_OFF; idx=0 ;;
+      IDX | IDX~) addr=("${ADDR_IDX[@]}"); name=$HOLDER_IDX; pids=$PIDS_IDX ;;
+      ON | ON~) addr=("${ADDR_ON[@]}"); name=$HOLDER_ON; pids=$PIDS_ON ;;
+      idle) holders_sched idle; continue ;;
+      normal) holders_sched other; continue ;;
     esac
-    MC_STORE_HOLDER_INDEX=$idx MC_FORCE_TCP=$ft "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
+    MC_STORE_HOLDER_INDEX=$idx MC_FORCE_TCP=$ft "${CLIENT_PIN[@]}" "$BENCH" --mode=client "${addr[@]}" --global_segment_size=0 --preferred="$name" \
       --duration="$DUR" --cap_bytes=256MiB --settle_ms="${SETTLE_MS:-50}" --ws_bytes=128MiB --warm_bytes="${WARM:-500MiB}" --cpu_pids="$pids" --cases="$CASES" \
       2>>"$WORK/client_$which.err" | grep -E '^(RESULT|CPUEACH)' |
       while read -r line; do
@@ -124,6 +163,23 @@ for c in $(awk '!seen[$2]++ { print $2 }' "$WORK/results"); do
   echo "| $c | ${off:-n/a} | ${idx:-n/a} | ${on:-n/a} | $(ratio "${idx:-0}" "${off:-0}") | $(ratio "${on:-0}" "${off:-0}") |" \
     "${coff:-n/a} | ${cidx:-n/a} | ${con:-n/a} | $(ratio "${coff:-0}" "${cidx:-0}") | $(ratio "${coff:-0}" "${con:-0}") |"
 done
+if [ "${HOLDER_IDLE:-0}" = 1 ]; then
+  echo
+  echo "The same rounds with every holder under SCHED_IDLE (OFF~ IDX~ ON~): keys/s medians and their ratios, and"
+  echo "the per-round ratios (each setting against the OFF of its own pass and round)."
+  echo
+  echo "| case | OFF~ keys/s | IDX~ keys/s | ON~ keys/s | IDX~ / OFF~ | ON~ / OFF~ | per round ON / OFF | per round ON~ / OFF~ |"
+  echo "|---|---|---|---|---|---|---|---|"
+  per_round() { # setting base case: the ratio of each round's keys/s, in order
+    awk -v a="$1" -v b="$2" -v c="$3" '$2 == c && $1 == b { base[++nb] = $3 } $2 == c && $1 == a { v[++na] = $3 }
+      END { for (i = 1; i <= na && i <= nb; i++) printf "%s%.2f", (i > 1 ? " " : ""), v[i] / base[i] }' "$WORK/results"
+  }
+  for c in $(awk '!seen[$2]++ { print $2 }' "$WORK/results"); do
+    off=$(median 'OFF~' "$c" 3); idx=$(median 'IDX~' "$c" 3); on=$(median 'ON~' "$c" 3)
+    echo "| $c | ${off:-n/a} | ${idx:-n/a} | ${on:-n/a} | $(ratio "${idx:-0}" "${off:-0}") | $(ratio "${on:-0}" "${off:-0}") |" \
+      "$(per_round ON OFF "$c") | $(per_round 'ON~' 'OFF~' "$c") |"
+  done
+fi
 echo
 echo "CPU microseconds per key by process, medians over the rounds: client / master / holder (/ etcd for ON). A"
 echo "holder's cost runs, in a cluster, on the holder's host, off the writer's path; here all share two CPUs."

@@ -1,6 +1,9 @@
 /* Black-box tests of mooncake_master's object and segment rules (docs/master.md: segments, placement, objects):
  * each test starts the real binary on a free port and talks to it over the master RPC. */
+#include <dirent.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "lib/master_client.h"
 #include "lib/test.h"
@@ -1157,7 +1160,39 @@ static void test_upsert_batches(void) {
   env_stop(&e);
 }
 
-TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_ownership_and_revoke), TEST_CASE(test_preemption_and_release),
+/* Every thread of the master names itself (docs/operations.md, "Thread names"): the RPC workers, the index
+ * feed, eviction and housekeeping are told apart in `top -H`. */
+static int has_thread(pid_t pid, const char *name) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  int found = 0;
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[384], comm[32] = "";
+    snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f && fgets(comm, sizeof(comm), f)) comm[strcspn(comm, "\n")] = 0;
+    if (f) fclose(f);
+    found = !strcmp(comm, name);
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+static void test_thread_names(void) {
+  struct env e;
+  REQUIRE(env_start(&e, NULL) == 0);
+  const char *names[] = {"mc-rpc", "mc-hidx-feed", "mc-evict", "mc-housekeep"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!has_thread(e.mm.pid, names[i])) {
+      fprintf(stderr, "mooncake_master has no thread named %s\n", names[i]);
+      CHECK(0);
+    }
+  env_stop(&e);
+}
+
+TEST_MAIN(TEST_CASE(test_lifecycle), TEST_CASE(test_thread_names), TEST_CASE(test_ownership_and_revoke), TEST_CASE(test_preemption_and_release),
           TEST_CASE(test_leases), TEST_CASE(test_batches), TEST_CASE(test_upsert), TEST_CASE(test_upsert_leased), TEST_CASE(test_upsert_batches), TEST_CASE(test_regex_and_remove_all),
           TEST_CASE(test_best_effort_distinct_names), TEST_CASE(test_mount_unmount), TEST_CASE(test_graceful_unmount),
           TEST_CASE(test_zone_preference), TEST_CASE(test_strategies), TEST_CASE(test_pin_parameters),

@@ -86,6 +86,7 @@ static void on_witness(void *arg) {
 }
 
 static void *heartbeat_main(void *arg) {
+  mc_thread_name("mc-heartbeat");
   struct mc_store *s = arg;
   int failures = 0;
   uint64_t ping_ns = (uint64_t)PING_INTERVAL_MS * 1000000, report_ns = (uint64_t)mc_stats_interval_ms() * 1000000;

@@ -259,6 +259,7 @@ static void nap(struct mc_hindex *x, int ms) {
 }
 
 static void *follow_main(void *arg) {
+  mc_thread_name("mc-hidx");
   struct mc_hindex *x = arg;
   struct mc_store *s = x->s;
   while (!atomic_load(&x->stop)) {

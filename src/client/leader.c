@@ -98,6 +98,7 @@ static int on_event(void *arg, const struct mc_etcd_event *ev) {
 }
 
 static void *watch_main(void *arg) {
+  mc_thread_name("mc-leader");
   struct mc_leader *l = arg;
   while (!atomic_load(&l->stop)) {
     char v[160];

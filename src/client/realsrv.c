@@ -21,6 +21,7 @@
 #include "client/dummy.h"
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "net/sock.h"
 
 #define FRAME_TIMEOUT_MS 10000 /* a started frame (and the HELLO after connect) must be complete by then */
@@ -345,6 +346,7 @@ static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body,
 }
 
 static void *conn_main(void *arg) {
+  mc_thread_name("mc-real-conn");
   struct conn *c = arg;
   struct ucred cr;
   socklen_t cl = sizeof(cr);
@@ -410,6 +412,7 @@ static void reap(struct mc_realsrv *v, int all) {
 }
 
 static void *accept_main(void *arg) {
+  mc_thread_name("mc-real-accept");
   struct mc_realsrv *v = arg;
   while (!atomic_load(&v->stop)) {
     struct pollfd p = {v->lfd, POLLIN, 0};

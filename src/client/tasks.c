@@ -167,6 +167,7 @@ static void poll_once(struct mc_store *s) {
 }
 
 static void *exec_main(void *arg) {
+  mc_thread_name("mc-task");
   struct mc_store *s = arg;
   struct mc_exec *e = s->exec;
   pthread_mutex_lock(&e->mu);

@@ -130,6 +130,7 @@ static void on_signal(int sig) {
 }
 
 static void *signal_main(void *arg) {
+  mc_thread_name("mc-signal");
   int fd = (int)(intptr_t)arg;
   sigset_t set;
   sigemptyset(&set);

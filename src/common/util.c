@@ -27,6 +27,12 @@ uint64_t mc_now_ns(void) {
 
 uint64_t mc_now_ms(void) { return mc_now_ns() / 1000000ull; }
 
+void mc_thread_name(const char *name) {
+  char n[16];
+  snprintf(n, sizeof(n), "%s", name);
+  (void)pthread_setname_np(pthread_self(), n);
+}
+
 void mc_sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) && errno == EINTR) {

@@ -14,6 +14,9 @@
 
 uint64_t mc_now_ns(void); /* CLOCK_MONOTONIC */
 uint64_t mc_now_ms(void);
+/* Names the calling thread (at most 15 bytes are kept): what `top -H`, `ps -L` and debuggers show, and what
+ * docs/operations.md lists. */
+void mc_thread_name(const char *name);
 /* Sleeps ms milliseconds (the rest of them again after a signal). */
 void mc_sleep_ms(long ms);
 /* Initialises a condition variable whose timed waits take CLOCK_MONOTONIC deadlines. */

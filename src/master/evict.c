@@ -312,6 +312,7 @@ static uint64_t stale_period_ns(const struct mc_master *m) {
 }
 
 void *mc_evict_main(void *arg) {
+  mc_thread_name("mc-evict");
   struct mc_master *m = arg;
   uint64_t next_stale = mc_now_ns() + stale_period_ns(m), not_before = 0, backoff_ms = EVICT_TICK_MS;
   MLOG_V(1, "eviction thread started");

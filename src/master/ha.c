@@ -234,6 +234,7 @@ static int follow(struct mc_ha *h, const struct mc_etcd_kv *cur) {
 /* ------------------------------------------------------------------ the supervisor */
 
 static void *ha_main(void *arg) {
+  mc_thread_name("mc-ha");
   struct mc_ha *h = arg;
   while (!stopping(h) && !atomic_load(&h->lost)) {
     set_state(h, MC_HA_CANDIDATE);

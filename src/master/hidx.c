@@ -401,6 +401,7 @@ static struct mc_hidx *take_due(struct mc_hidx_feed *f, uint64_t now, uint64_t *
 }
 
 static void *feed_main(void *arg) {
+  mc_thread_name("mc-hidx-feed");
   struct mc_hidx_feed *f = arg;
   pthread_mutex_lock(&f->mu);
   while (!f->stop) {

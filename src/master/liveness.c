@@ -270,6 +270,7 @@ static void report_metrics(struct mc_master *m) {
 }
 
 void *mc_housekeeping_main(void *arg) {
+  mc_thread_name("mc-housekeep");
   struct mc_master *m = arg;
   uint64_t period = (uint64_t)m->cfg.metric_report_interval_sec * MC_NS_PER_S, next_summary = mc_now_ns() + period;
   MLOG_V(1, "housekeeping thread started");

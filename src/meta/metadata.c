@@ -53,6 +53,7 @@ struct mc_meta_live {
 };
 
 static void *live_main(void *arg) {
+  mc_thread_name("mc-meta-live");
   struct mc_meta *m = arg;
   struct mc_meta_live *l = m->live;
   pthread_mutex_lock(&l->mu);

@@ -228,6 +228,7 @@ static int defer(struct mc_meta_server *s, struct MHD_Connection *c, struct req 
 }
 
 static void *persister_main(void *arg) {
+  mc_thread_name("mc-meta-persist");
   struct mc_meta_server *s = arg;
   pthread_mutex_lock(&s->qmu);
   for (;;) {

@@ -14,6 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 
 struct conn {
   struct conn *next;
@@ -53,6 +54,7 @@ static int first_byte(struct conn *c) {
 }
 
 static void *conn_main(void *arg) {
+  mc_thread_name("mc-conn");
   struct conn *c = arg;
   struct mc_conn_server *s = c->s;
   if (s->o.first_byte_timeout_ms <= 0 || first_byte(c)) s->o.serve(s->o.ctx, c->fd);
@@ -104,6 +106,7 @@ static void drain_wake(struct mc_conn_server *s) {
 }
 
 static void *acceptor_main(void *arg) {
+  mc_thread_name("mc-accept");
   struct mc_conn_server *s = arg;
   while (!atomic_load(&s->stop)) {
     struct pollfd p[2] = {{.fd = s->fd, .events = POLLIN}, {.fd = s->wake[0], .events = POLLIN}};

@@ -848,6 +848,7 @@ static int follow(struct mc_mrpc_server *s, int me) {
 }
 
 static void *worker_main(void *arg) {
+  mc_thread_name("mc-rpc");
   struct mc_mrpc_server *s = ((struct worker *)arg)->s;
   int me = ((struct worker *)arg)->idx;
   while (follow(s, me)) own(s, me);

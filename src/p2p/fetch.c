@@ -13,6 +13,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "meta/metadata.h"
 #include "mooncake/p2p_store.h"
 #include "mooncake/transfer_engine.h"
@@ -415,6 +416,7 @@ static void stripe_verified(struct fetch *f, size_t i, size_t j) {
 }
 
 static void *worker_main(void *arg) {
+  mc_thread_name("mc-p2p-fetch");
   struct fetch *f = arg;
   struct mc_p2p_store *s = f->s;
   pthread_mutex_lock(&f->mu);

@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "meta/metadata.h"
 #include "mooncake/p2p_store.h"
 #include "mooncake/transfer_engine.h"
@@ -329,6 +330,7 @@ int mc_p2p_remove_holder(mc_p2p_store_t *s, const char *name, const char *segmen
 /* ---- the lease renewer ---- */
 
 static void *renewer_main(void *arg) {
+  mc_thread_name("mc-p2p-renew");
   struct mc_p2p_store *s = arg;
   pthread_mutex_lock(&s->renew_mu);
   while (!s->stop) {
@@ -463,6 +465,7 @@ struct crc_job {
 
 /* Each shard's stripes' CRC-32s (r->stripe_size; none when 0) and the shard's, combined from them. */
 static void *crc_main(void *arg) {
+  mc_thread_name("mc-p2p-crc");
   struct crc_job *j = arg;
   uint64_t stripe = j->r->stripe_size;
   for (size_t i = j->first; i < j->p->nshards; i += j->step) {

@@ -113,6 +113,7 @@ static int send_notify(struct mc_engine *e, int32_t target, const char *name, co
 }
 
 void *mc_eng_notifier_main(void *arg) {
+  mc_thread_name("mc-te-notify");
   struct mc_engine *e = arg;
   pthread_mutex_lock(&e->out_mu);
   for (;;) {

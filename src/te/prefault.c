@@ -203,6 +203,7 @@ static void peer_work(struct mc_prefault *p) {
 }
 
 static void *prefault_main(void *arg) {
+  mc_thread_name("mc-prefault");
   struct mc_prefault *p = arg;
   /* nice 10: the data path's threads (nice 0) preempt these at once, and on an idle host they run at full
    * speed. Not SCHED_IDLE, nor nice 19: on a host whose CPUs another process keeps busy, such a thread

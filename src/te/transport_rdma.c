@@ -158,6 +158,7 @@ static void on_completion(struct rdma_tp *tp, const struct ibv_wc *wc) {
 /* The device's poller: polls the CQ, and when it is empty arms it and sleeps on the completion channel
  * (re-polling after arming, so no completion is missed); wakes every WATCHDOG_NS while work is outstanding. */
 static void *poller_main(void *arg) {
+  mc_thread_name("mc-rdma-poll");
   struct rdma_dev *d = arg;
   struct rdma_tp *tp = d->tp;
   struct ibv_wc wc[POLL_BATCH];
@@ -280,6 +281,7 @@ static void post_wr(struct rdma_tp *tp, struct rdma_wr *w) {
 }
 
 static void *retrier_main(void *arg) {
+  mc_thread_name("mc-rdma-retry");
   struct rdma_tp *tp = arg;
   pthread_mutex_lock(&tp->rq_mu);
   for (;;) {

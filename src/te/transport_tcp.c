@@ -528,6 +528,7 @@ static int send_group(struct lane *l, int fd, uint64_t *sent) {
 }
 
 static void *sender_main(void *arg) {
+  mc_thread_name("mc-tcp-send");
   struct lane *l = arg;
   pthread_mutex_lock(&l->mu);
   for (;;) {
@@ -617,6 +618,7 @@ static void log_rejected(const struct lane *l, const struct mc_slice *s) {
 }
 
 static void *receiver_main(void *arg) {
+  mc_thread_name("mc-tcp-recv");
   struct lane *l = arg;
   pthread_mutex_lock(&l->mu);
   for (;;) {
