@@ -1,7 +1,7 @@
 /* The holder-index feed (src/master/hidx.h, docs/ha.md "Holder indexes"): records in order per holder,
  * acknowledgement and durable_seq, long polls answered by records or by their time, the queue bound and
- * the resync it asks for, close with a poll waiting, and many writers and pollers at once (run under
- * TSan in CI). */
+ * the resync it asks for, close with a poll waiting, many holders at once (durable_seq and deadlines kept
+ * in heaps), and many writers and pollers at once (run under TSan in CI). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -364,6 +364,110 @@ static void test_concurrent(void) {
   mc_hidx_feed_stop(f);
 }
 
-TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_copy), TEST_CASE(test_long_poll), TEST_CASE(test_batch_window), TEST_CASE(test_drop_at_once),
+/* Many holders (the feed keeps them in two heaps, hidx.c): durable_seq is always just below the oldest
+ * unacknowledged record of any holder, through records queued and acknowledged in a random order; and
+ * polls waiting with different deadlines are each answered, none before its time and in the order their
+ * times come. */
+#define MANY 1500
+#define RECS 4
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void) { return mc_tp_xorshift(&rng_state); }
+
+struct order {
+  pthread_mutex_t mu;
+  int n;
+  int who[MANY];
+  uint64_t at[MANY];
+};
+struct waiter {
+  struct order *o;
+  int idx;
+};
+static void on_ordered(void *arg, struct mc_wbuf *body) {
+  struct waiter *w = arg;
+  pthread_mutex_lock(&w->o->mu);
+  w->o->at[w->idx] = mc_now_ns();
+  w->o->who[w->o->n++] = w->idx;
+  pthread_mutex_unlock(&w->o->mu);
+  mc_w_free(body);
+}
+
+static void test_many_holders(void) {
+  struct mc_hidx_feed *f = mc_hidx_feed_start(1);
+  static struct mc_hidx *h[MANY];
+  static uint64_t seq[MANY][RECS];
+  static int acked[MANY]; /* records of holder i acknowledged so far */
+  for (int i = 0; i < MANY; i++) h[i] = mc_hidx_open(f, U(1000 + (uint64_t)i));
+  int left[MANY];
+  for (int i = 0; i < MANY; i++) left[i] = RECS;
+  for (int done = 0; done < MANY * RECS;) { /* queued in a random interleaving */
+    int i = (int)(rnd() % MANY);
+    if (!left[i]) continue;
+    seq[i][RECS - left[i]] = mc_hidx_put(h[i], "k", 1, U(9), 0, 64, 64, 0, 0, NULL, NULL);
+    left[i]--, done++;
+  }
+  int bad = 0;
+  for (int step = 0; step < MANY * RECS; step++) { /* acknowledged in a random order, checked at every step */
+    int i = (int)(rnd() % MANY);
+    while (acked[i] == RECS) i = (i + 1) % MANY;
+    acked[i] += 1 + (int)(rnd() % (uint64_t)(RECS - acked[i]));
+    mc_hidx_ack(h[i], seq[i][acked[i] - 1]);
+    uint64_t want = mc_hidx_next_seq(f) - 1;
+    for (int k = 0; k < MANY; k++)
+      if (acked[k] < RECS && seq[k][acked[k]] - 1 < want) want = seq[k][acked[k]] - 1;
+    if (mc_hidx_durable(f) != want) bad++;
+    if (acked[i] == RECS) { /* it is done: count the rest of its steps as done too */
+      int all = 1;
+      for (int k = 0; k < MANY && all; k++) all = acked[k] == RECS;
+      if (all) break;
+    }
+  }
+  CHECK_EQ(bad, 0);
+  CHECK_EQ(mc_hidx_durable(f), mc_hidx_next_seq(f) - 1);
+
+  /* polls waiting 100 + 2*j ms, j a shuffle of 0..299, issued at once */
+  enum { W = 300 };
+  static struct order o;
+  memset(&o, 0, sizeof(o));
+  pthread_mutex_init(&o.mu, NULL);
+  static struct waiter w[W];
+  int perm[W];
+  uint64_t asked[W];
+  for (int j = 0; j < W; j++) perm[j] = j;
+  for (int j = W - 1; j > 0; j--) {
+    int k = (int)(rnd() % (uint64_t)(j + 1)), t = perm[j];
+    perm[j] = perm[k], perm[k] = t;
+  }
+  for (int j = 0; j < W; j++) {
+    w[j] = (struct waiter){&o, j};
+    asked[j] = mc_now_ns();
+    mc_hidx_follow(h[j], seq[j][RECS - 1], (uint32_t)(100 + 2 * perm[j]), on_ordered, &w[j]);
+  }
+  for (int t = 0; t < 500; t++) { /* the longest waits 698 ms */
+    pthread_mutex_lock(&o.mu);
+    int n = o.n;
+    pthread_mutex_unlock(&o.mu);
+    if (n == W) break;
+    usleep(10000);
+  }
+  pthread_mutex_lock(&o.mu);
+  CHECK_EQ(o.n, W);
+  int early = 0, inverted = 0;
+  for (int j = 0; j < o.n; j++) {
+    int a = o.who[j];
+    if (o.at[a] < asked[a] + (uint64_t)(100 + 2 * perm[a]) * 1000000ull) early++;
+    /* in the order of their times: a poll answered after one due clearly later (the 2 ms steps are far
+     * wider than the time it took to issue them all, on a machine that is not stalled) */
+    if (j && 100 + 2 * perm[o.who[j - 1]] > 100 + 2 * perm[a] + 20) inverted++;
+  }
+  pthread_mutex_unlock(&o.mu);
+  CHECK_EQ(early, 0);
+  CHECK_EQ(inverted, 0);
+  for (int i = 0; i < MANY; i++) mc_hidx_close(h[i]);
+  mc_hidx_feed_stop(f);
+  pthread_mutex_destroy(&o.mu);
+}
+
+TEST_MAIN(TEST_CASE(test_order_and_durable), TEST_CASE(test_many_holders), TEST_CASE(test_copy), TEST_CASE(test_long_poll), TEST_CASE(test_batch_window), TEST_CASE(test_drop_at_once),
           TEST_CASE(test_two_holders),
           TEST_CASE(test_overflow), TEST_CASE(test_concurrent))

@@ -313,12 +313,7 @@ static void check_registry(struct mc_master *m) {
 }
 
 static uint64_t rnd_state = 0x2545F4914F6CDD1Dull;
-static uint64_t rnd(void) {
-  rnd_state ^= rnd_state << 13;
-  rnd_state ^= rnd_state >> 7;
-  rnd_state ^= rnd_state << 17;
-  return rnd_state;
-}
+static uint64_t rnd(void) { return mc_tp_xorshift(&rnd_state); }
 
 static void churn(int strategy) {
   struct mc_master_cfg c;

@@ -26,12 +26,7 @@
 #include "net/sock.h"
 
 static uint64_t rng_state = 88172645463325252ull;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rng(void) { return mc_tp_xorshift(&rng_state); }
 
 /* ------------------------------------------------------------------ TLSF */
 

@@ -8,12 +8,7 @@
 #include "master/tlsf.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+static uint64_t rng(void) { return mc_tp_xorshift(&rng_state); }
 
 static uint64_t round_up(uint64_t len) { return (len + MC_TLSF_ALIGN - 1) / MC_TLSF_ALIGN * MC_TLSF_ALIGN; }
 

@@ -42,10 +42,21 @@ struct mc_hidx {
                            + MC_HIDX_BATCH_US, so a holder under a stream of puts polls at most that often */
   /* under f->mu */
   uint64_t first_unacked; /* seq of the oldest queued record, 0 when none */
-  struct mc_hidx *dirty_prev, *dirty_next; /* on f->dirty while first_unacked != 0 */
-  struct mc_hidx *wait_next;               /* on f->waiting while a poll waits */
+  size_t dirty_at;        /* its place in f->dirty while first_unacked != 0 */
+  size_t wait_at;         /* its place in f->waiting while on_wait */
   int on_wait;
   uint64_t ready_ns; /* records came for the waiting poll: answer at this time (0: not yet) */
+};
+
+/* A binary min-heap of holders that knows where each one sits, so that one whose key changed is moved in
+ * O(log n) and the least is read in O(1): the feed keeps one of holders with unacknowledged records, by
+ * their oldest record (durable_seq is just below the least), and one of holders with a waiting poll, by the
+ * time it is due. With a holder per client and tens of thousands of clients, walking a list on every
+ * acknowledgement or wake-up would cost the master more than the records themselves. Under f->mu. */
+struct hheap {
+  struct mc_hidx **a;
+  size_t n, cap;
+  int by_due; /* 0: keyed by first_unacked (f->dirty), 1: by due_ns (f->waiting) */
 };
 
 struct mc_hidx_feed {
@@ -53,8 +64,8 @@ struct mc_hidx_feed {
   pthread_cond_t cv;
   uint64_t next_seq;
   _Atomic uint64_t durable; /* mc_hidx_durable as last computed (mc_hidx_durable_cached) */
-  struct mc_hidx *dirty;   /* holders with unacknowledged records */
-  struct mc_hidx *waiting; /* holders with a waiting poll */
+  struct hheap dirty;   /* holders with unacknowledged records */
+  struct hheap waiting; /* holders with a waiting poll */
   int stop;
   pthread_t th;
 };
@@ -63,31 +74,86 @@ struct mc_hidx_feed {
 
 static int64_t ms_ns(uint32_t ms) { return (int64_t)ms * 1000000; }
 
-/* ---- the dirty list (f->mu held) ---- */
+/* ---- the heaps (f->mu held) ---- */
+
+/* When a waiting poll is due: when its records' batch window ends, else at its deadline. */
+static uint64_t due_ns(const struct mc_hidx *h) {
+  return h->ready_ns && h->ready_ns < h->poll_deadline_ns ? h->ready_ns : h->poll_deadline_ns;
+}
+
+static uint64_t hkey(const struct hheap *q, const struct mc_hidx *h) { return q->by_due ? due_ns(h) : h->first_unacked; }
+static size_t *hpos(const struct hheap *q, struct mc_hidx *h) { return q->by_due ? &h->wait_at : &h->dirty_at; }
+
+static void hset(struct hheap *q, size_t i, struct mc_hidx *h) {
+  q->a[i] = h;
+  *hpos(q, h) = i;
+}
+
+static void hup(struct hheap *q, size_t i) {
+  struct mc_hidx *h = q->a[i];
+  uint64_t k = hkey(q, h);
+  while (i > 0 && hkey(q, q->a[(i - 1) / 2]) > k) {
+    hset(q, i, q->a[(i - 1) / 2]);
+    i = (i - 1) / 2;
+  }
+  hset(q, i, h);
+}
+
+static void hdown(struct hheap *q, size_t i) {
+  struct mc_hidx *h = q->a[i];
+  uint64_t k = hkey(q, h);
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= q->n) break;
+    if (c + 1 < q->n && hkey(q, q->a[c + 1]) < hkey(q, q->a[c])) c++;
+    if (hkey(q, q->a[c]) >= k) break;
+    hset(q, i, q->a[c]);
+    i = c;
+  }
+  hset(q, i, h);
+}
+
+static void hpush(struct hheap *q, struct mc_hidx *h) {
+  if (q->n == q->cap) {
+    q->cap = q->cap ? 2 * q->cap : 64;
+    q->a = mc_realloc(q->a, q->cap * sizeof(*q->a));
+  }
+  hset(q, q->n++, h);
+  hup(q, q->n - 1);
+}
+
+static void hremove(struct hheap *q, struct mc_hidx *h) {
+  size_t i = *hpos(q, h);
+  struct mc_hidx *last = q->a[--q->n];
+  if (i == q->n) return;
+  hset(q, i, last);
+  hup(q, i);
+  hdown(q, *hpos(q, last));
+}
+
+/* h's key changed (either way). */
+static void hfix(struct hheap *q, struct mc_hidx *h) {
+  size_t i = *hpos(q, h);
+  hup(q, i);
+  hdown(q, *hpos(q, h));
+}
 
 static void dirty_add(struct mc_hidx_feed *f, struct mc_hidx *h, uint64_t seq) {
   if (h->first_unacked) return;
   h->first_unacked = seq;
-  h->dirty_prev = NULL;
-  h->dirty_next = f->dirty;
-  if (f->dirty) f->dirty->dirty_prev = h;
-  f->dirty = h;
+  hpush(&f->dirty, h);
 }
 
 static void dirty_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
   if (!h->first_unacked) return;
-  if (h->dirty_prev) h->dirty_prev->dirty_next = h->dirty_next;
-  else f->dirty = h->dirty_next;
-  if (h->dirty_next) h->dirty_next->dirty_prev = h->dirty_prev;
+  hremove(&f->dirty, h);
   h->first_unacked = 0;
-  h->dirty_prev = h->dirty_next = NULL;
 }
 
-/* f->mu held. */
+/* f->mu held: O(1), just below the oldest unacknowledged record of any holder. */
 static uint64_t durable_locked(struct mc_hidx_feed *f) {
   uint64_t d = f->next_seq - 1;
-  for (struct mc_hidx *h = f->dirty; h; h = h->dirty_next)
-    if (h->first_unacked - 1 < d) d = h->first_unacked - 1;
+  if (f->dirty.n && f->dirty.a[0]->first_unacked - 1 < d) d = f->dirty.a[0]->first_unacked - 1;
   if (d > atomic_load(&f->durable)) atomic_store(&f->durable, d);
   return d;
 }
@@ -171,11 +237,7 @@ static void encode_answer(struct mc_hidx *h, uint64_t durable, struct mc_wbuf *w
 /* Takes the waiting poll out (f->mu held too). */
 static void wait_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
   if (!h->on_wait) return;
-  for (struct mc_hidx **p = &f->waiting; *p; p = &(*p)->wait_next)
-    if (*p == h) {
-      *p = h->wait_next;
-      break;
-    }
+  hremove(&f->waiting, h);
   h->on_wait = 0;
   h->ready_ns = 0;
 }
@@ -230,6 +292,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
     uint64_t now = mc_now_ns(), at = kind == MC_HIDX_DROP ? now : MC_MAX(now, h->answered_ns + BATCH_NS);
     if (!h->ready_ns || at < h->ready_ns) {
       h->ready_ns = at;
+      hfix(&f->waiting, h);
       pthread_cond_signal(&f->cv);
     }
   }
@@ -266,8 +329,12 @@ static uint64_t ack_locked(struct mc_hidx *h, uint64_t acked) {
   struct mc_hidx_feed *f = h->f;
   uint64_t first = queue_first(h);
   pthread_mutex_lock(&f->mu);
-  if (!first) dirty_remove(f, h);
-  else if (h->first_unacked) h->first_unacked = first;
+  if (!first) {
+    dirty_remove(f, h);
+  } else if (h->first_unacked) {
+    h->first_unacked = first;
+    hfix(&f->dirty, h);
+  }
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
   return first;
@@ -333,10 +400,9 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   h->arg = arg;
   h->poll_deadline_ns = now + (uint64_t)ms_ns(MC_MIN(max_wait_ms, MC_HIDX_POLL_MAX_MS));
   pthread_mutex_lock(&f->mu);
-  h->wait_next = f->waiting;
-  f->waiting = h;
   h->on_wait = 1;
   if (first) h->ready_ns = batch_end; /* records wait for the rest of the window */
+  hpush(&f->waiting, h);              /* (its key set above, as it must be while it is in the heap) */
   pthread_cond_signal(&f->cv); /* its deadline may be the nearest */
   pthread_mutex_unlock(&f->mu);
   pthread_mutex_unlock(&h->mu);
@@ -383,21 +449,20 @@ void mc_hidx_close(struct mc_hidx *h) {
 
 /* ---- the feed thread: answers polls whose records came or whose time is up ---- */
 
-/* One holder due now, taken off the waiting list with a reference (taken while it is still listed, so
- * a close that has not yet taken it off cannot have dropped the last one), or NULL; *next_ns: the nearest
- * due time of the others (f->mu held). */
+/* The holder due first if it is due now, taken off the waiting heap with a reference (taken while it is
+ * still listed, so a close that has not yet taken it off cannot have dropped the last one), or NULL;
+ * *next_ns: when the first one is due (UINT64_MAX: none waits). f->mu held. */
 static struct mc_hidx *take_due(struct mc_hidx_feed *f, uint64_t now, uint64_t *next_ns) {
   *next_ns = UINT64_MAX;
-  for (struct mc_hidx *h = f->waiting; h; h = h->wait_next) {
-    uint64_t due = h->ready_ns && h->ready_ns < h->poll_deadline_ns ? h->ready_ns : h->poll_deadline_ns;
-    if (due <= now) {
-      wait_remove(f, h);
-      mc_hidx_ref(h);
-      return h;
-    }
-    if (due < *next_ns) *next_ns = due;
+  if (!f->waiting.n) return NULL;
+  struct mc_hidx *h = f->waiting.a[0];
+  if (due_ns(h) > now) {
+    *next_ns = due_ns(h);
+    return NULL;
   }
-  return NULL;
+  wait_remove(f, h);
+  mc_hidx_ref(h);
+  return h;
 }
 
 static void *feed_main(void *arg) {
@@ -442,6 +507,7 @@ void mc_hidx_feed_raise(struct mc_hidx_feed *f, uint64_t seq) {
 struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
   struct mc_hidx_feed *f = mc_calloc(1, sizeof(*f));
   f->next_seq = first_seq ? first_seq : 1;
+  f->waiting.by_due = 1;
   atomic_init(&f->durable, f->next_seq - 1);
   pthread_mutex_init(&f->mu, NULL);
   mc_cond_init_monotonic(&f->cv);
@@ -461,6 +527,8 @@ void mc_hidx_feed_stop(struct mc_hidx_feed *f) {
   pthread_cond_signal(&f->cv);
   pthread_mutex_unlock(&f->mu);
   pthread_join(f->th, NULL);
+  mc_free(f->dirty.a);
+  mc_free(f->waiting.a);
   pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
   mc_free(f);

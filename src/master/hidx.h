@@ -21,8 +21,9 @@
  *
  * Threads and locks: one feed thread answers the polls (when records come for a waiting holder, at most one
  * answer with records per MC_HIDX_BATCH_US window, or when a poll's time is up). h->mu guards a holder's queue and its
- * waiting poll; f->mu the sequence counter, the list of holders with unacknowledged records, the ready
- * list and the holders' lifetimes. ORDER: h->mu -> f->mu; the answer callback may run with h->mu held (it
+ * waiting poll; f->mu the sequence counter, the heap of holders with unacknowledged records (by their
+ * oldest: durable_seq in O(1)), the heap of waiting polls (by when each is due) and the holders' lifetimes:
+ * an acknowledgement or an answer costs O(log holders), not a walk over all of them. ORDER: h->mu -> f->mu; the answer callback may run with h->mu held (it
  * must not call back into the feed).
  * Appends come from the object table with a shard lock held: shard->mu -> h->mu. */
 #ifndef MC_MASTER_HIDX_H

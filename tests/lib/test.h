@@ -54,6 +54,14 @@ static _Atomic int mc_test_checks;
     }                                                                          \
   } while (0)
 
+/* xorshift64: a fast stream that repeats run after run (seed *state non-zero). */
+static inline uint64_t mc_tp_xorshift(uint64_t *state) {
+  *state ^= *state << 13;
+  *state ^= *state >> 7;
+  *state ^= *state << 17;
+  return *state;
+}
+
 typedef void (*mc_test_fn)(void);
 struct mc_test_case {
   const char *name;
