@@ -9,6 +9,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "master/minheap.h"
 
 struct mc_hidx {
   struct mc_hidx_feed *f;
@@ -48,24 +49,28 @@ struct mc_hidx {
   uint64_t ready_ns; /* records came for the waiting poll: answer at this time (0: not yet) */
 };
 
-/* A binary min-heap of holders that knows where each one sits, so that one whose key changed is moved in
- * O(log n) and the least is read in O(1): the feed keeps one of holders with unacknowledged records, by
- * their oldest record (durable_seq is just below the least), and one of holders with a waiting poll, by the
- * time it is due. With a holder per client and tens of thousands of clients, walking a list on every
- * acknowledgement or wake-up would cost the master more than the records themselves. Under f->mu. */
-struct hheap {
-  struct mc_hidx **a;
-  size_t n, cap;
-  int by_due; /* 0: keyed by first_unacked (f->dirty), 1: by due_ns (f->waiting) */
-};
+/* The feed's two heaps of holders (minheap.h's indexed heap, under f->mu): those with unacknowledged
+ * records, by their oldest record (durable_seq is just below the least), and those with a waiting poll, by
+ * when it is due. Each holder knows its place in both, so one whose key changed moves in O(log n) and the
+ * least is read in O(1): with a holder per client and tens of thousands of clients, walking a list on
+ * every acknowledgement or wake-up would cost the master more than the records themselves. */
+static uint64_t unacked_key(const struct mc_hidx *h) { return h->first_unacked; }
+
+/* When a waiting poll is due: when its records' batch window ends, else at its deadline. */
+static uint64_t due_ns(const struct mc_hidx *h) {
+  return h->ready_ns && h->ready_ns < h->poll_deadline_ns ? h->ready_ns : h->poll_deadline_ns;
+}
+
+MC_IDXHEAP(dirtyq, struct mc_hidx, unacked_key, dirty_at)
+MC_IDXHEAP(waitq, struct mc_hidx, due_ns, wait_at)
 
 struct mc_hidx_feed {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   uint64_t next_seq;
   _Atomic uint64_t durable; /* mc_hidx_durable as last computed (mc_hidx_durable_cached) */
-  struct hheap dirty;   /* holders with unacknowledged records */
-  struct hheap waiting; /* holders with a waiting poll */
+  struct dirtyq dirty;  /* holders with unacknowledged records, by their oldest one */
+  struct waitq waiting; /* holders with a waiting poll, by when it is due */
   int stop;
   pthread_t th;
 };
@@ -76,84 +81,23 @@ static int64_t ms_ns(uint32_t ms) { return (int64_t)ms * 1000000; }
 
 /* ---- the heaps (f->mu held) ---- */
 
-/* When a waiting poll is due: when its records' batch window ends, else at its deadline. */
-static uint64_t due_ns(const struct mc_hidx *h) {
-  return h->ready_ns && h->ready_ns < h->poll_deadline_ns ? h->ready_ns : h->poll_deadline_ns;
-}
-
-static uint64_t hkey(const struct hheap *q, const struct mc_hidx *h) { return q->by_due ? due_ns(h) : h->first_unacked; }
-static size_t *hpos(const struct hheap *q, struct mc_hidx *h) { return q->by_due ? &h->wait_at : &h->dirty_at; }
-
-static void hset(struct hheap *q, size_t i, struct mc_hidx *h) {
-  q->a[i] = h;
-  *hpos(q, h) = i;
-}
-
-static void hup(struct hheap *q, size_t i) {
-  struct mc_hidx *h = q->a[i];
-  uint64_t k = hkey(q, h);
-  while (i > 0 && hkey(q, q->a[(i - 1) / 2]) > k) {
-    hset(q, i, q->a[(i - 1) / 2]);
-    i = (i - 1) / 2;
-  }
-  hset(q, i, h);
-}
-
-static void hdown(struct hheap *q, size_t i) {
-  struct mc_hidx *h = q->a[i];
-  uint64_t k = hkey(q, h);
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= q->n) break;
-    if (c + 1 < q->n && hkey(q, q->a[c + 1]) < hkey(q, q->a[c])) c++;
-    if (hkey(q, q->a[c]) >= k) break;
-    hset(q, i, q->a[c]);
-    i = c;
-  }
-  hset(q, i, h);
-}
-
-static void hpush(struct hheap *q, struct mc_hidx *h) {
-  if (q->n == q->cap) {
-    q->cap = q->cap ? 2 * q->cap : 64;
-    q->a = mc_realloc(q->a, q->cap * sizeof(*q->a));
-  }
-  hset(q, q->n++, h);
-  hup(q, q->n - 1);
-}
-
-static void hremove(struct hheap *q, struct mc_hidx *h) {
-  size_t i = *hpos(q, h);
-  struct mc_hidx *last = q->a[--q->n];
-  if (i == q->n) return;
-  hset(q, i, last);
-  hup(q, i);
-  hdown(q, *hpos(q, last));
-}
-
-/* h's key changed (either way). */
-static void hfix(struct hheap *q, struct mc_hidx *h) {
-  size_t i = *hpos(q, h);
-  hup(q, i);
-  hdown(q, *hpos(q, h));
-}
-
 static void dirty_add(struct mc_hidx_feed *f, struct mc_hidx *h, uint64_t seq) {
   if (h->first_unacked) return;
   h->first_unacked = seq;
-  hpush(&f->dirty, h);
+  dirtyq_push(&f->dirty, h);
 }
 
 static void dirty_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
   if (!h->first_unacked) return;
-  hremove(&f->dirty, h);
+  dirtyq_remove(&f->dirty, h);
   h->first_unacked = 0;
 }
 
 /* f->mu held: O(1), just below the oldest unacknowledged record of any holder. */
 static uint64_t durable_locked(struct mc_hidx_feed *f) {
   uint64_t d = f->next_seq - 1;
-  if (f->dirty.n && f->dirty.a[0]->first_unacked - 1 < d) d = f->dirty.a[0]->first_unacked - 1;
+  struct mc_hidx *oldest = dirtyq_min(&f->dirty);
+  if (oldest && oldest->first_unacked - 1 < d) d = oldest->first_unacked - 1;
   if (d > atomic_load(&f->durable)) atomic_store(&f->durable, d);
   return d;
 }
@@ -237,7 +181,7 @@ static void encode_answer(struct mc_hidx *h, uint64_t durable, struct mc_wbuf *w
 /* Takes the waiting poll out (f->mu held too). */
 static void wait_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
   if (!h->on_wait) return;
-  hremove(&f->waiting, h);
+  waitq_remove(&f->waiting, h);
   h->on_wait = 0;
   h->ready_ns = 0;
 }
@@ -292,7 +236,7 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
     uint64_t now = mc_now_ns(), at = kind == MC_HIDX_DROP ? now : MC_MAX(now, h->answered_ns + BATCH_NS);
     if (!h->ready_ns || at < h->ready_ns) {
       h->ready_ns = at;
-      hfix(&f->waiting, h);
+      waitq_fix(&f->waiting, h);
       pthread_cond_signal(&f->cv);
     }
   }
@@ -333,7 +277,7 @@ static uint64_t ack_locked(struct mc_hidx *h, uint64_t acked) {
     dirty_remove(f, h);
   } else if (h->first_unacked) {
     h->first_unacked = first;
-    hfix(&f->dirty, h);
+    dirtyq_fix(&f->dirty, h);
   }
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
@@ -402,7 +346,7 @@ void mc_hidx_follow(struct mc_hidx *h, uint64_t acked, uint32_t max_wait_ms, mc_
   pthread_mutex_lock(&f->mu);
   h->on_wait = 1;
   if (first) h->ready_ns = batch_end; /* records wait for the rest of the window */
-  hpush(&f->waiting, h);              /* (its key set above, as it must be while it is in the heap) */
+  waitq_push(&f->waiting, h);              /* (its key set above, as it must be while it is in the heap) */
   pthread_cond_signal(&f->cv); /* its deadline may be the nearest */
   pthread_mutex_unlock(&f->mu);
   pthread_mutex_unlock(&h->mu);
@@ -454,8 +398,8 @@ void mc_hidx_close(struct mc_hidx *h) {
  * *next_ns: when the first one is due (UINT64_MAX: none waits). f->mu held. */
 static struct mc_hidx *take_due(struct mc_hidx_feed *f, uint64_t now, uint64_t *next_ns) {
   *next_ns = UINT64_MAX;
-  if (!f->waiting.n) return NULL;
-  struct mc_hidx *h = f->waiting.a[0];
+  struct mc_hidx *h = waitq_min(&f->waiting);
+  if (!h) return NULL;
   if (due_ns(h) > now) {
     *next_ns = due_ns(h);
     return NULL;
@@ -507,7 +451,6 @@ void mc_hidx_feed_raise(struct mc_hidx_feed *f, uint64_t seq) {
 struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
   struct mc_hidx_feed *f = mc_calloc(1, sizeof(*f));
   f->next_seq = first_seq ? first_seq : 1;
-  f->waiting.by_due = 1;
   atomic_init(&f->durable, f->next_seq - 1);
   pthread_mutex_init(&f->mu, NULL);
   mc_cond_init_monotonic(&f->cv);
@@ -527,8 +470,8 @@ void mc_hidx_feed_stop(struct mc_hidx_feed *f) {
   pthread_cond_signal(&f->cv);
   pthread_mutex_unlock(&f->mu);
   pthread_join(f->th, NULL);
-  mc_free(f->dirty.a);
-  mc_free(f->waiting.a);
+  dirtyq_free(&f->dirty);
+  waitq_free(&f->waiting);
   pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
   mc_free(f);
