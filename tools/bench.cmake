@@ -15,3 +15,7 @@ target_link_libraries(conn_rate PRIVATE pthread)
 # reference of the master's CPU under pings, bench/run_master_segments.sh).
 add_executable(ping_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/ping_ref.c)
 target_link_libraries(ping_ref PRIVATE pthread)
+# hidx_feed: the master's holder-index feed alone with many holders (bench/RESULTS.md, "The holder-index feed
+# with many holders"; docs/master.md, "Scale").
+add_executable(hidx_feed ${CMAKE_CURRENT_SOURCE_DIR}/../bench/hidx_feed.c)
+target_link_libraries(hidx_feed PRIVATE mc_master)
