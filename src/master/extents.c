@@ -355,8 +355,8 @@ int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *
   pc.soft_pin_action = mc_r_u8(r);
   pc.soft_pin_ttl_ms = mc_r_i64(r);
   pc.with_hard_pin = mc_r_u8(r);
-  struct mc_wsink sink = {0};
-  mc_wsink = &sink;
+  struct mc_wsink sink;
+  mc_wsink_open(&sink);
   int rc = r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
   mc_witness_reply(m, &sink, !rc, w);
   if (!rc) mc_metrics_put_started(m->ms, len, 1, 1); /* a put like PutStart's, in one round trip */
@@ -384,15 +384,16 @@ int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   r->off = body;
   uint32_t failed = 0;
   mc_w_u32(w, n);
-  struct mc_wsink sink = {0};
-  mc_wsink = &sink;
+  size_t st_at = mc_batch_reply_start(w, n);
+  struct mc_wsink sink;
+  mc_wsink_open_in(&sink, w);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t klen;
     const uint8_t *key = mc_req_key(r, &klen);
     uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
     int st = mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
     if (!st) mc_metrics_put_started(m->ms, len, 1, 1);
-    mc_w_i32(w, st);
+    mc_w_patch_u32(w, st_at + 4 * (size_t)i, (uint32_t)st);
     failed += st != 0;
   }
   mc_witness_reply(m, &sink, 1, w);

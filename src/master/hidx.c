@@ -45,8 +45,10 @@ struct mc_hidx {
   uint64_t first_unacked; /* seq of the oldest queued record, 0 when none */
   size_t dirty_at;        /* its place in f->dirty while first_unacked != 0 */
   size_t wait_at;         /* its place in f->waiting while on_wait */
-  int on_wait;
-  uint64_t ready_ns; /* records came for the waiting poll: answer at this time (0: not yet) */
+  /* on_wait and ready_ns are set only with h->mu held too; the feed thread clears them with f->mu alone
+   * (take_due), so under h->mu alone they are read as atomics and can only have gone to 0 (append) */
+  _Atomic int on_wait;
+  _Atomic uint64_t ready_ns; /* records came for the waiting poll: answer at this time (0: not yet) */
 };
 
 /* The feed's two heaps of holders (minheap.h's indexed heap, under f->mu): those with unacknowledged
@@ -67,7 +69,7 @@ MC_IDXHEAP(waitq, struct mc_hidx, due_ns, wait_at)
 struct mc_hidx_feed {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  uint64_t next_seq;
+  _Atomic uint64_t next_seq; /* taken without mu by an append that needs nothing else of it (append) */
   _Atomic uint64_t durable; /* mc_hidx_durable as last computed (mc_hidx_durable_cached) */
   struct dirtyq dirty;  /* holders with unacknowledged records, by their oldest one */
   struct waitq waiting; /* holders with a waiting poll, by when it is due */
@@ -95,7 +97,7 @@ static void dirty_remove(struct mc_hidx_feed *f, struct mc_hidx *h) {
 
 /* f->mu held: O(1), just below the oldest unacknowledged record of any holder. */
 static uint64_t durable_locked(struct mc_hidx_feed *f) {
-  uint64_t d = f->next_seq - 1;
+  uint64_t d = atomic_load(&f->next_seq) - 1;
   struct mc_hidx *oldest = dirtyq_min(&f->dirty);
   if (oldest && oldest->first_unacked - 1 < d) d = oldest->first_unacked - 1;
   if (d > atomic_load(&f->durable)) atomic_store(&f->durable, d);
@@ -114,21 +116,33 @@ uint64_t mc_hidx_durable_cached(struct mc_hidx_feed *f) { return atomic_load(&f-
 void mc_hidx_encode(struct mc_wbuf *w, uint64_t seq, uint8_t kind, const void *key, uint32_t klen, struct mc_uuid seg,
                     uint64_t off, uint64_t len, uint64_t size, uint8_t hard_pin, uint64_t ttl, const char *group) {
   int grouped = kind == MC_HIDX_PUT && group && *group;
-  mc_w_u64(w, seq);
-  mc_w_u8(w, (uint8_t)(kind | (grouped ? MC_HIDX_GROUPED : 0)));
-  mc_w_blob(w, key, klen);
-  mc_put_uuid(w, seg);
-  mc_w_u64(w, off);
-  mc_w_u64(w, len);
-  mc_w_u64(w, size);
-  mc_w_u8(w, hard_pin);
-  mc_w_u64(w, ttl);
-  if (grouped) mc_w_str(w, group);
+  size_t glen = grouped ? strlen(group) : 0;
+  /* the layout of mc_w_u64 seq, u8 kind, blob key, uuid segment, u64 off, len, size, u8 hard_pin, u64 ttl
+   * [, str group], written in one reservation: two copies of every record are encoded on the put path */
+  size_t n = 8 + 1 + 4 + (size_t)klen + 16 + 24 + 1 + 8 + (grouped ? 4 + glen : 0);
+  if (mc_w_reserve(w, n)) return;
+  uint8_t *p = w->p + w->len;
+  mc_le_put64(p, seq), p += 8;
+  *p++ = (uint8_t)(kind | (grouped ? MC_HIDX_GROUPED : 0));
+  mc_le_put32(p, klen), p += 4;
+  if (klen) memcpy(p, key, klen), p += klen;
+  mc_le_put64(p, seg.hi), p += 8;
+  mc_le_put64(p, seg.lo), p += 8;
+  mc_le_put64(p, off), p += 8;
+  mc_le_put64(p, len), p += 8;
+  mc_le_put64(p, size), p += 8;
+  *p++ = hard_pin;
+  mc_le_put64(p, ttl), p += 8;
+  if (grouped) {
+    mc_le_put32(p, (uint32_t)glen), p += 4;
+    memcpy(p, group, glen);
+  }
+  w->len += n;
 }
 
 uint64_t mc_hidx_next_seq(struct mc_hidx_feed *f) {
   pthread_mutex_lock(&f->mu);
-  uint64_t s = f->next_seq;
+  uint64_t s = atomic_load(&f->next_seq);
   pthread_mutex_unlock(&f->mu);
   return s;
 }
@@ -227,20 +241,29 @@ static uint64_t append(struct mc_hidx *h, uint8_t kind, const void *key, uint32_
   }
   if (h->q.len - h->head + klen + (group ? strlen(group) : 0) + 72 > MC_HIDX_QUEUE_MAX) overflow(h);
   struct mc_hidx_feed *f = h->f;
-  pthread_mutex_lock(&f->mu);
-  uint64_t seq = f->next_seq++;
-  dirty_add(f, h, seq);
-  if (h->on_wait && (!h->ready_ns || kind == MC_HIDX_DROP)) { /* the waiting poll is answered once a batch
+  uint64_t seq;
+  /* The feed's lock is needed to put h on the dirty heap or to wake its waiting poll. When neither is due
+   * (h has an older unacknowledged record, which keeps durable_seq below this one until h->mu is let go,
+   * and its waiting poll, if any, is already timed), the number is taken alone: under a stream of puts to
+   * one holder, that is nearly every record. */
+  if (h->first_unacked && !(atomic_load(&h->on_wait) && (!atomic_load(&h->ready_ns) || kind == MC_HIDX_DROP))) {
+    seq = atomic_fetch_add(&f->next_seq, 1);
+  } else {
+    pthread_mutex_lock(&f->mu);
+    seq = atomic_fetch_add(&f->next_seq, 1);
+    dirty_add(f, h, seq);
+    if (h->on_wait && (!h->ready_ns || kind == MC_HIDX_DROP)) { /* the waiting poll is answered once a batch
                                        window has passed since the last answer: at once after a quiet spell or
                                        for a DROP, else batched */
-    uint64_t now = mc_now_ns(), at = kind == MC_HIDX_DROP ? now : MC_MAX(now, h->answered_ns + BATCH_NS);
-    if (!h->ready_ns || at < h->ready_ns) {
-      h->ready_ns = at;
-      waitq_fix(&f->waiting, h);
-      pthread_cond_signal(&f->cv);
+      uint64_t now = mc_now_ns(), at = kind == MC_HIDX_DROP ? now : MC_MAX(now, h->answered_ns + BATCH_NS);
+      if (!h->ready_ns || at < h->ready_ns) {
+        h->ready_ns = at;
+        waitq_fix(&f->waiting, h);
+        pthread_cond_signal(&f->cv);
+      }
     }
+    pthread_mutex_unlock(&f->mu);
   }
-  pthread_mutex_unlock(&f->mu);
   size_t at = h->q.len;
   mc_hidx_encode(&h->q, seq, kind, key, klen, seg, off, len, size, hard_pin, ttl, group);
   if (copy) mc_w_bytes_raw(copy, h->q.p + at, h->q.len - at); /* (one encoding for both) */
@@ -443,15 +466,17 @@ static void *feed_main(void *arg) {
 
 void mc_hidx_feed_raise(struct mc_hidx_feed *f, uint64_t seq) {
   pthread_mutex_lock(&f->mu);
-  if (seq > f->next_seq) f->next_seq = seq;
+  uint64_t cur = atomic_load(&f->next_seq);
+  while (seq > cur && !atomic_compare_exchange_weak(&f->next_seq, &cur, seq)) {
+  }
   durable_locked(f);
   pthread_mutex_unlock(&f->mu);
 }
 
 struct mc_hidx_feed *mc_hidx_feed_start(uint64_t first_seq) {
   struct mc_hidx_feed *f = mc_calloc(1, sizeof(*f));
-  f->next_seq = first_seq ? first_seq : 1;
-  atomic_init(&f->durable, f->next_seq - 1);
+  atomic_init(&f->next_seq, first_seq ? first_seq : 1);
+  atomic_init(&f->durable, atomic_load(&f->next_seq) - 1);
   pthread_mutex_init(&f->mu, NULL);
   mc_cond_init_monotonic(&f->cv);
   if (pthread_create(&f->th, NULL, feed_main, f)) {

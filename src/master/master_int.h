@@ -256,7 +256,9 @@ void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h);
  * mc_wsink set, every PUT record the object table queues is also appended here, in the feed's record
  * layout (hidx.h), and the reply carries them back to the writer (mc_witness_reply). Per thread. */
 struct mc_wsink {
-  struct mc_wbuf w;
+  struct mc_wbuf w;    /* the records, unless they go straight into the reply (mc_wsink_open_in) */
+  struct mc_wbuf *out; /* where they go: &w, or the reply */
+  size_t at;           /* (straight into the reply) where its block header is */
   uint32_t n;
   uint32_t unwitnessed; /* records past MC_WSINK_MAX */
 };
@@ -264,8 +266,17 @@ struct mc_wsink {
  * logged; docs/ha.md, "Witnesses"). The writer keeps as many. */
 #define MC_WSINK_MAX 65536u
 extern __thread struct mc_wsink *mc_wsink;
+/* Starts s (its buffer the one this thread's last reply left) and sets mc_wsink to it. */
+void mc_wsink_open(struct mc_wsink *s);
+/* The same for a reply whose every other field is written already (a batch's statuses, as placeholders
+ * patched later): the block's header is written into w now and the records follow it there as they are
+ * queued, with no copy; mc_witness_reply (ok = 1) fills the header in. */
+void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w);
+/* Writes n i32 placeholders (a batch's statuses, set with mc_w_patch_u32 once known) and makes room for the
+ * n witness records likely to follow them; returns where the first placeholder is. */
+size_t mc_batch_reply_start(struct mc_wbuf *w, uint32_t n);
 /* Appends the witness block to a successful reply: u64 view_version, u64 durable_seq, u32 count, records;
- * frees the sink and clears mc_wsink. ok = 0: nothing appended. */
+ * gives the sink's buffer back to the thread and clears mc_wsink. ok = 0: nothing appended. */
 void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w);
 /* Unlinks and frees o (its replicas must already be released or dropped). Caller holds the shard lock. */
 void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);

@@ -156,7 +156,7 @@ void mc_obj_drop_dead(struct object *o) {
 
 /* Where the witness of a record about to be queued goes (mc_hidx_put's copy, or the DROP's encoding): the
  * sink of the request being handled while it has room, else NULL (docs/ha.md, "Witnesses"). */
-static struct mc_wbuf *witness_to(void) { return mc_wsink && mc_wsink->n < MC_WSINK_MAX ? &mc_wsink->w : NULL; }
+static struct mc_wbuf *witness_to(void) { return mc_wsink && mc_wsink->n < MC_WSINK_MAX ? mc_wsink->out : NULL; }
 
 /* Counts the record seq just queued, witnessed in witness_to()'s buffer when that had room. */
 static void witnessed(uint64_t seq) {

@@ -189,25 +189,72 @@ static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
   return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type);
 }
 
+/* A worker's sink buffer, kept between replies: a batch of 128 puts witnesses ~10 KiB, which a fresh buffer
+ * grew to through seven reallocations on every reply. One this large at most is kept per thread. */
+#define WSINK_KEEP (1u << 20)
+static __thread struct mc_wbuf wsink_spare;
+
+void mc_wsink_open(struct mc_wsink *s) {
+  *s = (struct mc_wsink){.w = wsink_spare};
+  s->out = &s->w;
+  wsink_spare = (struct mc_wbuf){0};
+  mc_wsink = s;
+}
+
+void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w) {
+  *s = (struct mc_wsink){.out = w, .at = w->len};
+  mc_w_u64(w, 0); /* view_version, durable_seq, count: mc_witness_reply */
+  mc_w_u64(w, 0);
+  mc_w_u32(w, 0);
+  mc_wsink = s;
+}
+
+/* What a witness record of a batch's key takes, about (master/hidx.h layout: 62 bytes and the key). */
+#define WITNESS_GUESS 96u
+
+size_t mc_batch_reply_start(struct mc_wbuf *w, uint32_t n) {
+  size_t want = 4 * (size_t)n + 20 + (size_t)n * WITNESS_GUESS;
+  if (!w->max || (w->len <= w->max && want <= w->max - w->len)) mc_w_reserve(w, want); /* one allocation */
+  size_t at = w->len;
+  for (uint32_t i = 0; i < n; i++) mc_w_i32(w, 0);
+  return at;
+}
+
 void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w) {
   mc_wsink = NULL;
   if (ok && s->unwitnessed)
     LOG_WARN_LIMITED("a reply witnesses %u index records and not %u more (at most %u): a master that dies within one "
                      "index batch may lose them", s->n, s->unwitnessed, MC_WSINK_MAX);
+  if (s->out == w) { /* straight into the reply (mc_wsink_open_in) */
+    if (!ok) {
+      w->len = MC_MIN(w->len, s->at); /* (its callers always answer; kept whole all the same) */
+      return;
+    }
+    mc_w_patch_u64(w, s->at, m->view_version);
+    mc_w_patch_u64(w, s->at + 8, mc_hidx_durable_cached(m->hfeed));
+    mc_w_patch_u32(w, s->at + 16, s->n);
+    return;
+  }
   if (ok) {
     mc_w_u64(w, m->view_version);
     mc_w_u64(w, mc_hidx_durable_cached(m->hfeed));
     mc_w_u32(w, s->n);
     mc_w_bytes_raw(w, s->w.p, s->w.len);
   }
-  mc_w_free(&s->w);
+  if (!wsink_spare.p && s->w.cap <= WSINK_KEEP) { /* kept for the thread's next reply */
+    wsink_spare = s->w;
+    wsink_spare.len = 0;
+  } else {
+    mc_w_free(&s->w);
+  }
+  s->w = (struct mc_wbuf){0};
 }
 
 /* fn's reply carries the witnesses of the index records it queued (docs/ha.md, "Witnesses"): a put's PUT
  * records, a removal's DROP records, so a master that dies before a holder has them loses neither. */
 static int witnessed(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, op_fn fn) {
-  struct mc_wsink sink = {0};
-  mc_wsink = &sink;
+  struct mc_wsink sink;
+  mc_wsink_open(&sink);
   int rc = fn(m, r, w);
   mc_witness_reply(m, &sink, !rc, w);
   return rc;
@@ -275,14 +322,16 @@ static int batch_end(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, str
   int rc = r->err ? MC_INVALID_PARAMS : 0, end = fn == mc_master_put_end;
   if (!rc) {
     struct mc_wsink sink = {0};
-    if (end) mc_wsink = &sink;
     mc_w_u32(w, n);
+    size_t st_at = mc_batch_reply_start(w, end ? n : 0);
+    if (end) mc_wsink_open_in(&sink, w);
     for (uint32_t i = 0; i < n; i++) {
       int st = fn(m, client, k[i].p, k[i].n, type);
-      mc_w_i32(w, st);
+      if (end) mc_w_patch_u32(w, st_at + 4 * (size_t)i, (uint32_t)st);
+      else mc_w_i32(w, st);
       failed += st != 0;
     }
-    mc_witness_reply(m, &sink, end, w);
+    if (end) mc_witness_reply(m, &sink, 1, w);
     mc_metrics_batch(m->ms, op, n, failed);
   }
   mc_free(k);
@@ -677,8 +726,8 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
   }
   int rc = r->err ? MC_INVALID_PARAMS : 0;
   if (!rc) {
-    struct mc_wsink sink = {0};
-    mc_wsink = &sink;
+    struct mc_wsink sink;
+    mc_wsink_open(&sink);
     uint32_t failed = 0;
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {

@@ -93,6 +93,14 @@ static inline void mc_w_blob(struct mc_wbuf *w, const void *d, size_t n) {
   mc_w_bytes_raw(w, d, n);
 }
 static inline void mc_w_str(struct mc_wbuf *w, const char *s) { mc_w_blob(w, s ? s : "", s ? strlen(s) : 0); }
+/* Overwrites the u32 / u64 at offset `at`, written before (nothing when it was not: a bounded writer that
+ * failed); for a count or a status known only after what follows it was written. */
+static inline void mc_w_patch_u32(struct mc_wbuf *w, size_t at, uint32_t v) {
+  if (at <= w->len && w->len - at >= 4) mc_le_put32(w->p + at, v);
+}
+static inline void mc_w_patch_u64(struct mc_wbuf *w, size_t at, uint64_t v) {
+  if (at <= w->len && w->len - at >= 8) mc_le_put64(w->p + at, v);
+}
 static inline void mc_w_free(struct mc_wbuf *w) {
   mc_free(w->p);
   w->p = NULL;
