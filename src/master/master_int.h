@@ -266,7 +266,7 @@ struct mc_wsink {
  * logged; docs/ha.md, "Witnesses"). The writer keeps as many. */
 #define MC_WSINK_MAX 65536u
 extern __thread struct mc_wsink *mc_wsink;
-/* Starts s (its buffer the one this thread's last reply left) and sets mc_wsink to it. */
+/* Starts s, its records in its own buffer, and sets mc_wsink to it. */
 void mc_wsink_open(struct mc_wsink *s);
 /* The same for a reply whose every other field is written already (a batch's statuses, as placeholders
  * patched later): the block's header is written into w now and the records follow it there as they are
@@ -276,7 +276,7 @@ void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w);
  * n witness records likely to follow them; returns where the first placeholder is. */
 size_t mc_batch_reply_start(struct mc_wbuf *w, uint32_t n);
 /* Appends the witness block to a successful reply: u64 view_version, u64 durable_seq, u32 count, records;
- * gives the sink's buffer back to the thread and clears mc_wsink. ok = 0: nothing appended. */
+ * frees the sink's buffer and clears mc_wsink. ok = 0: nothing appended. */
 void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w);
 /* Unlinks and frees o (its replicas must already be released or dropped). Caller holds the shard lock. */
 void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);

@@ -189,15 +189,9 @@ static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
   return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type);
 }
 
-/* A worker's sink buffer, kept between replies: a batch of 128 puts witnesses ~10 KiB, which a fresh buffer
- * grew to through seven reallocations on every reply. One this large at most is kept per thread. */
-#define WSINK_KEEP (1u << 20)
-static __thread struct mc_wbuf wsink_spare;
-
 void mc_wsink_open(struct mc_wsink *s) {
-  *s = (struct mc_wsink){.w = wsink_spare};
+  *s = (struct mc_wsink){0};
   s->out = &s->w;
-  wsink_spare = (struct mc_wbuf){0};
   mc_wsink = s;
 }
 
@@ -241,13 +235,7 @@ void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc
     mc_w_u32(w, s->n);
     mc_w_bytes_raw(w, s->w.p, s->w.len);
   }
-  if (!wsink_spare.p && s->w.cap <= WSINK_KEEP) { /* kept for the thread's next reply */
-    wsink_spare = s->w;
-    wsink_spare.len = 0;
-  } else {
-    mc_w_free(&s->w);
-  }
-  s->w = (struct mc_wbuf){0};
+  mc_w_free(&s->w);
 }
 
 /* fn's reply carries the witnesses of the index records it queued (docs/ha.md, "Witnesses"): a put's PUT
