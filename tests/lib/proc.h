@@ -483,9 +483,36 @@ static inline void mc_tp_etcd_kill(struct mc_tp_etcd_cluster *c, int i) {
   s->pid = -1;
 }
 
-/* Freezes (SIGSTOP, paused = 1) or thaws (SIGCONT) member i: a member that hangs instead of dying. */
+/* 1 when every thread of pid is stopped (state T in /proc/pid/task/<tid>/stat). */
+static inline int mc_tp_all_stopped_(pid_t pid) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d) return 1; /* gone */
+  int all = 1;
+  for (struct dirent *e; all && (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[352], buf[512];
+    snprintf(path, sizeof(path), "%s/%s/stat", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    const char *q = strrchr(buf, ')');
+    if (q && q[1] == ' ' && q[2] != 'T' && q[2] != 't') all = 0;
+  }
+  closedir(d);
+  return all;
+}
+
+/* Freezes (SIGSTOP, paused = 1) or thaws (SIGCONT) member i: a member that hangs instead of dying. A
+ * freeze returns once every thread of the member has stopped (at most 2 s): the signal reaches a thread
+ * running on another CPU only when that CPU is interrupted, and a request sent meanwhile was answered. */
 static inline void mc_tp_etcd_pause(struct mc_tp_etcd_cluster *c, int i, int paused) {
-  if (c->m[i].s.pid > 0) kill(c->m[i].s.pid, paused ? SIGSTOP : SIGCONT);
+  pid_t pid = c->m[i].s.pid;
+  if (pid <= 0) return;
+  kill(pid, paused ? SIGSTOP : SIGCONT);
+  for (int t = 0; paused && t < 200 && !mc_tp_all_stopped_(pid); t++) usleep(10000);
 }
 
 /* Starts killed member i again on its ports with its data, and waits until it is healthy. 0 or -1. */
