@@ -15,22 +15,6 @@ static const char *const master_flags[] = {"--pending_task_timeout_sec=" TMO_S, 
 static const char *const retry_flags[] = {"--pending_task_timeout_sec=" TMO_S, "--processing_task_timeout_sec=" TMO_S,
                                           "--default_kv_lease_ttl=1000", "--max_retry_attempts=2", NULL};
 
-/* SIGSTOP, then waits until the process is stopped (kill returns before it is). */
-static void freeze(pid_t pid) {
-  kill(pid, SIGSTOP);
-  char path[64], st[512];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  for (int i = 0; i < 500; i++) {
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(st, 1, sizeof(st) - 1, f) : 0;
-    if (f) fclose(f);
-    st[n] = 0;
-    const char *p = strrchr(st, ')');
-    if (p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't')) return;
-    mc_tp_sleep_ms(10);
-  }
-}
-
 /* Polls the task until it leaves PENDING/PROCESSING (up to ms); its last status, -1 when not found. */
 static int wait_task(mooncake_store_t s, mc_task_id_t id, long ms, mc_task_info_t *info) {
   long deadline = mc_tp_now_ms() + ms;
@@ -102,7 +86,7 @@ static void frozen_copy(struct cluster *k, const char *key1, const char *key2, u
   CHECK(!cluster_up(k, 2, 32 * MiB, master_flags));
   CHECK_EQ(peer_cmd(&k->p[0], "PUT %s %llu %u 1 1", key1, 1 * MiB, seed), 0);
   if (key2) CHECK_EQ(peer_cmd(&k->p[0], "PUT %s %llu %u 1 1", key2, 1 * MiB, seed + 1), 0);
-  freeze(k->p[1].pid);
+  mc_tp_freeze(k->p[1].pid, 5000);
   const char *tg[] = {k->p[1].name};
   CHECK_EQ(mc_store_create_copy_task(k->c, key1, tg, 1, id), 0);
 }
@@ -300,7 +284,7 @@ static void test_pending_cap(void) {
   CHECK(!cluster_up(&k, 2, 32 * MiB, flags));
   struct peer *a = &k.p[0], *b = &k.p[1];
   for (int i = 0; i < 3; i++) CHECK_EQ(peer_cmd(a, "PUT cap%d %llu %d 1 1", i, 1 * MiB, 50 + i), 0);
-  freeze(b->pid);
+  mc_tp_freeze(b->pid, 5000);
   const char *tg[] = {b->name};
   mc_task_id_t id[3];
   CHECK_EQ(mc_store_create_copy_task(k.c, "cap0", tg, 1, &id[0]), 0);
@@ -351,7 +335,7 @@ static mc_task_id_t stuck_task(struct cluster *k, const char *const *flags, cons
   peer_env = NULL;
   struct peer *a = &k->p[0], *b = &k->p[1];
   CHECK_EQ(peer_cmd(a, "PUT %s %llu %u 1 1", key, 1 * MiB, seed), 0);
-  freeze(a->pid);
+  mc_tp_freeze(a->pid, 5000);
   const char *tg[] = {b->name};
   mc_task_id_t id = {0};
   if (move) CHECK_EQ(mc_store_create_move_task(k->c, key, a->name, b->name, &id), 0);

@@ -505,14 +505,20 @@ static inline int mc_tp_all_stopped_(pid_t pid) {
   return all;
 }
 
-/* Freezes (SIGSTOP, paused = 1) or thaws (SIGCONT) member i: a member that hangs instead of dying. A
- * freeze returns once every thread of the member has stopped (at most 2 s): the signal reaches a thread
- * running on another CPU only when that CPU is interrupted, and a request sent meanwhile was answered. */
+/* SIGSTOPs pid and returns once every one of its threads has stopped (at most wait_ms): kill returns
+ * before that, and the signal reaches a thread running on another CPU only when that CPU is interrupted, so
+ * a request sent meanwhile may still be answered. */
+static inline void mc_tp_freeze(pid_t pid, int wait_ms) {
+  kill(pid, SIGSTOP);
+  for (int t = 0; t < wait_ms / 10 && !mc_tp_all_stopped_(pid); t++) usleep(10000);
+}
+
+/* Freezes (mc_tp_freeze, paused = 1) or thaws (SIGCONT) member i: a member that hangs instead of dying. */
 static inline void mc_tp_etcd_pause(struct mc_tp_etcd_cluster *c, int i, int paused) {
   pid_t pid = c->m[i].s.pid;
   if (pid <= 0) return;
-  kill(pid, paused ? SIGSTOP : SIGCONT);
-  for (int t = 0; paused && t < 200 && !mc_tp_all_stopped_(pid); t++) usleep(10000);
+  if (paused) mc_tp_freeze(pid, 2000);
+  else kill(pid, SIGCONT);
 }
 
 /* Starts killed member i again on its ports with its data, and waits until it is healthy. 0 or -1. */
