@@ -4,7 +4,10 @@ add_test(NAME test_layers COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_laye
          ${CMAKE_BINARY_DIR}/layers.txt)
 add_test(NAME test_exports COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_exports.py ${CMAKE_SOURCE_DIR}
          ${CMAKE_BINARY_DIR})
-set_tests_properties(test_layers test_exports PROPERTIES TIMEOUT 60)
+# the checker itself: an include planted upward or sideways into any layer is reported
+add_test(NAME test_layers_planted COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.py --planted
+         ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers.txt)
+set_tests_properties(test_layers test_layers_planted test_exports PROPERTIES TIMEOUT 60)
 # test_abi links the shared libraries only (not the static layers mc_test links)
 add_executable(test_abi ${CMAKE_CURRENT_SOURCE_DIR}/test_abi.c)
 target_link_libraries(test_abi PRIVATE mooncake_store mooncake_te)

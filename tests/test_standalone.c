@@ -14,7 +14,8 @@
 #include "test_store_harness.c"
 
 #include "client/client.h"
-#include "client/dummy.h"
+#include "standalone/standalone.h"
+#include "standalone/wire.h"
 #include "net/sock.h"
 
 #define POOL (24 * MiB)
@@ -160,7 +161,7 @@ static long long dummy_task_wait(void) {
 }
 
 static int64_t wire_bytes(void) {
-  struct mc_dummy *d = ((struct mc_store *)D)->dummy;
+  struct mc_dummy *d = mc_dummy_of(D);
   return mc_dummy_simple(d, MC_DOP_STATS, 1, NULL) + mc_dummy_simple(d, MC_DOP_STATS, 2, NULL);
 }
 

@@ -1,4 +1,4 @@
-/* The store client's one-round-trip put (src/client/put.c through fastput.c's write extents) against a real mooncake_master: puts go
+/* The store client's one-round-trip put (src/client/put.c through write_extents.c's write extents) against a real mooncake_master: puts go
  * through a write extent (one reserve for many puts), an existing key keeps its value, two clients
  * racing on the same keys leave one intact value per key, MC_STORE_PUT_EXTENTS=0 turns it off, and
  * extents the master took away (the holder's segment unmounted, the master restarted) make that put

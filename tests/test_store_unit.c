@@ -500,7 +500,7 @@ static void test_malformed_master_replies(void) {
   fake_stop(&f);
 }
 
-/* The rule for starting a write into a write extent (fastput.c "Safety"): the lease bound with its margin,
+/* The rule for starting a write into a write extent (write_extents.c "Safety"): the lease bound with its margin,
  * the liveness bound for extents of clients with a segment, and the 500 ms contact bound. */
 static void test_fastput_start_rule(void) {
   const uint64_t S = 1000000000ull, t0 = 1000 * S;

@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "client/client.h"
+#include "standalone/standalone.h"
 #include "common/config.h"
 #include "common/util.h"
 #include "net/sock.h"
@@ -64,8 +65,8 @@ int main(int argc, char **argv) {
                           *c.device_names ? c.device_names : c.device_name, c.master_server_address, NULL, NULL,
                           c.enable_http_server, (int)c.http_port, c.tenant_id};
   int rc = s ? mc_store_setup(s, &sc) : -1;
-  struct mc_realsrv *srv = NULL;
-  if (!rc && !(srv = mc_realsrv_start(s, (int)c.port, (int)c.max_dummies, c.max_shared_size))) rc = MC_INTERNAL_ERROR;
+  struct mc_real_client *srv = NULL;
+  if (!rc && !(srv = mc_real_client_start(s, (int)c.port, (int)c.max_dummies, c.max_shared_size))) rc = MC_INTERNAL_ERROR;
   if (rc) {
     fprintf(stderr, "mooncake_client: setup against master %s (metadata %s) failed: %d %s\n", c.master_server_address,
             c.metadata_server, rc, mooncake_store_err_name(rc));
@@ -82,9 +83,9 @@ int main(int argc, char **argv) {
   int stop_sig = mc_stop_signals_wait();
   sd_notify(0, "STOPPING=1\nSTATUS=closing");
   printf("mooncake_client: signal %d, closing (%llu connections or frames refused)\n", (int)stop_sig,
-         (unsigned long long)mc_realsrv_refused(srv));
+         (unsigned long long)mc_real_client_refused(srv));
   fflush(stdout);
-  mc_realsrv_stop(srv);
+  mc_real_client_stop(srv);
   mooncake_store_destroy(s);
   mc_cfg_free(opts, &c);
   return 0;

@@ -16,4 +16,4 @@ target_link_libraries(mooncake_store_node PRIVATE mc_client)
 
 # mooncake_client: the real client of standalone mode, serving dummy clients of its host (docs/standalone.md).
 mc_tool(mooncake_client client ${CMAKE_CURRENT_SOURCE_DIR}/mooncake_client.c)
-target_link_libraries(mooncake_client PRIVATE mc_client)
+target_link_libraries(mooncake_client PRIVATE mc_standalone)

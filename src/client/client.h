@@ -1,17 +1,20 @@
 /* Internals of the store client (libmooncake_store). Not a public header.
  *
- * One request, one path (docs/store-client.md, "Layers"): capi.c / capi_ext.c are the entry points
- * (argument rules, not-initialized values, the life lock) -> put.c / get.c decide and run the protocol
- * (put.c: through a write extent or PutStart/PutEnd) -> mcli.c, every master RPC's encoding. Below
- * them, called and returning: xfer.c moves bytes (own-segment memcpy, Transfer Engine batches, staging
- * bounce), stage.c allocates staging space, fastput.c write-extent space, stats.c counts. setup.c builds
- * and tears down a client, heartbeat.c runs its heartbeat thread, live.c puts every handle in the
- * process's registry of live handles (common/lifecycle.h: atexit, signals), http.c serves its HTTP
- * endpoints.
+ * One request, one path (docs/architecture.md, "The put and get walks"): api.c holds every public entry
+ * point (argument rules, not-initialized values, the life lock) and calls the handle's back-end through
+ * its table (struct mc_backend below). The local back-end (local.c: this process is the client) points
+ * its verbs straight at put.c / get.c / session.c, which decide and run the protocol (put.c: through a
+ * write extent or PutStart/PutEnd) -> master_rpc.c, every master RPC's encoding. The standalone layer
+ * (src/standalone/) supplies the other back-end, the dummy client that forwards every verb to a real
+ * client process. Below put.c and get.c, called and returning: transfer.c moves bytes (own-segment memcpy,
+ * Transfer Engine batches, staging bounce), staging.c allocates staging space, write_extents.c write-extent
+ * space, stats.c counts. setup.c builds and tears down a client, heartbeat.c runs its heartbeat thread,
+ * live.c puts every handle in the process's registry of live handles (common/lifecycle.h: atexit,
+ * signals), http.c serves its HTTP endpoints.
  *
  * Locks, outermost first; a lock is never taken while one listed after it is held:
  *   life        every API call holds it for reading for its whole duration, setup/teardown for writing
- *   fastput mu  (fastput.c) the current write extent; held across RESERVE_EXTENT
+ *   extents mu  (write_extents.c) the current write extent; held across RESERVE_EXTENT
  *   stats.mu    serialises statistics reports; held across REPORT_CLIENT_STATS
  *   regs.mu, shun.mu, hb.mu, the staging allocator's mutex, the registry's list lock, the master RPC
  *   pool's own locks (inside every RPC): leaves, no other lock is taken while one of them is held
@@ -50,7 +53,7 @@ struct mc_cstats {
   int unsupported; /* the master predates REPORT_CLIENT_STATS: stop sending */
 };
 
-/* A segment mounted at runtime besides the main one (xseg.c; docs/store-client.md, "Extra segments"). */
+/* A segment mounted at runtime besides the main one (extra_segments.c; docs/store-client.md, "Extra segments"). */
 struct mc_xseg {
   struct mc_segment_rec rec; /* as mounted (strings owned); rec.id names it */
   char *base;
@@ -83,9 +86,9 @@ struct mc_store {
   } engine;
 
   struct { /* the line to the master and what the client knows of it; no lock (atomics, a thread-safe pool) */
-    struct mcli *cli;            /* mcli.c */
+    struct mcli *cli;            /* master_rpc.c */
     _Atomic uint64_t view;       /* the master incarnation (view_version) last seen; 0 unknown (get.c) */
-    _Atomic uint64_t ok_ns;      /* send time of the last mount or ping answered OK (fastput.c "Safety") */
+    _Atomic uint64_t ok_ns;      /* send time of the last mount or ping answered OK (write_extents.c "Safety") */
     char addr[300];              /* as given to setup (for /health) */
     struct mc_leader *leader;    /* with an etcd:// address: the leader watch (leader.c), else NULL */
   } master;
@@ -97,13 +100,13 @@ struct mc_store {
     int mounted;
   } seg;
 
-  struct { /* the staging buffer (stage.c); pool NULL when local_buffer_size == 0 */
+  struct { /* the staging buffer (staging.c); pool NULL when local_buffer_size == 0 */
     struct mc_stage *pool; /* has its own mutex (a leaf) */
     char *base;
     uint64_t size;
   } staging;
 
-  struct { /* registered ranges (xfer.c), sorted by addr: staging, segment, user buffers */
+  struct { /* registered ranges (transfer.c), sorted by addr: staging, segment, user buffers */
     pthread_rwlock_t mu; /* guards v, n, cap; nested inside life, takes no other lock */
     struct mc_region *v;
     size_t n, cap;
@@ -130,12 +133,12 @@ struct mc_store {
     _Atomic int witness_ticks; /* the thread wakes every witness tick (witnesses pending): no kick needed */
   } hb;
 
-  struct mc_fastput *fastput; /* write extents (fastput.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
-  struct mc_hindex *hindex;   /* this holder's index of its segment (hindex.c); NULL without a segment */
+  struct mc_fastput *fastput; /* write extents (write_extents.c); NULL: disabled (MC_STORE_PUT_EXTENTS=0) */
+  struct mc_hindex *hindex;   /* this holder's index of its segment (holder_index.c); NULL without a segment */
   struct mc_exec *exec;       /* the task executor's thread (tasks.c); NULL when not running */
   struct mc_sessions *sessions; /* layer-wise put and get sessions (session.c); lives as long as the handle */
-  struct { /* extra segments (xseg.c) */
-    pthread_rwlock_t mu; /* guards v/n and the memory: own-segment copies read-hold it (xfer.c); a leaf */
+  struct { /* extra segments (extra_segments.c) */
+    pthread_rwlock_t mu; /* guards v/n and the memory: own-segment copies read-hold it (transfer.c); a leaf */
     struct mc_xseg *v;
     size_t n, cap;
   } xsegs;
@@ -145,110 +148,108 @@ struct mc_store {
     uint16_t port; /* bound port */
   } http;
 
-  /* Standalone mode (dummy.c): set by mc_store_setup_dummy (life held for writing), the handle then forwards
-   * every call to a real client process; ready stays 0. dummy_on mirrors dummy != NULL for a lock-free
-   * test on the normal path. */
-  struct mc_dummy *dummy;
-  _Atomic int dummy_on;
+  /* The back-end every entry point calls (guarded by life): &mc_local_backend once setup succeeded, the
+   * standalone layer's dummy back-end after mc_store_setup_dummy, NULL while the handle is not set up.
+   * be_ctx is the back-end's own state (the dummy's connection), NULL for the local one. */
+  const struct mc_backend *be;
+  void *be_ctx;
 };
 
-/* ---- dummy.c: a handle in standalone mode (docs/standalone.md) ---- */
-struct mc_dummy;
-int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const char *server_address);
-void mc_dummy_close(struct mc_dummy *d);
-const char *mc_dummy_name(const struct mc_dummy *d);
-uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size);
-/* nbufs NULL = one buffer per key; flags as mc_write; groups NULL or each key's group id; single: the
- * one-key call's semantics. */
-void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
-                    const char *const *groups, int single, int *results);
-void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
-                   const size_t *nbufs, size_t count, int single, int64_t *results);
-int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out);
-void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results);
-int64_t mc_dummy_simple(struct mc_dummy *d, int op, int force, const char *pattern);
-int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
-                    const mc_replicate_config_t *cfg, int flags);
-int64_t mc_dummy_read1(struct mc_dummy *d, const char *key, void *buf, size_t size);
-int64_t mc_dummy_key1(struct mc_dummy *d, int op, int force, const char *key);
-int mc_dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results);
-int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len);
-int mc_dummy_health(struct mc_dummy *d);
-/* Sessions and tasks through the real client (the public calls' semantics, results per key). */
-void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_t *sizes, size_t count,
-                        const mc_replicate_config_t *cfg, const char *const *groups, int *results);
-void mc_dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
-                     const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results);
-void mc_dummy_put_end(struct mc_dummy *d, const char *const *keys, size_t count, int revoke, int *results);
-void mc_dummy_get_start(struct mc_dummy *d, const char *const *keys, size_t count, int *results);
-int mc_dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count);
-int mc_dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
-                  mc_task_id_t *id);
-int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out);
-int mc_dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t **out);
-/* Closes the handle's dummy, if any (life held for writing). */
-void mc_store_drop_dummy(struct mc_store *s);
-/* Whether [p, p+n) lies in the memory this dummy shares. */
-int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n);
+/* ---- the back-end table (api.c calls it; local.c and the standalone layer fill it) ----
+ * Every verb runs with life held for reading and s->be set; the entry point has already applied the C
+ * API's "-1 = bad call" checks (no NULL array, key or non-empty buffer). A verb applies the semantic
+ * rules itself (an empty key is INVALID_PARAMS), so that a dummy and its real client answer alike.
+ * nbufs NULL: one buffer per key; else key i is the next nbufs[i] buffers (bufs, sizes), in order.
+ * flags: MC_WRITE_COPY, MC_WRITE_UPSERT. groups: NULL, or each key's key group (NULL or "" = none). */
+struct mc_backend {
+  const char *name; /* "local", "dummy" */
+  void (*close)(struct mc_store *s); /* life held for writing; leaves s->be_ctx NULL */
+  uint64_t (*warmup_pending)(struct mc_store *s);
+  int (*health)(struct mc_store *s); /* 0 healthy, 2 the master (or the real client) unreachable */
+  int (*hostname)(struct mc_store *s, char *buf, size_t len); /* 0, or -1 when buf is too small */
+  /* writes */
+  int (*write1)(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
+                const mc_replicate_config_t *cfg);
+  void (*write)(struct mc_store *s, int flags, const char *const *keys, const void *const *bufs, const size_t *sizes,
+                const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg, const char *const *groups,
+                int *results);
+  /* reads: bytes read or a negative code */
+  int64_t (*read1)(struct mc_store *s, const char *key, void *buf, size_t size);
+  void (*read)(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+               const size_t *nbufs, size_t count, int64_t *results);
+  int64_t (*read_copy)(struct mc_store *s, const char *key, void **out);
+  int64_t (*size)(struct mc_store *s, const char *key);
+  /* queries and removal */
+  int (*exist)(struct mc_store *s, const char *key);
+  void (*exist_batch)(struct mc_store *s, const char *const *keys, size_t count, int *results);
+  int (*remove)(struct mc_store *s, const char *key, int force);
+  void (*remove_batch)(struct mc_store *s, const char *const *keys, size_t count, int force, int *results);
+  int64_t (*remove_regex)(struct mc_store *s, const char *pattern, int force);
+  int64_t (*remove_all)(struct mc_store *s, int force);
+  int (*replica_desc)(struct mc_store *s, const char *key, mc_replica_desc_t **out);
+  /* the count cleared; cleared[] zeroed by the entry point */
+  int (*replica_clear)(struct mc_store *s, const char *const *keys, size_t count, const char *segment, int *cleared);
+  /* memory */
+  int (*register_buffer)(struct mc_store *s, void *buf, size_t size);
+  int (*unregister_buffer)(struct mc_store *s, void *buf);
+  int (*is_registered)(struct mc_store *s, const void *p, size_t len);
+  uint64_t (*pool_alloc)(struct mc_store *s, size_t size);
+  int (*mount_extra)(struct mc_store *s, const char *path, uint64_t offset, uint64_t size, const char *location,
+                     char *id_out, size_t id_len);
+  int (*unmount_extra)(struct mc_store *s, const char *id, uint64_t grace_ms, int free_memory);
+  /* copy and move tasks; *id zeroed by the entry point */
+  int (*copy_task)(struct mc_store *s, const char *key, const char *const *targets, size_t n, mc_task_id_t *id);
+  int (*move_task)(struct mc_store *s, const char *key, const char *src, const char *dst, mc_task_id_t *id);
+  int (*query_task)(struct mc_store *s, mc_task_id_t id, mc_task_info_t *out);
+  /* layer-wise sessions (docs/store-client.md, "Sessions") */
+  void (*put_start)(struct mc_store *s, const char *const *keys, const size_t *sizes, size_t count,
+                    const mc_replicate_config_t *cfg, const char *const *groups, int *results);
+  void (*ranged)(struct mc_store *s, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
+                 const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results);
+  void (*put_end)(struct mc_store *s, const char *const *keys, size_t count, int revoke, int *results);
+  void (*get_start)(struct mc_store *s, const char *const *keys, size_t count, int *results);
+  void (*get_end)(struct mc_store *s, const char *const *keys, size_t count);
+};
+/* This process is the client (local.c). */
+extern const struct mc_backend mc_local_backend;
 
-/* Routes a public entry point of a standalone-mode handle: evaluates `call` (which may use `dm`, the
- * dummy) with life held for reading and returns its value of type T. */
-#define MC_VIA_DUMMY(s, T, call)                                          \
-  do {                                                                    \
-    if (atomic_load_explicit(&(s)->dummy_on, memory_order_acquire)) {     \
-      pthread_rwlock_rdlock(&(s)->life);                                  \
-      struct mc_dummy *dm = (s)->dummy;                                   \
-      if (dm) {                                                           \
-        T r_ = (call);                                                    \
-        pthread_rwlock_unlock(&(s)->life);                                \
-        return r_;                                                        \
-      }                                                                   \
-      pthread_rwlock_unlock(&(s)->life);                                  \
-    }                                                                     \
-  } while (0)
-
-/* ---- session.c: sessions held for an owner other than the handle's callers (a dummy, realsrv.c) ---- */
+/* ---- session.c: sessions of an owner (life held for reading, the local back-end) ----
+ * The owner is NULL for the handle's own callers, or a dummy the real client serves (src/standalone/). */
 struct mc_sess_owner {
   size_t n, cap; /* sessions open (guarded by the session table's lock), and at most */
 };
-int mc_sess_put_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
-                      size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
-                      int *results_out);
-int mc_sess_ranged(mooncake_store_t store, struct mc_sess_owner *o, int put, const char **keys,
-                   const void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
-                   size_t count, int64_t *results);
-int mc_sess_put_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count, int revoke,
-                    int *results_out);
-int mc_sess_get_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count,
-                      int *results_out);
-int mc_sess_get_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count);
-/* Revokes the owner's put sessions and drops all of its sessions (none of its calls may be running). */
-void mc_sess_drop_owner(mooncake_store_t store, struct mc_sess_owner *o);
+void mc_sess_put_start(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, const size_t *sizes,
+                       size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
+                       int *results);
+void mc_sess_ranged(struct mc_store *s, struct mc_sess_owner *o, int put, const char *const *keys,
+                    void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
+                    size_t count, int64_t *results);
+void mc_sess_put_end(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count, int revoke,
+                     int *results);
+void mc_sess_get_start(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count,
+                       int *results);
+void mc_sess_get_end(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count);
+/* Revokes the owner's put sessions and drops all of its sessions (none of its calls may be running; takes
+ * the life lock itself). */
+void mc_sess_drop_owner(struct mc_store *s, struct mc_sess_owner *o);
 
-/* ---- realsrv.c: the real client's listener for dummies (tools/mooncake_client.c) ---- */
-struct mc_realsrv;
-/* Listens on "@mooncake_client_<port>.sock"; NULL when it cannot. max_dummies connections at once, each
- * sharing at most max_shared bytes. */
-struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_dummies, uint64_t max_shared);
-void mc_realsrv_stop(struct mc_realsrv *v);
-uint64_t mc_realsrv_refused(const struct mc_realsrv *v);
-
-/* ---- capi.c: helpers of the public entry points ---- */
-/* Takes the life lock for a call; 1 with the lock held when the client is set up, else 0 (unlocked). */
+/* ---- the life lock around a call ---- */
+/* Takes the life lock for a call; 1 with the lock held when the handle has a back-end, else 0 (unlocked). */
 static inline int mc_api_enter(struct mc_store *s) {
   pthread_rwlock_rdlock(&s->life);
-  if (s->ready) return 1;
+  if (s->be) return 1;
   pthread_rwlock_unlock(&s->life);
   return 0;
 }
 static inline void mc_api_leave(struct mc_store *s) { pthread_rwlock_unlock(&s->life); }
-/* The batch no-touch rules (docs/store-client.md, "C API"): 0 when an array or a key is NULL, or a buffer
- * is NULL with a size > 0. */
-int mc_batch_args_ok(const char **keys, const void *const *bufs, const size_t *sizes, size_t count,
-                     const void *results);
-void mc_fill_int(int *r, size_t n, int v);
-/* ---- xseg.c ---- */
+static inline void mc_fill_int(int *r, size_t n, int v) {
+  for (size_t i = 0; i < n; i++) r[i] = v;
+}
+/* ---- extra_segments.c (docs/store-client.md, "Extra segments") ---- */
+/* The local back-end's mount_extra / unmount_extra verbs. */
+int mc_extra_segment_mount(struct mc_store *s, const char *path, uint64_t offset, uint64_t size, const char *location,
+                           char *id_out, size_t id_len);
+int mc_extra_segment_unmount(struct mc_store *s, const char *id, uint64_t grace_ms, int free_memory);
 /* Teardown: unmounts the extra segments and frees their memory (before the engine goes). */
 void mc_xsegs_teardown(struct mc_store *s);
 /* Remounts the main segment and every extra segment still mounted at a master that forgot them (heartbeat
@@ -269,6 +270,8 @@ void mc_store_free(struct mc_store *s);
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
 /* Teardown (life held for writing); idempotent. */
 void mc_store_do_teardown(struct mc_store *s);
+/* Drops the handle's back-end, whichever it is (takes life for writing): close, destroy, exit. */
+void mc_store_drop_backend(struct mc_store *s);
 
 /* ---- heartbeat.c: the heartbeat thread (pings with a segment, statistics reports, extent releases) ---- */
 void mc_heartbeat_init(struct mc_store *s);    /* its mutex and condition variable (at alloc) */
@@ -299,7 +302,7 @@ void mc_leader_start(struct mc_store *s);
 int mc_leader_reread(struct mc_store *s);
 void mc_leader_close(struct mc_store *s); /* joins the thread, frees (NULL leader ignored) */
 
-/* ---- hindex.c: the holder's index of its segment (docs/ha.md, "Holder indexes") ---- */
+/* ---- holder_index.c: the holder's index of its segment (docs/ha.md, "Holder indexes") ---- */
 struct mc_hindex;
 /* Starts following the master's records for our segment (after the mount); a thread that cannot start is
  * logged. mc_hindex_stop joins it and frees the index (teardown, before the master line goes). */
@@ -308,7 +311,7 @@ void mc_hindex_stop(struct mc_store *s);
 /* Sends the index of segment seg to the master after its remount (heartbeat thread), so that a master that
  * lost its state gets our objects back (docs/ha.md, "Rebuild"). */
 void mc_hindex_upload(struct mc_store *s, struct mc_uuid seg);
-/* Extra segments (xseg.c): records of seg are taken in from before its mount on (no index: nothing); a
+/* Extra segments (extra_segments.c): records of seg are taken in from before its mount on (no index: nothing); a
  * segment unmounted is forgotten, its entries with it. */
 void mc_hindex_follow_segment(struct mc_store *s, struct mc_uuid seg);
 void mc_hindex_forget_segment(struct mc_store *s, struct mc_uuid seg);
@@ -331,13 +334,13 @@ uint64_t mc_witness_tick_ns(void);
 size_t mc_witness_count(struct mc_witnesses *w);    /* tests */
 uint64_t mc_witness_given_up(struct mc_witnesses *w); /* tests */
 
-/* ---- fastput.c: write-extent space (docs/store-client.md, "Write extents") ---- */
+/* ---- write_extents.c: write-extent space (docs/store-client.md, "Write extents") ---- */
 void mc_fastput_init(struct mc_store *s);
 /* Releases the current extent and frees the state (teardown, no put in flight). */
 void mc_fastput_free(struct mc_store *s);
 /* Stops carving from the current extent; dead = the master already dropped it (no release sent). */
 void mc_fastput_retire(struct mc_store *s, int dead);
-/* Sends the releases the put path left for the heartbeat thread (fastput.c, "Releases"). */
+/* Sends the releases the put path left for the heartbeat thread (write_extents.c, "Releases"). */
 void mc_fastput_flush(struct mc_store *s);
 #define MC_FASTPUT_ALIGN 8ull /* carved ranges start 8-byte aligned */
 /* A range carved from a write extent for one put; holds a reference to the extent until settled. */
@@ -356,17 +359,17 @@ int mc_fastput_carve(struct mc_store *s, uint64_t len, const struct mc_put_confi
 size_t mc_fastput_carve_batch(struct mc_store *s, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
                               struct mc_carve *c);
 /* After the write (and the commit sent at `sent`, ns) of a carved range ended with rc: renews, retires or
- * drops the extent as rc says (fastput.c, "Safety"), and the range's reference. */
+ * drops the extent as rc says (write_extents.c, "Safety"), and the range's reference. */
 void mc_fastput_settle(struct mc_store *s, const struct mc_carve *c, int rc, uint64_t sent);
 /* The master does not know BATCH_COMMIT_PUT: batches of this client stop trying extents. */
 void mc_fastput_no_batch_commit(struct mc_store *s);
-/* The rule for starting a write into an extent at `now` (fastput.c, "Safety"; all in ns): deadline_ns is
+/* The rule for starting a write into an extent at `now` (write_extents.c, "Safety"; all in ns): deadline_ns is
  * the time the reserve or last commit was sent + lease_ns; ttl_ns 0 for a lease-only extent; ping_ok_ns
  * the time the last OK ping was sent (0: none). Pure: exported for the unit tests. */
 int mc_fastput_may_start(uint64_t now, uint64_t deadline_ns, uint64_t lease_ns, uint64_t ttl_ns, uint64_t margin_ns,
                          uint64_t ping_ok_ns);
 
-/* ---- registered ranges (xfer.c) ---- */
+/* ---- registered ranges (transfer.c) ---- */
 int mc_regs_add(struct mc_store *s, uint64_t addr, uint64_t len);
 int mc_regs_remove(struct mc_store *s, uint64_t addr, uint64_t *len_out);
 /* 1 when [p, p+len) lies inside one registered range. */
@@ -392,7 +395,7 @@ void mc_live_add(struct mc_store *s);
 /* First thing in destroy: waits for a teardown of s by exit or a signal in progress. */
 void mc_live_remove(struct mc_store *s);
 
-/* ---- stage.c: first-fit allocator over the staging buffer, thread-safe ---- */
+/* ---- staging.c: first-fit allocator over the staging buffer, thread-safe ---- */
 struct mc_stage *mc_stage_new(char *base, uint64_t size);
 void mc_stage_free(struct mc_stage *st);
 /* Space for n bytes (64-byte aligned), waiting up to wait_ms for others to release (0 = try once).
@@ -400,8 +403,28 @@ void mc_stage_free(struct mc_stage *st);
 char *mc_stage_alloc(struct mc_stage *st, uint64_t n, int wait_ms);
 void mc_stage_release(struct mc_stage *st, char *p, uint64_t n);
 uint64_t mc_stage_capacity(const struct mc_stage *st);
+/* One contiguous area per key of a multi-buffer batch: the key's single buffer itself, or space in the
+ * staging buffer (registered, so transfers need no bounce) or on the heap. */
+struct mc_area {
+  char *p;
+  uint64_t len;
+  int kind; /* 0 caller's buffer, 1 staging, 2 heap, -1 none (allocation failed or total 0) */
+};
+/* The areas of a batch: a[i] for key i (its buffers start at first[i]), and p[]/len[] laid out for the
+ * one-buffer batch calls (p[i] = a[i].p, len[i] = a[i].len as opened). */
+struct mc_multi {
+  struct mc_area *a;
+  size_t *first;
+  void **p;
+  size_t *len;
+};
+void mc_multi_open(struct mc_store *s, struct mc_multi *m, const void *const *bufs, const size_t *sizes,
+                   const size_t *nbufs, size_t count);
+void mc_multi_close(struct mc_store *s, struct mc_multi *m, size_t count);
+/* Copies between a key's buffer list and its area (gather: list -> area), up to len bytes. */
+void mc_area_copy(struct mc_area *a, void *const *bufs, const size_t *sizes, size_t nbufs, uint64_t len, int gather);
 
-/* ---- xfer.c ---- */
+/* ---- transfer.c ---- */
 struct mc_xfer {
   int opcode;           /* OPCODE_READ (remote -> local) or OPCODE_WRITE (local -> remote) */
   void *local;          /* any memory; unregistered memory is bounced through staging */
@@ -421,7 +444,7 @@ void mc_xfer_run(struct mc_store *s, struct mc_xfer *x, size_t n, int refresh);
  * replica first instead. */
 void mc_xfer_run_retry(struct mc_store *s, struct mc_xfer *x, size_t n);
 
-/* ---- mcli.c: master RPCs (status in the frame; the codes below are store ErrorCodes) ---- */
+/* ---- master_rpc.c: master RPCs (status in the frame; the codes below are store ErrorCodes) ---- */
 struct mcli_reps {
   int status;
   uint32_t n;
@@ -523,15 +546,15 @@ void mcli_task_info_free(struct mcli_task_info *t);
 int mcli_fetch_tasks(struct mcli *c, struct mc_uuid id, uint32_t max, int tmo, struct mc_wbuf *reply);
 int mcli_mark_task(struct mcli *c, struct mc_uuid id, struct mc_uuid task, int status, const char *msg, int tmo);
 
-/* ---- put.c / get.c (life held for reading, ready checked) ---- */
+/* ---- put.c / get.c: the local back-end's writes and reads (life held for reading) ---- */
 /* One write (flags: MC_WRITE_COPY, MC_WRITE_UPSERT; cfg NULL = defaults), the put contract. 0 or an error. */
 int mc_write(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
              const mc_replicate_config_t *cfg);
-/* A batch of writes (flags as mc_write), one result per key. groups: NULL, or each key's key group (NULL or
- * "" = none; docs/master.md, "Key groups"). */
-void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *cfg, const char *const *groups,
-                    int *results);
+/* A batch of writes (flags as mc_write), one result per key; nbufs as struct mc_backend. groups: NULL, or
+ * each key's key group (NULL or "" = none; docs/master.md, "Key groups"). */
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *bufs,
+                    const size_t *sizes, const size_t *nbufs, size_t n, const mc_replicate_config_t *cfg,
+                    const char *const *groups, int *results);
 /* The master-protocol config of a write in key group `group` (NULL or "": none); free with
  * mc_put_config_free, also after an error (-600 for an invalid config). */
 int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const char *group, struct mc_put_config *out);
@@ -539,8 +562,8 @@ int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const c
 size_t *mc_group_order(const char *const *groups, size_t n);
 const char *mc_group_of(const char *const *groups, size_t i);
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size);
-void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
-                  int64_t *results);
+void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                  const size_t *nbufs, size_t n, int64_t *results);
 int64_t mc_get_copy(struct mc_store *s, const char *key, void **out);
 int64_t mc_get_size(struct mc_store *s, const char *key);
 

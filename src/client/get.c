@@ -191,6 +191,7 @@ static void read_many(struct mc_store *s, const char *const *keys, void *const *
 }
 
 int64_t mc_get_into(struct mc_store *s, const char *key, void *buf, size_t size) {
+  if (!*key) return MC_INVALID_PARAMS;
   struct mcli_reps l;
   uint64_t lease = 0;
   struct stamp st = stamp_now(s);
@@ -219,8 +220,8 @@ static void get_chunk(struct mc_store *s, const char *const *keys, void *const *
   mc_free(l);
 }
 
-void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes, size_t n,
-                  int64_t *results) {
+static void get_batch_flat(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                           size_t n, int64_t *results) {
   /* empty keys are answered here; the rest go to the master in chunks */
   const char **k = mc_calloc(n ? n : 1, sizeof(*k));
   void **b = mc_calloc(n ? n : 1, sizeof(*b));
@@ -253,6 +254,7 @@ static int64_t object_size(struct mc_store *s, const struct mcli_reps *l) {
 }
 
 int64_t mc_get_size(struct mc_store *s, const char *key) {
+  if (!*key) return MC_INVALID_PARAMS;
   struct mcli_reps l;
   uint64_t lease;
   int rc = mcli_get_replicas(s->master.cli, key, &lease, &l);
@@ -265,6 +267,7 @@ int64_t mc_get_size(struct mc_store *s, const char *key) {
 
 int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   *out = NULL;
+  if (!*key) return MC_INVALID_PARAMS;
   struct mcli_reps l;
   uint64_t lease = 0;
   struct stamp st = stamp_now(s);
@@ -289,4 +292,38 @@ int64_t mc_get_copy(struct mc_store *s, const char *key, void **out) {
   }
   mcli_reps_free(&l, 1);
   return res;
+}
+
+/* Multi-buffer keys: each key read into one area (staging.c), then scattered to its buffers. */
+static void get_batch_multi(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                            const size_t *nbufs, size_t count, int64_t *results) {
+  struct mc_multi m;
+  mc_multi_open(s, &m, (const void *const *)bufs, sizes, nbufs, count);
+  const char **k = mc_calloc(count, sizeof(char *));
+  size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (m.a[i].kind < 0) {
+      results[i] = MC_INVALID_PARAMS;
+      continue;
+    }
+    k[n] = keys[i], m.p[n] = m.a[i].p, m.len[n] = m.a[i].len, pos[n++] = i;
+  }
+  int64_t *r = mc_calloc(n ? n : 1, sizeof(int64_t));
+  get_batch_flat(s, k, m.p, m.len, n, r);
+  for (size_t j = 0; j < n; j++) {
+    size_t i = pos[j];
+    results[i] = r[j];
+    if (r[j] > 0 && m.a[i].kind)
+      mc_area_copy(&m.a[i], bufs + m.first[i], sizes + m.first[i], nbufs[i], (uint64_t)r[j], 0);
+  }
+  mc_free(r);
+  mc_free(pos);
+  mc_free(k);
+  mc_multi_close(s, &m, count);
+}
+
+void mc_get_batch(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                  const size_t *nbufs, size_t n, int64_t *results) {
+  if (nbufs) get_batch_multi(s, keys, bufs, sizes, nbufs, n, results);
+  else get_batch_flat(s, keys, bufs, sizes, n, results);
 }

@@ -1,9 +1,9 @@
 /* The heartbeat thread of a client (docs/store-client.md, "Setup", step 8): for a client with a mounted
  * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment of
- * the main and extra segments, and retire the write extent, then upload the holder's index of each (hindex.c); PING_FAILURES failures in a row: drop the pooled
+ * the main and extra segments, and retire the write extent, then upload the holder's index of each (holder_index.c); PING_FAILURES failures in a row: drop the pooled
  * connections and, following a leader (leader.c), read the leader key again), for every
  * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), and the write-extent releases the
- * put path left for it (fastput.c, "Releases"), at once when kicked. It never takes store->life: teardown
+ * put path left for it (write_extents.c, "Releases"), at once when kicked. It never takes store->life: teardown
  * stops and joins it while holding life for writing. hb.mu guards stop and kick only; it is not held
  * while the thread works. */
 #include <errno.h>
@@ -31,7 +31,7 @@ void mc_heartbeat_destroy(struct mc_store *s) {
 
 static void remount(struct mc_store *s) {
   mc_te_republish(s->engine.te); /* a restarted master may have lost our rpc_meta and descriptor */
-  mc_segments_remount(s, PING_TIMEOUT_MS); /* the main segment and the extra ones still mounted (xseg.c) */
+  mc_segments_remount(s, PING_TIMEOUT_MS); /* the main segment and the extra ones still mounted (extra_segments.c) */
 }
 
 /* Returns the ping's status. */

@@ -8,7 +8,9 @@
 #include "client/client.h"
 #include "common/util.h"
 
-static void store_teardown(struct mc_lifecycle *n) { mc_store_close(mc_container_of(n, struct mc_store, lc)); }
+static void store_teardown(struct mc_lifecycle *n) {
+  mc_store_drop_backend(mc_container_of(n, struct mc_store, lc));
+}
 
 static int python_embedded(void) {
   int (*initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");

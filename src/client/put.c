@@ -1,7 +1,7 @@
 /* Every write of the client, from its entry point to the wire: the put contract (docs/master.md, "Put"),
  * shared by upsert ("Upsert") through struct mc_write_ops, and the one decision each write makes
  * (docs/store-client.md, "Write extents"):
- *   - through a write extent, one round trip: carve a range (fastput.c), write it, COMMIT_PUT (batches:
+ *   - through a write extent, one round trip: carve a range (write_extents.c), write it, COMMIT_PUT (batches:
  *     one BATCH_COMMIT_PUT per extent). Puts only (not upserts), one replica, values of at most
  *     EXTENT_MAX_VALUE, batches whose eligible values total at most EXTENT_BATCH_BYTES;
  *   - otherwise, and for every write the extent path declines or fails: PutStart (OBJECT_ALREADY_EXISTS
@@ -9,7 +9,7 @@
  *     landed, else PutRevoke and the first error.
  * Either way the caller sees the results of the PutStart/PutEnd path. Batches make one master call per
  * phase and one transfer batch for all replicas; a key repeated in a batch is written once (its first
- * occurrence, docs/store-client.md, "Put"). Master RPCs are mcli.c's, transfers xfer.c's. */
+ * occurrence, docs/store-client.md, "Put"). Master RPCs are master_rpc.c's, transfers transfer.c's. */
 #include <string.h>
 
 #include "client/client.h"
@@ -143,7 +143,7 @@ static int put_extent(struct mc_store *s, const char *key, const void *src, uint
   struct mc_carve c;
   if (mc_fastput_carve(s, len, cfg, &c)) return 1;
   struct mc_xfer x = {OPCODE_WRITE, (void *)src, c.endpoint, c.remote, len};
-  mc_xfer_run(s, &x, 1, 0); /* cached descriptors, no refresh-and-retry (fastput.c, "Safety") */
+  mc_xfer_run(s, &x, 1, 0); /* cached descriptors, no refresh-and-retry (write_extents.c, "Safety") */
   int rc = x.rc, done = 0;
   uint64_t sent = mc_now_ns();
   if (!rc) {
@@ -226,7 +226,7 @@ static void write_carved(struct mc_store *s, const char *const *keys, void *cons
 }
 
 /* The eligible keys of a batch (distinct) through write extents, carved in order under one lock so that
- * every write starts soon after the deadline check (fastput.c, "Batches"); done[i] = 1 for each key
+ * every write starts soon after the deadline check (write_extents.c, "Batches"); done[i] = 1 for each key
  * finished (its result is 0). Nothing when the eligible values total more than EXTENT_BATCH_BYTES. */
 static void put_batch_extents(struct mc_store *s, const char *const *keys, void *const *bufs, const uint64_t *lens,
                               size_t n, const struct mc_put_config *cfg, uint8_t *done) {
@@ -473,9 +473,9 @@ int mc_write_config(struct mc_store *s, const mc_replicate_config_t *in, const c
   return rc;
 }
 
-void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
-                    const size_t *sizes, size_t n, const mc_replicate_config_t *config, const char *const *groups,
-                    int *results) {
+static void write_batch_flat(struct mc_store *s, int flags, const char *const *keys, const void *const *values,
+                             const size_t *sizes, size_t n, const mc_replicate_config_t *config,
+                             const char *const *groups, int *results) {
   if (!groups || !n) {
     write_batch_group(s, flags, keys, values, sizes, n, config, NULL, results);
     return;
@@ -498,4 +498,39 @@ void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, cons
   mc_free(v);
   mc_free(k);
   mc_free(o);
+}
+
+/* Multi-buffer keys: each key's buffers gathered into one area (staging.c), then written zero-copy. */
+static void write_batch_multi(struct mc_store *s, int flags, const char *const *keys, const void *const *bufs,
+                              const size_t *sizes, const size_t *nbufs, size_t count,
+                              const mc_replicate_config_t *config, const char *const *group_ids, int *results) {
+  struct mc_multi m;
+  mc_multi_open(s, &m, bufs, sizes, nbufs, count);
+  const char **k = mc_calloc(count, sizeof(char *)), **g = group_ids ? mc_calloc(count, sizeof(char *)) : NULL;
+  size_t *pos = mc_calloc(count, sizeof(size_t)), n = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (m.a[i].kind < 0) { /* total 0, or no memory to gather into */
+      results[i] = MC_INVALID_PARAMS;
+      continue;
+    }
+    if (m.a[i].kind)
+      mc_area_copy(&m.a[i], (void *const *)bufs + m.first[i], sizes + m.first[i], nbufs[i], m.a[i].len, 1);
+    if (g) g[n] = group_ids[i];
+    k[n] = keys[i], m.p[n] = m.p[i], m.len[n] = m.len[i], pos[n++] = i;
+  }
+  int *r = mc_calloc(n ? n : 1, sizeof(int));
+  write_batch_flat(s, flags & MC_WRITE_UPSERT, k, (const void *const *)m.p, m.len, n, config, g, r);
+  for (size_t j = 0; j < n; j++) results[pos[j]] = r[j];
+  mc_free(r);
+  mc_free(pos);
+  mc_free(g);
+  mc_free(k);
+  mc_multi_close(s, &m, count);
+}
+
+void mc_write_batch(struct mc_store *s, int flags, const char *const *keys, const void *const *bufs,
+                    const size_t *sizes, const size_t *nbufs, size_t n, const mc_replicate_config_t *config,
+                    const char *const *groups, int *results) {
+  if (nbufs) write_batch_multi(s, flags, keys, bufs, sizes, nbufs, n, config, groups, results);
+  else write_batch_flat(s, flags, keys, bufs, sizes, n, config, groups, results);
 }

@@ -12,7 +12,7 @@
  * sessions of the handle.
  *
  * A session belongs to an owner: NULL for the handle's own callers, or a dummy client the real client serves
- * (realsrv.c, docs/standalone.md). Owners do not see each other's sessions (the same key under another owner
+ * (src/standalone/real_client.c, docs/standalone.md). Owners do not see each other's sessions (the same key under another owner
  * is another session), each dummy holds at most its cap open at once, and a dummy that leaves has its put
  * sessions revoked and its get sessions dropped (mc_sess_drop_owner). */
 #include <string.h>
@@ -23,7 +23,6 @@
 #include "common/util.h"
 #include "mooncake/store.h"
 
-#define BAD_CALL (-1)
 #define NBUCKETS 1024
 
 struct sess {
@@ -134,23 +133,8 @@ void mc_sessions_teardown(struct mc_store *s) {
 
 /* ------------------------------------------------------------------ put sessions */
 
-static int enter(struct mc_store *s, size_t count, void *results, int wide) {
-  if (mc_api_enter(s)) return 1;
-  for (size_t i = 0; i < count; i++) {
-    if (wide) ((int64_t *)results)[i] = MC_INVALID_PARAMS;
-    else ((int *)results)[i] = MC_INVALID_PARAMS;
-  }
-  return 0;
-}
-
-static int keys_ok(const char **keys, size_t count) {
-  for (size_t i = 0; keys && i < count; i++)
-    if (!keys[i]) return 0;
-  return keys != NULL;
-}
-
 /* PutStart for the keys of one group run (order[a..b)); sessions for those that started. */
-static void start_run(struct mc_store *s, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
+static void start_run(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, const size_t *sizes,
                       const size_t *order, size_t a, size_t b, const mc_replicate_config_t *config, const char *group,
                       int *results) {
   size_t n = b - a;
@@ -185,20 +169,9 @@ static void start_run(struct mc_store *s, struct mc_sess_owner *o, const char **
   mc_put_config_free(&cfg);
 }
 
-int mc_store_put_session_start(mooncake_store_t store, const char **keys, const size_t *sizes, size_t count,
-                               const mc_replicate_config_t *config, const char *const *group_ids, int *results_out) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count) && sizes && results_out)
-    MC_VIA_DUMMY(s, int, (mc_dummy_put_start(dm, keys, sizes, count, config, group_ids, results_out), 0));
-  return mc_sess_put_start(store, NULL, keys, sizes, count, config, group_ids, results_out);
-}
-
-int mc_sess_put_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, const size_t *sizes,
-                      size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
-                      int *results_out) {
-  struct mc_store *s = store;
-  if (!s || !keys_ok(keys, count) || !sizes || !results_out) return BAD_CALL;
-  if (!count || !enter(s, count, results_out, 0)) return 0;
+void mc_sess_put_start(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, const size_t *sizes,
+                       size_t count, const mc_replicate_config_t *config, const char *const *group_ids,
+                       int *results_out) {
   size_t *ord = mc_group_order(group_ids, count);
   for (size_t a = 0, b; a < count; a = b) {
     const char *g = mc_group_of(group_ids, ord[a]);
@@ -207,12 +180,10 @@ int mc_sess_put_start(mooncake_store_t store, struct mc_sess_owner *o, const cha
     start_run(s, o, keys, sizes, ord, a, b, config, g, results_out);
   }
   mc_free(ord);
-  mc_api_leave(s);
-  return 0;
 }
 
 /* Checks key i's ranges against the object (size) and the registered memory: 0 or -600. */
-static int ranges_ok(struct mc_store *s, const void *const *bufs, const size_t *sizes, const size_t *offsets,
+static int ranges_ok(struct mc_store *s, void *const *bufs, const size_t *sizes, const size_t *offsets,
                      size_t first, size_t nb, uint64_t size) {
   for (size_t j = first; j < first + nb; j++) {
     if (offsets[j] > size || sizes[j] > size - offsets[j]) return MC_INVALID_PARAMS;
@@ -231,8 +202,9 @@ struct ranged {
 
 /* Looks each key's session up, checks its ranges and takes it (inflight); results[i] = -600 for a key
  * without a usable session, and a get session past its lease is dropped with -707. */
-static void take(struct mc_store *s, struct mc_sess_owner *o, int put, const char **keys, const void *const *bufs, const size_t *sizes,
-                 const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results, struct ranged *g) {
+static void take(struct mc_store *s, struct mc_sess_owner *o, int put, const char *const *keys, void *const *bufs,
+                 const size_t *sizes, const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results,
+                 struct ranged *g) {
   size_t total = 0;
   for (size_t i = 0; i < count; i++) total += nbufs[i];
   g->e = mc_calloc(count, sizeof(*g->e));
@@ -279,8 +251,8 @@ static void take(struct mc_store *s, struct mc_sess_owner *o, int put, const cha
 
 /* Runs the transfers, then per key the bytes moved (its range sizes) or the first failure; releases the
  * sessions taken. A get session whose lease ended during the reads: -707, and it is dropped. */
-static void finish(struct mc_store *s, struct mc_sess_owner *o, int put, const char **keys, const size_t *sizes, const size_t *nbufs,
-                   size_t count, int64_t *results, struct ranged *g) {
+static void finish(struct mc_store *s, struct mc_sess_owner *o, int put, const char *const *keys, const size_t *sizes,
+                   const size_t *nbufs, size_t count, int64_t *results, struct ranged *g) {
   if (put) mc_xfer_run_retry(s, g->x, g->m);
   else mc_xfer_run(s, g->x, g->m, 0);
   uint64_t now = mc_now_ms();
@@ -308,47 +280,16 @@ static void finish(struct mc_store *s, struct mc_sess_owner *o, int put, const c
   mc_free(g->e);
 }
 
-int mc_sess_ranged(mooncake_store_t store, struct mc_sess_owner *o, int put, const char **keys,
-                   const void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
-                   size_t count, int64_t *results) {
-  struct mc_store *s = store;
-  if (!s || !keys_ok(keys, count) || !bufs || !sizes || !offsets || !nbufs || !results) return BAD_CALL;
-  if (!count || !enter(s, count, results, 1)) return 0;
+void mc_sess_ranged(struct mc_store *s, struct mc_sess_owner *o, int put, const char *const *keys,
+                    void *const *bufs, const size_t *sizes, const size_t *offsets, const size_t *nbufs,
+                    size_t count, int64_t *results) {
   struct ranged g;
   take(s, o, put, keys, bufs, sizes, offsets, nbufs, count, results, &g);
   finish(s, o, put, keys, sizes, nbufs, count, results, &g);
-  mc_api_leave(s);
-  return 0;
 }
 
-int mc_store_put_session_write(mooncake_store_t store, const char **keys, const void *const *bufs, const size_t *sizes,
-                               const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count) && bufs && sizes && offsets && nbufs && results_out)
-    MC_VIA_DUMMY(s, int, (mc_dummy_ranged(dm, 1, keys, (void *const *)bufs, sizes, offsets, nbufs, count, results_out), 0));
-  return mc_sess_ranged(store, NULL, 1, keys, bufs, sizes, offsets, nbufs, count, results_out);
-}
-
-int mc_store_get_session_read(mooncake_store_t store, const char **keys, void *const *bufs, const size_t *sizes,
-                              const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results_out) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count) && bufs && sizes && offsets && nbufs && results_out)
-    MC_VIA_DUMMY(s, int, (mc_dummy_ranged(dm, 0, keys, bufs, sizes, offsets, nbufs, count, results_out), 0));
-  return mc_sess_ranged(store, NULL, 0, keys, (const void *const *)bufs, sizes, offsets, nbufs, count, results_out);
-}
-
-int mc_store_put_session_end(mooncake_store_t store, const char **keys, size_t count, int revoke, int *results_out) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count) && results_out)
-    MC_VIA_DUMMY(s, int, (mc_dummy_put_end(dm, keys, count, revoke, results_out), 0));
-  return mc_sess_put_end(store, NULL, keys, count, revoke, results_out);
-}
-
-int mc_sess_put_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count, int revoke,
-                    int *results_out) {
-  struct mc_store *s = store;
-  if (!s || !keys_ok(keys, count) || !results_out) return BAD_CALL;
-  if (!count || !enter(s, count, results_out, 0)) return 0;
+void mc_sess_put_end(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count, int revoke,
+                     int *results_out) {
   struct mc_sessions *t = s->sessions;
   const char **k = mc_calloc(count, sizeof(*k));
   size_t *at = mc_calloc(count, sizeof(*at)), m = 0;
@@ -381,8 +322,6 @@ int mc_sess_put_end(mooncake_store_t store, struct mc_sess_owner *o, const char 
   mc_free(r);
   mc_free(at);
   mc_free(k);
-  mc_api_leave(s);
-  return 0;
 }
 
 /* ------------------------------------------------------------------ get sessions */
@@ -398,17 +337,8 @@ static int pick(const struct mc_store *s, const struct mcli_reps *r) {
   return best;
 }
 
-int mc_store_get_session_start(mooncake_store_t store, const char **keys, size_t count, int *results_out) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count) && results_out) MC_VIA_DUMMY(s, int, (mc_dummy_get_start(dm, keys, count, results_out), 0));
-  return mc_sess_get_start(store, NULL, keys, count, results_out);
-}
-
-int mc_sess_get_start(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count,
-                      int *results_out) {
-  struct mc_store *s = store;
-  if (!s || !keys_ok(keys, count) || !results_out) return BAD_CALL;
-  if (!count || !enter(s, count, results_out, 0)) return 0;
+void mc_sess_get_start(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count,
+                       int *results_out) {
   struct mcli_reps *r = mc_calloc(count, sizeof(*r));
   uint64_t lease = 0, t0 = mc_now_ms();
   int call = mcli_batch_get_replicas(s->master.cli, keys, count, &lease, r);
@@ -424,19 +354,9 @@ int mc_sess_get_start(mooncake_store_t store, struct mc_sess_owner *o, const cha
   pthread_mutex_unlock(&s->sessions->mu);
   mcli_reps_free(r, count);
   mc_free(r);
-  mc_api_leave(s);
-  return 0;
 }
 
-int mc_store_get_session_end(mooncake_store_t store, const char **keys, size_t count) {
-  struct mc_store *s = store;
-  if (s && keys_ok(keys, count)) MC_VIA_DUMMY(s, int, mc_dummy_get_end(dm, keys, count));
-  return mc_sess_get_end(store, NULL, keys, count);
-}
-
-int mc_sess_get_end(mooncake_store_t store, struct mc_sess_owner *o, const char **keys, size_t count) {
-  struct mc_store *s = store;
-  if (!s || !keys_ok(keys, count)) return BAD_CALL;
+void mc_sess_get_end(struct mc_store *s, struct mc_sess_owner *o, const char *const *keys, size_t count) {
   struct mc_sessions *t = s->sessions;
   pthread_mutex_lock(&t->mu);
   for (size_t i = 0; i < count; i++) {
@@ -445,11 +365,9 @@ int mc_sess_get_end(mooncake_store_t store, struct mc_sess_owner *o, const char 
     drop(t, keys[i], 0, o);
   }
   pthread_mutex_unlock(&t->mu);
-  return 0;
 }
 
-void mc_sess_drop_owner(mooncake_store_t store, struct mc_sess_owner *o) {
-  struct mc_store *s = store;
+void mc_sess_drop_owner(struct mc_store *s, struct mc_sess_owner *o) {
   if (!o->n || !mc_api_enter(s)) return; /* not set up: teardown dropped every session already */
   struct mc_sessions *t = s->sessions;
   const char **keys = NULL;

@@ -433,3 +433,10 @@ void mc_store_do_teardown(struct mc_store *s) {
   s->self.name[0] = s->self.te_name[0] = 0;
   s->ready = 0;
 }
+
+void mc_store_drop_backend(struct mc_store *s) {
+  pthread_rwlock_wrlock(&s->life);
+  if (s->be) s->be->close(s);
+  s->be = NULL;
+  pthread_rwlock_unlock(&s->life);
+}

@@ -1,7 +1,7 @@
 /* The client's transfer and lookup statistics (docs/admin.md, "Client reports"): counted lock-free as
  * transfers complete and lookups are answered, and sent to the master as deltas since the last acknowledged
  * report, by the heartbeat thread every MC_STORE_STATS_INTERVAL_MS (default 5 s, at most 5 s) and once more
- * at teardown so short-lived clients are counted (mcli.c sends them). Pure clients report too; a report is
+ * at teardown so short-lived clients are counted (master_rpc.c sends them). Pure clients report too; a report is
  * never a ping. */
 #include <stdatomic.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* A small etcd v3 client over etcd's JSON gateway (POST /v3/..., keys and values base64-encoded),
  * used by the etcd metadata backend (metadata_etcd.c), the master's leader election (master/ha.c) and
- * the store client's leader discovery (client/mcli.c). docs/ha.md, "Election and failover".
+ * the store client's leader discovery (client/leader.c). docs/ha.md, "Election and failover".
  *
  * Endpoints are "h:p" or "http://h:p", separated by ',' or ';' (an "etcd://" prefix is accepted and
  * dropped). A call tries the endpoints in turn, starting from the last one that answered, moving on

@@ -1,5 +1,5 @@
 /* Fuzz target: the real client's decoder of a dummy client's request bodies (docs/standalone.md, "Security";
- * mc_dreq_decode in src/client/dframe.c). Input: u16 op, u16 flags, u8 s (the dummy shares 2^(s % 48)
+ * mc_dreq_decode in src/standalone/wire.c). Input: u16 op, u16 flags, u8 s (the dummy shares 2^(s % 48)
  * bytes), then the body. Checked: a decoded request is within the wire's caps (keys, buffers, preferred
  * segments, task targets), every buffer lies inside the shared size, strings hold no NUL; a request with
  * no buffer outside the shared memory encodes again, field by field, to the very body it came from (the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/dummy.h"
+#include "standalone/wire.h"
 #include "common/alloc.h"
 #include "fuzz_common.h"
 #include "mooncake/store.h"

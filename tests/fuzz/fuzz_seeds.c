@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "client/dummy.h"
+#include "standalone/wire.h"
 #include "common/alloc.h"
 #include "fuzz_common.h"
 #include "master/hidx.h"

@@ -1,5 +1,6 @@
-/* Standalone client mode (docs/standalone.md): the wire between a dummy client (dummy.c) and the real
- * client process that serves it (realsrv.c, run by tools/mooncake_client.c). Not a public header.
+/* Standalone client mode (docs/standalone.md): the wire between a dummy client (proxy.c) and the real
+ * client process that serves it (real_client.c, run by tools/mooncake_client.c); wire.c holds both ends'
+ * helpers and the decoders. Not a public header.
  *
  * Transport: a SOCK_STREAM unix socket in the abstract namespace, "@mooncake_client_<port>.sock". Every
  * frame, both ways, is a 16-byte header followed by `len` body bytes:
@@ -31,9 +32,9 @@
  *           MC_DUMMY_MAX_BODY gets -600 instead.
  * A str is u32 length + bytes (no NUL). A config is u64 replica_num, i32 soft_pin_action, i64 ttl_ms,
  * i32 hard_pin, u32 count, count x str preferred segments. Reply frames carry the request's op.
- * The real client decodes every request with mc_dreq_decode (dframe.c), a pure function of the bytes. */
-#ifndef MC_CLIENT_DUMMY_H
-#define MC_CLIENT_DUMMY_H
+ * The real client decodes every request with mc_dreq_decode (wire.c), a pure function of the bytes. */
+#ifndef MC_STANDALONE_WIRE_H
+#define MC_STANDALONE_WIRE_H
 #include <stddef.h>
 #include <stdint.h>
 

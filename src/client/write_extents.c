@@ -4,7 +4,7 @@
  * size) locally; put.c writes the bytes there and sends one COMMIT_PUT. This file keeps the extents:
  * reserving, carving, the safety rule, reference counts, retiring and releasing; the put itself (the
  * decision, the write, the commit, the fallback to PutStart/PutEnd for anything unusual) is put.c's, the
- * RPC encodings are mcli.c's. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
+ * RPC encodings are master_rpc.c's. MC_STORE_PUT_EXTENTS=0 turns the fast path off.
  *
  * A client with a mounted segment pings and is subject to liveness; a pure client (no segment, no pings:
  * docs/master.md, "Liveness and metadata cleanup") gets a lease-only extent, which the master ends only by

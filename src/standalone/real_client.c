@@ -1,10 +1,12 @@
 /* Standalone client mode, the real client's side (docs/standalone.md): serves dummy clients of this host
- * on the abstract unix socket "@mooncake_client_<port>.sock" (wire: dummy.h). Each connection maps the
+ * on the abstract unix socket "@mooncake_client_<port>.sock" (wire: wire.h). Each connection maps the
  * dummy's sealed memfd, registers it with this client, and runs the dummy's calls with pointers into that
  * mapping, so transfers land in the dummy's pages. The peer is untrusted: only this user (or root) may
  * connect (SO_PEERCRED); frames are length-checked, every offset must lie inside what that dummy shared,
  * connections and shared bytes are capped, a frame must arrive whole within FRAME_TIMEOUT_MS, and a
- * closed connection (a dummy that died) releases its mapping and registration. */
+ * closed connection (a dummy that died) releases its mapping and registration. A request runs as a call of
+ * the store's own back-end (client.h, struct mc_backend) with the life lock held, as an entry point would
+ * run it, and the dummy's sessions as sessions of their own owner (session.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,18 +20,19 @@
 #include <unistd.h>
 
 #include "client/client.h"
-#include "client/dummy.h"
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/sock.h"
+#include "standalone/standalone.h"
+#include "standalone/wire.h"
 
 #define FRAME_TIMEOUT_MS 10000 /* a started frame (and the HELLO after connect) must be complete by then */
 #define REPLY_TIMEOUT_MS 10000 /* a dummy that does not read its reply is dropped */
 #define POLL_MS 500            /* how often idle waits look at the stop flag */
 
 struct conn {
-  struct mc_realsrv *srv;
+  struct mc_real_client *srv;
   pthread_t th;
   int fd, used, done;
   char *base; /* the dummy's memory, mapped here; NULL before HELLO */
@@ -39,7 +42,7 @@ struct conn {
   struct mc_sess_owner own; /* the sessions this dummy holds open in the store */
 };
 
-struct mc_realsrv {
+struct mc_real_client {
   mooncake_store_t store;
   int lfd, port;
   uint64_t max_shared; /* bytes one dummy may share */
@@ -48,7 +51,7 @@ struct mc_realsrv {
   pthread_mutex_t mu; /* guards slots[].used/done/fd for accept and stop; a leaf */
   int nslots;
   struct conn *slots;
-  _Atomic uint64_t refused; /* connections and frames refused (tests read it through mc_realsrv_refused) */
+  _Atomic uint64_t refused; /* connections and frames refused (tests read it through mc_real_client_refused) */
 };
 
 /* Waits for the first byte of a frame, looking at the stop flag: 1 readable, 0 stop/EOF-ish, -1 error. */
@@ -117,7 +120,12 @@ static int hello(struct conn *c) {
   if (fd >= 0) close(fd);
   if (!why) {
     c->total = sz[1];
-    rc = mooncake_store_register_buffer(c->srv->store, c->base, c->total);
+    struct mc_store *st = c->srv->store;
+    rc = MC_INVALID_PARAMS;
+    if (mc_api_enter(st)) {
+      rc = st->be->register_buffer(st, c->base, c->total);
+      mc_api_leave(st);
+    }
     if (rc) {
       munmap(c->base, c->total);
       c->base = NULL;
@@ -132,7 +140,11 @@ static int hello(struct conn *c) {
   mc_dbuf_put(&b, &st64, 8);
   if (!why) {
     char name[300] = "";
-    mooncake_store_get_hostname(c->srv->store, name, sizeof(name));
+    struct mc_store *st = c->srv->store;
+    if (mc_api_enter(st)) {
+      st->be->hostname(st, name, sizeof(name));
+      mc_api_leave(st);
+    }
     mc_dbuf_put(&b, name, strlen(name));
   }
   int wr = reply(c, MC_DOP_HELLO, &b);
@@ -186,41 +198,33 @@ static void put_ints(struct mc_dbuf *out, const int *v, size_t n) {
 }
 
 /* Runs one data request (WRITE, READ, PUT_WRITE, GET_READ); results into res[0..count). */
-static void run_data(struct conn *c, struct req *q, int64_t *res) {
-  mooncake_store_t s = c->srv->store;
+static void run_data(struct conn *c, struct mc_store *s, struct req *q, int64_t *res) {
+  const struct mc_backend *be = s->be;
   struct mc_dreq *d = &q->d;
-  const char **k = (const char **)d->keys;
+  const char *const *k = (const char *const *)d->keys;
   size_t n = d->count;
-  int *ir = mc_calloc(n ? n : 1, sizeof(int));
   int single = (d->flags & MC_DUMMY_SINGLE) && n == 1 && d->nbufs[0] == 1, upsert = d->flags & MC_WRITE_UPSERT;
-  int rc = 0;
   const char *const *g = (const char *const *)d->groups;
+  const size_t *nb = all_single(d) ? NULL : d->nbufs;
   if (d->op == MC_DOP_WRITE) {
-    if (single && !g) ir[0] = mc_store_write(s, k[0], q->ptrs[0], q->sizes[0], &q->cfg, upsert);
-    else if (all_single(d))
-      rc = mc_store_batch_write_grouped(s, k, (const void *const *)q->ptrs, q->sizes, n, &q->cfg, g, upsert, ir);
-    else
-      rc = mc_store_batch_write_multi_grouped(s, k, (const void *const *)q->ptrs, q->sizes, d->nbufs, n, &q->cfg, g,
-                                              upsert, ir);
-    if (rc) mc_fill_int(ir, n, MC_INVALID_PARAMS);
+    int *ir = mc_calloc(n ? n : 1, sizeof(int));
+    if (single && !g) ir[0] = be->write1(s, upsert, k[0], q->ptrs[0], q->sizes[0], &q->cfg);
+    else if (n) be->write(s, upsert, k, (const void *const *)q->ptrs, q->sizes, nb, n, &q->cfg, g, ir);
     for (size_t i = 0; i < n; i++) res[i] = ir[i];
+    mc_free(ir);
   } else if (d->op == MC_DOP_READ) {
-    if (single) res[0] = mooncake_store_get_into(s, k[0], q->ptrs[0], q->sizes[0]);
-    else if (all_single(d)) rc = mooncake_store_batch_get_into(s, k, q->ptrs, q->sizes, n, res);
-    else rc = mc_store_batch_get_into_multi(s, k, q->ptrs, q->sizes, d->nbufs, n, res);
-  } else { /* the dummy's own sessions */
-    rc = mc_sess_ranged(s, &c->own, d->op == MC_DOP_PUT_WRITE, k, (const void *const *)q->ptrs, q->sizes, q->objs,
-                        d->nbufs, n, res);
+    if (single) res[0] = be->read1(s, k[0], q->ptrs[0], q->sizes[0]);
+    else if (n) be->read(s, k, q->ptrs, q->sizes, nb, n, res);
+  } else if (n) { /* the dummy's own sessions */
+    mc_sess_ranged(s, &c->own, d->op == MC_DOP_PUT_WRITE, k, q->ptrs, q->sizes, q->objs, d->nbufs, n, res);
   }
-  for (size_t i = 0; rc && d->op != MC_DOP_WRITE && i < n; i++) res[i] = MC_INVALID_PARAMS;
-  mc_free(ir);
 }
 
 /* Session, task and replica-descriptor requests; reply into out. */
-static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
-  mooncake_store_t s = c->srv->store;
+static void run_other(struct conn *c, struct mc_store *s, struct req *q, struct mc_dbuf *out) {
+  const struct mc_backend *be = s->be;
   struct mc_dreq *d = &q->d;
-  const char **k = (const char **)d->keys;
+  const char *const *k = (const char *const *)d->keys;
   int *ir = mc_calloc(d->count ? d->count : 1, sizeof(int));
   int64_t v = 0;
   mc_task_id_t id = {0, 0};
@@ -228,28 +232,27 @@ static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
     case MC_DOP_PUT_START: {
       size_t *sz = mc_calloc(d->count ? d->count : 1, sizeof(size_t));
       for (uint32_t i = 0; i < d->count; i++) sz[i] = d->sizes[i];
-      if (mc_sess_put_start(s, &c->own, k, sz, d->count, &q->cfg, (const char *const *)d->groups, ir))
-        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
+      if (d->count) mc_sess_put_start(s, &c->own, k, sz, d->count, &q->cfg, (const char *const *)d->groups, ir);
       mc_free(sz);
       put_ints(out, ir, d->count);
       break;
     }
     case MC_DOP_PUT_END:
+      if (d->count) mc_sess_put_end(s, &c->own, k, d->count, (int)d->arg, ir);
+      put_ints(out, ir, d->count);
+      break;
     case MC_DOP_GET_START:
-      if (d->op == MC_DOP_PUT_END ? mc_sess_put_end(s, &c->own, k, d->count, (int)d->arg, ir)
-                                  : mc_sess_get_start(s, &c->own, k, d->count, ir))
-        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
+      if (d->count) mc_sess_get_start(s, &c->own, k, d->count, ir);
       put_ints(out, ir, d->count);
       break;
     case MC_DOP_GET_END:
-      v = mc_sess_get_end(s, &c->own, k, d->count);
+      mc_sess_get_end(s, &c->own, k, d->count);
       mc_dbuf_put(out, &v, 8);
       break;
     case MC_DOP_COPY_TASK:
     case MC_DOP_MOVE_TASK:
-      v = d->op == MC_DOP_COPY_TASK
-              ? mc_store_create_copy_task(s, d->str[0], (const char **)d->str + 1, d->nstr - 1, &id)
-              : mc_store_create_move_task(s, d->str[0], d->str[1], d->str[2], &id);
+      v = d->op == MC_DOP_COPY_TASK ? be->copy_task(s, d->str[0], (const char *const *)d->str + 1, d->nstr - 1, &id)
+                                    : be->move_task(s, d->str[0], d->str[1], d->str[2], &id);
       mc_dbuf_put(out, &v, 8);
       mc_dbuf_u64(out, id.hi);
       mc_dbuf_u64(out, id.lo);
@@ -257,7 +260,7 @@ static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
     case MC_DOP_REPLICA_DESC:
       for (uint32_t i = 0; i < d->count; i++) {
         mc_replica_desc_t *rd = NULL;
-        int n = mc_store_get_replica_desc(s, k[i], &rd);
+        int n = be->replica_desc(s, k[i], &rd);
         size_t at = out->n;
         mc_drep_put_replica_desc(out, n, rd);
         if (out->n + 8ull * (d->count - 1 - i) > MC_DUMMY_MAX_BODY) { /* keep the reply a frame the dummy reads */
@@ -269,7 +272,8 @@ static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
       break;
     case MC_DOP_QUERY_TASK: {
       mc_task_info_t t;
-      v = mc_store_query_task(s, (mc_task_id_t){d->id_hi, d->id_lo}, &t);
+      memset(&t, 0, sizeof(t));
+      v = be->query_task(s, (mc_task_id_t){d->id_hi, d->id_lo}, &t);
       mc_dbuf_put(out, &v, 8);
       mc_dbuf_u64(out, t.id.hi);
       mc_dbuf_u64(out, t.id.lo);
@@ -285,18 +289,45 @@ static void run_other(struct conn *c, struct req *q, struct mc_dbuf *out) {
   mc_free(ir);
 }
 
-/* One request body -> reply body. -1: malformed (the connection is dropped). */
-static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body, struct mc_dbuf *out) {
-  mooncake_store_t s = c->srv->store;
-  struct req q = {0};
+/* Keyed requests (REMOVE, EXIST, SIZE) and single-value ones (REMOVE_REGEX, REMOVE_ALL, HEALTH, STATS). */
+static void run_keys(struct conn *c, struct mc_store *s, struct req *q, struct mc_dbuf *out) {
+  const struct mc_backend *be = s->be;
+  struct mc_dreq *d = &q->d;
+  const char *const *k = (const char *const *)d->keys;
   int64_t v = 0;
+  if (d->op == MC_DOP_REMOVE || d->op == MC_DOP_EXIST || d->op == MC_DOP_SIZE) {
+    int *ir = mc_calloc(d->count ? d->count : 1, sizeof(int));
+    if (d->op == MC_DOP_EXIST && d->count) be->exist_batch(s, k, d->count, ir);
+    else if (d->op == MC_DOP_REMOVE && d->count) be->remove_batch(s, k, d->count, (int)d->arg, ir);
+    for (uint32_t i = 0; i < d->count; i++) {
+      v = d->op == MC_DOP_SIZE ? be->size(s, k[i]) : ir[i];
+      mc_dbuf_put(out, &v, 8);
+    }
+    mc_free(ir);
+    return;
+  }
+  if (d->op == MC_DOP_REMOVE_REGEX) v = be->remove_regex(s, d->str[0], (int)d->arg);
+  else if (d->op == MC_DOP_REMOVE_ALL) v = be->remove_all(s, (int)d->arg);
+  else if (d->op == MC_DOP_HEALTH) v = be->health(s);
+  else v = (int64_t)(d->arg == 0 ? c->frames : d->arg == 1 ? c->bytes_in : c->bytes_out);
+  mc_dbuf_put(out, &v, 8);
+}
+
+/* One request body -> reply body, with the store's life lock held around the call. -1: malformed, or the
+ * store is not set up (the connection is dropped). */
+static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body, struct mc_dbuf *out) {
+  struct mc_store *s = c->srv->store;
+  struct req q = {0};
   if (mc_dreq_decode(h->op, h->flags, body, h->len, c->total, &q.d)) {
+    req_free(&q);
+    return -1;
+  }
+  if (!mc_api_enter(s)) {
     req_free(&q);
     return -1;
   }
   struct mc_dreq *d = &q.d;
   req_bind(c, &q);
-  const char **k = (const char **)d->keys;
   switch (d->op) {
     case MC_DOP_WRITE:
     case MC_DOP_READ:
@@ -307,7 +338,7 @@ static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body,
         refuse(c, "a buffer outside the memory it shared");
         for (uint32_t i = 0; i < d->count; i++) res[i] = MC_INVALID_PARAMS;
       } else {
-        run_data(c, &q, res);
+        run_data(c, s, &q, res);
       }
       mc_dbuf_put(out, res, d->count * 8);
       mc_free(res);
@@ -315,32 +346,17 @@ static int serve(struct conn *c, const struct mc_dummy_hdr *h, const char *body,
     }
     case MC_DOP_REMOVE:
     case MC_DOP_EXIST:
-    case MC_DOP_SIZE: {
-      int *ir = mc_calloc(d->count ? d->count : 1, sizeof(int));
-      if (d->op != MC_DOP_SIZE && d->count &&
-          (d->op == MC_DOP_EXIST ? mooncake_store_batch_is_exist(s, k, d->count, ir)
-                                 : mc_store_batch_remove(s, k, d->count, (int)d->arg, ir)))
-        mc_fill_int(ir, d->count, MC_INVALID_PARAMS);
-      for (uint32_t i = 0; i < d->count; i++) {
-        v = d->op == MC_DOP_SIZE ? mooncake_store_get_size(s, k[i]) : ir[i];
-        mc_dbuf_put(out, &v, 8);
-      }
-      mc_free(ir);
-      break;
-    }
+    case MC_DOP_SIZE:
     case MC_DOP_REMOVE_REGEX:
     case MC_DOP_REMOVE_ALL:
     case MC_DOP_HEALTH:
     case MC_DOP_STATS:
-      if (d->op == MC_DOP_REMOVE_REGEX) v = mooncake_store_remove_by_regex(s, d->str[0], (int)d->arg);
-      else if (d->op == MC_DOP_REMOVE_ALL) v = mooncake_store_remove_all(s, (int)d->arg);
-      else if (d->op == MC_DOP_HEALTH) v = mooncake_store_health_check(s);
-      else v = (int64_t)(d->arg == 0 ? c->frames : d->arg == 1 ? c->bytes_in : c->bytes_out);
-      mc_dbuf_put(out, &v, 8);
+      run_keys(c, s, &q, out);
       break;
     default:
-      run_other(c, &q, out);
+      run_other(c, s, &q, out);
   }
+  mc_api_leave(s);
   req_free(&q);
   return 0;
 }
@@ -385,7 +401,11 @@ static void *conn_main(void *arg) {
 out:
   mc_sess_drop_owner(c->srv->store, &c->own); /* its put sessions revoked, the others dropped */
   if (c->base) { /* every call of this dummy has returned: nothing uses the memory any more */
-    mooncake_store_unregister_buffer(c->srv->store, c->base);
+    struct mc_store *st = c->srv->store;
+    if (mc_api_enter(st)) {
+      st->be->unregister_buffer(st, c->base);
+      mc_api_leave(st);
+    }
     munmap(c->base, c->total);
     c->base = NULL;
     LOG_INFO("mooncake_client: dummy pid %d left; its memory is released", (int)c->pid);
@@ -399,7 +419,7 @@ out:
 }
 
 /* Joins finished connection threads; with all, waits for every one (stop). Called with mu held. */
-static void reap(struct mc_realsrv *v, int all) {
+static void reap(struct mc_real_client *v, int all) {
   for (int i = 0; i < v->nslots; i++) {
     struct conn *c = &v->slots[i];
     if (!c->used || (!c->done && !all)) continue;
@@ -413,7 +433,7 @@ static void reap(struct mc_realsrv *v, int all) {
 
 static void *accept_main(void *arg) {
   mc_thread_name("mc-real-accept");
-  struct mc_realsrv *v = arg;
+  struct mc_real_client *v = arg;
   while (!atomic_load(&v->stop)) {
     struct pollfd p = {v->lfd, POLLIN, 0};
     if (poll(&p, 1, POLL_MS) <= 0) continue;
@@ -438,7 +458,7 @@ static void *accept_main(void *arg) {
   return NULL;
 }
 
-struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_dummies, uint64_t max_shared) {
+struct mc_real_client *mc_real_client_start(mooncake_store_t store, int port, int max_dummies, uint64_t max_shared) {
   struct sockaddr_un a;
   unsigned alen = mc_dummy_sockaddr(&a, port);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -447,7 +467,7 @@ struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_du
     if (fd >= 0) close(fd);
     return NULL;
   }
-  struct mc_realsrv *v = mc_calloc(1, sizeof(*v));
+  struct mc_real_client *v = mc_calloc(1, sizeof(*v));
   v->store = store;
   v->lfd = fd;
   v->port = port;
@@ -464,7 +484,7 @@ struct mc_realsrv *mc_realsrv_start(mooncake_store_t store, int port, int max_du
   return v;
 }
 
-void mc_realsrv_stop(struct mc_realsrv *v) {
+void mc_real_client_stop(struct mc_real_client *v) {
   if (!v) return;
   atomic_store(&v->stop, 1);
   pthread_join(v->th, NULL);
@@ -477,4 +497,4 @@ void mc_realsrv_stop(struct mc_realsrv *v) {
   mc_free(v);
 }
 
-uint64_t mc_realsrv_refused(const struct mc_realsrv *v) { return atomic_load(&v->refused); }
+uint64_t mc_real_client_refused(const struct mc_real_client *v) { return atomic_load(&v->refused); }

@@ -5,7 +5,7 @@
  * caller. Unmount: at once, or gracefully (the master keeps it readable, places nothing new there, and
  * unmounts it when the grace period ends); its memory goes with unmount-and-free (after the grace period,
  * checked at the next extra-segment call, else at teardown) or at teardown. A mounted one is in the holder
- * index (hindex.c) and is remounted with the main segment when a master forgot them (a restart, a new leader:
+ * index (holder_index.c) and is remounted with the main segment when a master forgot them (a restart, a new leader:
  * mc_segments_remount), and its objects come back from its index; one unmounted, or whose graceful unmount
  * was asked for, stays unmounted.
  *
@@ -24,7 +24,6 @@
 #include "common/util.h"
 #include "mooncake/store.h"
 
-#define BAD_CALL (-1)
 #define XSEG_RPC_MS 5000
 
 static int same_id(struct mc_uuid a, struct mc_uuid b) { return a.hi == b.hi && a.lo == b.lo; }
@@ -89,14 +88,9 @@ static char *map_file(const char *path, uint64_t offset, uint64_t size) {
   return p;
 }
 
-int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint64_t offset, uint64_t size,
-                                 const char *location, char *id_out, size_t id_len) {
-  struct mc_store *s = store;
-  if (!s || !id_out || id_len < 37) return BAD_CALL;
-  *id_out = 0;
-  /* A dummy owns no segment: the real client's segment is the host's contribution (docs/standalone.md). */
-  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED);
-  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+int mc_extra_segment_mount(struct mc_store *s, const char *path, uint64_t offset, uint64_t size, const char *location,
+                           char *id_out, size_t id_len) {
+  (void)id_len; /* at least 37 (api.c) */
   int rc = MC_INVALID_PARAMS;
   struct mc_xseg g = {.size = size, .file = path != NULL};
   const char *loc = location && *location ? location : "cpu:0";
@@ -133,15 +127,10 @@ int mc_store_mount_extra_segment(mooncake_store_t store, const char *path, uint6
     pthread_rwlock_unlock(&s->xsegs.mu);
     if (rc) LOG_ERROR("mount_segment: mounting %llu bytes failed: %s", (unsigned long long)size, mooncake_store_err_name(rc));
   }
-  mc_api_leave(s);
   return rc;
 }
 
-int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint64_t grace_ms, int free_memory) {
-  struct mc_store *s = store;
-  if (!s || !id) return BAD_CALL;
-  MC_VIA_DUMMY(s, int, MC_NOT_SUPPORTED);
-  if (!mc_api_enter(s)) return MC_INVALID_PARAMS;
+int mc_extra_segment_unmount(struct mc_store *s, const char *id, uint64_t grace_ms, int free_memory) {
   int rc = MC_SEGMENT_NOT_FOUND;
   struct mc_uuid sid = {0};
   pthread_rwlock_wrlock(&s->xsegs.mu); /* (not mounted from now on: no remount takes it along) */
@@ -167,7 +156,6 @@ int mc_store_unmount_extra_segment(mooncake_store_t store, const char *id, uint6
   }
   reap(s, now);
   pthread_rwlock_unlock(&s->xsegs.mu);
-  mc_api_leave(s);
   return rc;
 }
 

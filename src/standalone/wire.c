@@ -1,18 +1,64 @@
-/* Standalone client mode (docs/standalone.md): the real client's decoder of a dummy's request bodies
- * (wire: dummy.h), and the dummy's decoder of the one reply that carries more than numbers
- * (REPLICA_DESC). Pure functions of the bytes, so that they can be fed anything (tests/fuzz/fuzz_dummy.c):
+/* Standalone client mode (docs/standalone.md), the wire both ends share (wire.h): the socket address, the
+ * body builder and reader, the real client's decoder of a dummy's request bodies, and the dummy's decoder
+ * of the one reply that carries more than numbers (REPLICA_DESC). The decoders are pure functions of the
+ * bytes, so that they can be fed anything (tests/fuzz/fuzz_dummy.c):
  * every count is checked against its cap and against the bytes left before anything is allocated for it,
  * every (offset, length) against the shared size without overflow, and the body must be consumed exactly.
- * What a request then does is realsrv.c's business. */
+ * What a request then does is real_client.c's business. */
 #include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
-#include "client/dummy.h"
 #include "common/alloc.h"
+#include "standalone/wire.h"
 #include "mooncake/store.h"
 
 #define TASK_MAX_TARGETS (MC_DREQ_MAX_STRS - 1)
+
+/* ------------------------------------------------------------------ frames and bodies (both ends) */
+
+unsigned mc_dummy_sockaddr(struct sockaddr_un *a, int port) {
+  memset(a, 0, sizeof(*a));
+  a->sun_family = AF_UNIX;
+  int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mooncake_client_%d.sock", port);
+  return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+void mc_dbuf_put(struct mc_dbuf *b, const void *v, size_t n) {
+  if (b->n + n > b->cap) {
+    b->cap = (b->n + n) * 2 + 64;
+    b->p = mc_realloc(b->p, b->cap);
+  }
+  memcpy(b->p + b->n, v, n);
+  b->n += n;
+}
+void mc_dbuf_u32(struct mc_dbuf *b, uint32_t v) { mc_dbuf_put(b, &v, 4); }
+void mc_dbuf_u64(struct mc_dbuf *b, uint64_t v) { mc_dbuf_put(b, &v, 8); }
+void mc_dbuf_str(struct mc_dbuf *b, const char *s) {
+  size_t n = strlen(s);
+  mc_dbuf_u32(b, (uint32_t)n);
+  mc_dbuf_put(b, s, n);
+}
+
+int mc_drd_get(struct mc_drd *r, void *v, size_t n) {
+  if (r->bad || n > r->n - r->off) return r->bad = -1;
+  memcpy(v, r->p + r->off, n);
+  r->off += n;
+  return 0;
+}
+int mc_drd_u32(struct mc_drd *r, uint32_t *v) { return mc_drd_get(r, v, 4); }
+int mc_drd_u64(struct mc_drd *r, uint64_t *v) { return mc_drd_get(r, v, 8); }
+int mc_drd_str(struct mc_drd *r, char **s) {
+  uint32_t n;
+  if (mc_drd_u32(r, &n) || n > r->n - r->off || memchr(r->p + r->off, 0, n)) return r->bad = -1;
+  *s = mc_strndup(r->p + r->off, n);
+  r->off += n;
+  return 0;
+}
 
 void mc_dreq_free(struct mc_dreq *q) {
   for (uint32_t i = 0; q->keys && i < q->count; i++) mc_free(q->keys[i]);
@@ -135,7 +181,7 @@ static int decode(struct mc_drd *r, struct mc_dreq *q, uint64_t shared) {
     case MC_DOP_QUERY_TASK:
       return mc_drd_u64(r, &q->id_hi) || mc_drd_u64(r, &q->id_lo);
     default:
-      return -1; /* HELLO only comes first, with its descriptor (realsrv.c); anything else is unknown */
+      return -1; /* HELLO only comes first, with its descriptor (real_client.c); anything else is unknown */
   }
 }
 

@@ -1,6 +1,7 @@
 /* Staging-buffer allocator: first fit over a sorted array of free extents, coalesced on release.
  * Few allocations are live at once (one per copying call in flight), so a linear scan is enough.
- * Waiters sleep on a condition variable until a release might satisfy them. Thread-safe. */
+ * Waiters sleep on a condition variable until a release might satisfy them. Thread-safe. Below it, the
+ * areas of multi-buffer batches: one contiguous area per key standing in for its buffer list. */
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -116,4 +117,48 @@ void mc_stage_release(struct mc_stage *st, char *p, uint64_t n) {
   }
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
+}
+
+/* ------------------------------------------------------------------ areas of multi-buffer keys */
+
+void mc_multi_open(struct mc_store *s, struct mc_multi *m, const void *const *bufs, const size_t *sizes,
+                   const size_t *nbufs, size_t count) {
+  m->a = mc_calloc(count ? count : 1, sizeof(*m->a));
+  m->first = mc_calloc(count ? count : 1, sizeof(size_t));
+  m->p = mc_calloc(count ? count : 1, sizeof(void *));
+  m->len = mc_calloc(count ? count : 1, sizeof(size_t));
+  size_t at = 0;
+  for (size_t i = 0; i < count; i++) {
+    struct mc_area *a = &m->a[i];
+    m->first[i] = at;
+    a->len = 0;
+    for (size_t j = 0; j < nbufs[i]; j++) a->len += sizes[at + j];
+    if (nbufs[i] == 1 && a->len) a->p = (char *)bufs[at], a->kind = 0;
+    else if (!a->len) a->p = NULL, a->kind = -1;
+    else if (s->staging.pool && (a->p = mc_stage_alloc(s->staging.pool, a->len, 0))) a->kind = 1;
+    else a->kind = (a->p = mc_try_malloc(a->len)) ? 2 : -1;
+    at += nbufs[i];
+    m->p[i] = a->p, m->len[i] = a->len;
+  }
+}
+
+void mc_multi_close(struct mc_store *s, struct mc_multi *m, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    if (m->a[i].kind == 1) mc_stage_release(s->staging.pool, m->a[i].p, m->a[i].len);
+    else if (m->a[i].kind == 2) mc_free(m->a[i].p);
+  }
+  mc_free(m->len);
+  mc_free(m->p);
+  mc_free(m->first);
+  mc_free(m->a);
+}
+
+void mc_area_copy(struct mc_area *a, void *const *bufs, const size_t *sizes, size_t nbufs, uint64_t len, int gather) {
+  uint64_t off = 0;
+  for (size_t j = 0; j < nbufs && off < len; j++) {
+    uint64_t n = MC_MIN(sizes[j], len - off);
+    if (gather) memcpy(a->p + off, bufs[j], n);
+    else memcpy(bufs[j], a->p + off, n);
+    off += n;
+  }
 }

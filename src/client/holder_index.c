@@ -1,5 +1,5 @@
 /* The holder's index of its segments (docs/ha.md, "Holder indexes"): (segment, key) -> where the object's
- * bytes sit in that segment — the main one and every extra segment mounted (xseg.c) — kept from the master's
+ * bytes sit in that segment — the main one and every extra segment mounted (extra_segments.c) — kept from the master's
  * PUT and DROP records, which a thread of ours follows with a long
  * poll (FOLLOW_INDEX), acknowledging what it holds with the next poll. After a remount (heartbeat.c) each
  * remounted segment's index goes to the master (REMOUNT_INDEX), so a master that restarted, or a new leader,

@@ -1,7 +1,8 @@
-/* Standalone client mode, the dummy side (docs/standalone.md): a handle set up with mc_store_setup_dummy
- * owns no segment and no engine. It creates one sealed memfd (memory pool, then staging area), hands it
- * to the real client process over the unix socket (dummy.h), and forwards every call as a frame that
- * names offsets in that memory: the real client's transfers read and write the dummy's pages directly.
+/* Standalone client mode, the dummy side (docs/standalone.md): the back-end (client.h, struct mc_backend)
+ * of a handle set up with mc_store_setup_dummy, which owns no segment and no engine. It creates one sealed
+ * memfd (memory pool, then staging area), hands it to the real client process over the unix socket
+ * (wire.h), and forwards every call as a frame that names offsets in that memory: the real client's
+ * transfers read and write the dummy's pages directly.
  * Buffers outside the shared memory, and the copying calls, go through the staging area (one copy, in
  * this process). One connection, one request at a time (mu). A lost connection fails later calls -900. */
 #include <errno.h>
@@ -15,59 +16,19 @@
 #include <unistd.h>
 
 #include "client/client.h"
-#include "client/dummy.h"
 #include "common/alloc.h"
 #include "common/hostport.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/sock.h"
+#include "standalone/standalone.h"
+#include "standalone/wire.h"
 
 #define HELLO_TIMEOUT_MS 60000
 #define CALL_TIMEOUT_MS 120000 /* bounds a reply; the real client's own calls are bounded below this */
 #define POOL_ALIGN 64
 #define MAX_REQ (MC_DUMMY_MAX_BODY - 4096) /* requests are cut to stay below the real client's frame limit */
 #define CFG_BYTES 4096                       /* room for the config of a write (preferred segments included) */
-
-/* ------------------------------------------------------------------ shared helpers (both ends) */
-
-unsigned mc_dummy_sockaddr(struct sockaddr_un *a, int port) {
-  memset(a, 0, sizeof(*a));
-  a->sun_family = AF_UNIX;
-  int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "mooncake_client_%d.sock", port);
-  return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
-void mc_dbuf_put(struct mc_dbuf *b, const void *v, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 64;
-    b->p = mc_realloc(b->p, b->cap);
-  }
-  memcpy(b->p + b->n, v, n);
-  b->n += n;
-}
-void mc_dbuf_u32(struct mc_dbuf *b, uint32_t v) { mc_dbuf_put(b, &v, 4); }
-void mc_dbuf_u64(struct mc_dbuf *b, uint64_t v) { mc_dbuf_put(b, &v, 8); }
-void mc_dbuf_str(struct mc_dbuf *b, const char *s) {
-  size_t n = strlen(s);
-  mc_dbuf_u32(b, (uint32_t)n);
-  mc_dbuf_put(b, s, n);
-}
-
-int mc_drd_get(struct mc_drd *r, void *v, size_t n) {
-  if (r->bad || n > r->n - r->off) return r->bad = -1;
-  memcpy(v, r->p + r->off, n);
-  r->off += n;
-  return 0;
-}
-int mc_drd_u32(struct mc_drd *r, uint32_t *v) { return mc_drd_get(r, v, 4); }
-int mc_drd_u64(struct mc_drd *r, uint64_t *v) { return mc_drd_get(r, v, 8); }
-int mc_drd_str(struct mc_drd *r, char **s) {
-  uint32_t n;
-  if (mc_drd_u32(r, &n) || n > r->n - r->off || memchr(r->p + r->off, 0, n)) return r->bad = -1;
-  *s = mc_strndup(r->p + r->off, n);
-  r->off += n;
-  return 0;
-}
 
 /* ------------------------------------------------------------------ the dummy */
 
@@ -136,7 +97,9 @@ static void reply_i64(const struct mc_dbuf *rep, int64_t *out, size_t n, int64_t
   memcpy(out, rep->p, n * 8);
 }
 
-int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const char *server_address) {
+static void dummy_close(struct mc_dummy *d);
+
+static int dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const char *server_address) {
   *out = NULL;
   int port = MC_DUMMY_DEFAULT_PORT;
   char host[256];
@@ -196,11 +159,11 @@ int mc_dummy_open(struct mc_dummy **out, uint64_t pool, uint64_t staging, const 
   return 0;
 fail:
   if (memfd >= 0) close(memfd);
-  mc_dummy_close(d);
+  dummy_close(d);
   return rc;
 }
 
-void mc_dummy_close(struct mc_dummy *d) {
+static void dummy_close(struct mc_dummy *d) {
   if (!d) return;
   if (d->fd >= 0) close(d->fd); /* the real client drops our memory when it sees the end of the stream */
   if (d->base) munmap(d->base, d->total);
@@ -208,9 +171,7 @@ void mc_dummy_close(struct mc_dummy *d) {
   mc_free(d);
 }
 
-const char *mc_dummy_name(const struct mc_dummy *d) { return d->name; }
-
-uint64_t mc_dummy_alloc(struct mc_dummy *d, size_t size) {
+static uint64_t dummy_alloc(struct mc_dummy *d, size_t size) {
   uint64_t n = (size + POOL_ALIGN - 1) & ~(uint64_t)(POOL_ALIGN - 1);
   if (!size || n < size) return 0;
   uint64_t off = atomic_load(&d->bump);
@@ -360,7 +321,7 @@ static size_t *ones(size_t count) {
   return nb;
 }
 
-void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
+static void dummy_write(struct mc_dummy *d, int flags, const char *const *keys, const void *const *values,
                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
                     const char *const *groups, int single, int *results) {
   size_t *nb = nbufs ? NULL : ones(count);
@@ -373,7 +334,7 @@ void mc_dummy_write(struct mc_dummy *d, int flags, const char *const *keys, cons
   mc_free(nb);
 }
 
-void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
+static void dummy_read(struct mc_dummy *d, const char *const *keys, void *const *bufs, const size_t *sizes,
                    const size_t *nbufs, size_t count, int single, int64_t *results) {
   size_t *nb = nbufs ? NULL : ones(count);
   data_call(d, MC_DOP_READ, single ? MC_DUMMY_SINGLE : 0, 0, (const char **)keys, bufs, sizes, NULL,
@@ -381,7 +342,7 @@ void mc_dummy_read(struct mc_dummy *d, const char *const *keys, void *const *buf
   mc_free(nb);
 }
 
-int64_t mc_dummy_get_copy(struct mc_dummy *d, const char *key, void **out) {
+static int64_t dummy_get_copy(struct mc_dummy *d, const char *key, void **out) {
   int64_t n;
   void *buf = d->base + d->pool; /* read into staging; copied out below */
   size_t cap = d->total - d->pool;
@@ -453,7 +414,7 @@ static void keyed_calls(struct mc_dummy *d, int op, int flags, const struct mc_d
 }
 
 /* EXIST / SIZE / REMOVE over keys: one i64 per key, in requests below the frame limit. */
-void mc_dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
+static void dummy_keys(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int64_t *results) {
   struct mc_dbuf pre = {0};
   if (op == MC_DOP_REMOVE) mc_dbuf_u32(&pre, (uint32_t)force);
   keyed_calls(d, op, 0, &pre, count, enc_key, keys, 0, results);
@@ -476,45 +437,45 @@ int64_t mc_dummy_simple(struct mc_dummy *d, int op, int force, const char *patte
   return v;
 }
 
-int mc_dummy_owns(const struct mc_dummy *d, const void *p, size_t n) { return shared_off(d, p, n) >= 0; }
+static int dummy_owns(const struct mc_dummy *d, const void *p, size_t n) { return shared_off(d, p, n) >= 0; }
 
-/* ------------------------------------------------------------------ one-key forms for capi.c */
+/* ------------------------------------------------------------------ one-key forms */
 
-int mc_dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
+static int dummy_write1(struct mc_dummy *d, const char *key, const void *value, size_t size,
                     const mc_replicate_config_t *cfg, int flags) {
   int r;
-  mc_dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, NULL, 1, &r);
+  dummy_write(d, flags, &key, &value, &size, NULL, 1, cfg, NULL, 1, &r);
   return r;
 }
 
-int64_t mc_dummy_read1(struct mc_dummy *d, const char *key, void *buf, size_t size) {
+static int64_t dummy_read1(struct mc_dummy *d, const char *key, void *buf, size_t size) {
   int64_t r;
-  mc_dummy_read(d, &key, &buf, &size, NULL, 1, 1, &r);
+  dummy_read(d, &key, &buf, &size, NULL, 1, 1, &r);
   return r;
 }
 
-int64_t mc_dummy_key1(struct mc_dummy *d, int op, int force, const char *key) {
+static int64_t dummy_key1(struct mc_dummy *d, int op, int force, const char *key) {
   int64_t r;
-  mc_dummy_keys(d, op, force, &key, 1, &r);
+  dummy_keys(d, op, force, &key, 1, &r);
   return r;
 }
 
-int mc_dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results) {
+static int dummy_keys_int(struct mc_dummy *d, int op, int force, const char *const *keys, size_t count, int *results) {
   int64_t *r = mc_calloc(count ? count : 1, sizeof(int64_t));
-  mc_dummy_keys(d, op, force, keys, count, r);
+  dummy_keys(d, op, force, keys, count, r);
   for (size_t i = 0; i < count; i++) results[i] = (int)r[i];
   mc_free(r);
   return 0;
 }
 
-int mc_dummy_hostname(const struct mc_dummy *d, char *buf, size_t len) {
+static int dummy_hostname(const struct mc_dummy *d, char *buf, size_t len) {
   size_t n = strlen(d->name);
   if (n >= len) return -1;
   memcpy(buf, d->name, n + 1);
   return 0;
 }
 
-int mc_dummy_health(struct mc_dummy *d) {
+static int dummy_health(struct mc_dummy *d) {
   int64_t v = mc_dummy_simple(d, MC_DOP_HEALTH, 0, NULL);
   return v < 0 ? 2 : (int)v; /* the real client unreachable counts as its master unreachable */
 }
@@ -537,7 +498,7 @@ static void enc_start(struct mc_dbuf *b, size_t i, const void *ctx) {
   if (c->groups) mc_dbuf_str(b, c->groups[i] ? c->groups[i] : "");
 }
 
-void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_t *sizes, size_t count,
+static void dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_t *sizes, size_t count,
                         const mc_replicate_config_t *cfg, const char *const *groups, int *results) {
   struct mc_dbuf pre = {0};
   put_config(&pre, cfg);
@@ -549,7 +510,7 @@ void mc_dummy_put_start(struct mc_dummy *d, const char *const *keys, const size_
   mc_free(pre.p);
 }
 
-void mc_dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
+static void dummy_ranged(struct mc_dummy *d, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
                      const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results) {
   data_call(d, put ? MC_DOP_PUT_WRITE : MC_DOP_GET_READ, 0, 0, (const char **)keys, bufs, sizes, offsets, nbufs, count,
             NULL, NULL, results);
@@ -566,15 +527,15 @@ static void keys_op(struct mc_dummy *d, int op, int revoke, const char *const *k
   mc_free(pre.p);
 }
 
-void mc_dummy_put_end(struct mc_dummy *d, const char *const *keys, size_t count, int revoke, int *results) {
+static void dummy_put_end(struct mc_dummy *d, const char *const *keys, size_t count, int revoke, int *results) {
   keys_op(d, MC_DOP_PUT_END, revoke, keys, count, results);
 }
 
-void mc_dummy_get_start(struct mc_dummy *d, const char *const *keys, size_t count, int *results) {
+static void dummy_get_start(struct mc_dummy *d, const char *const *keys, size_t count, int *results) {
   keys_op(d, MC_DOP_GET_START, 0, keys, count, results);
 }
 
-int mc_dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count) {
+static int dummy_get_end(struct mc_dummy *d, const char *const *keys, size_t count) {
   keys_op(d, MC_DOP_GET_END, 0, keys, count, NULL);
   return 0; /* as the real call: the sessions are gone (or the real client is, and them with it) */
 }
@@ -588,7 +549,7 @@ static int call1(struct mc_dummy *d, int op, const struct mc_dbuf *req, struct m
 }
 
 /* COPY_TASK (targets, n) or MOVE_TASK (source, one target). */
-int mc_dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
+static int dummy_task(struct mc_dummy *d, const char *key, const char *const *targets, size_t n, const char *source,
                   mc_task_id_t *id) {
   *id = (mc_task_id_t){0, 0};
   if (!*key || !n || n > MC_DREQ_MAX_STRS - 1) return MC_INVALID_PARAMS; /* the real call's own answer */
@@ -614,8 +575,8 @@ out:
   return (int)v;
 }
 
-/* REPLICA_DESC of one key: the real client's answer, its reply decoded as untrusted (dframe.c). */
-int mc_dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t **out) {
+/* REPLICA_DESC of one key: the real client's answer, its reply decoded as untrusted (wire.c). */
+static int dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t **out) {
   *out = NULL;
   struct mc_dbuf req = {0}, rep = {0};
   mc_dbuf_u32(&req, 1);
@@ -629,7 +590,7 @@ int mc_dummy_replica_desc(struct mc_dummy *d, const char *key, mc_replica_desc_t
   return rc;
 }
 
-int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out) {
+static int dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out) {
   struct mc_dbuf req = {0}, rep;
   mc_dbuf_u64(&req, id.hi);
   mc_dbuf_u64(&req, id.lo);
@@ -654,4 +615,194 @@ int mc_dummy_query_task(struct mc_dummy *d, mc_task_id_t id, mc_task_info_t *out
   mc_free(req.p);
   mc_free(rep.p);
   return (int)v;
+}
+
+/* ------------------------------------------------------------------ the back-end */
+
+#define D(s) ((struct mc_dummy *)(s)->be_ctx)
+
+static void be_close(struct mc_store *s) {
+  dummy_close(D(s));
+  s->be_ctx = NULL;
+}
+
+static uint64_t be_warmup_pending(struct mc_store *s) {
+  (void)s;
+  return 0; /* the real client's engine prefaults its own memory */
+}
+
+static int be_health(struct mc_store *s) { return dummy_health(D(s)); }
+static int be_hostname(struct mc_store *s, char *buf, size_t len) { return dummy_hostname(D(s), buf, len); }
+
+static int be_write1(struct mc_store *s, int flags, const char *key, const void *value, size_t size,
+                     const mc_replicate_config_t *cfg) {
+  return dummy_write1(D(s), key, value, size, cfg, flags);
+}
+
+static void be_write(struct mc_store *s, int flags, const char *const *keys, const void *const *bufs,
+                     const size_t *sizes, const size_t *nbufs, size_t count, const mc_replicate_config_t *cfg,
+                     const char *const *groups, int *results) {
+  dummy_write(D(s), flags, keys, bufs, sizes, nbufs, count, cfg, groups, 0, results);
+}
+
+static int64_t be_read1(struct mc_store *s, const char *key, void *buf, size_t size) {
+  return dummy_read1(D(s), key, buf, size);
+}
+
+static void be_read(struct mc_store *s, const char *const *keys, void *const *bufs, const size_t *sizes,
+                    const size_t *nbufs, size_t count, int64_t *results) {
+  dummy_read(D(s), keys, bufs, sizes, nbufs, count, 0, results);
+}
+
+static int64_t be_read_copy(struct mc_store *s, const char *key, void **out) { return dummy_get_copy(D(s), key, out); }
+static int64_t be_size(struct mc_store *s, const char *key) { return dummy_key1(D(s), MC_DOP_SIZE, 0, key); }
+static int be_exist(struct mc_store *s, const char *key) { return (int)dummy_key1(D(s), MC_DOP_EXIST, 0, key); }
+
+static void be_exist_batch(struct mc_store *s, const char *const *keys, size_t count, int *results) {
+  dummy_keys_int(D(s), MC_DOP_EXIST, 0, keys, count, results);
+}
+
+static int be_remove(struct mc_store *s, const char *key, int force) {
+  return (int)dummy_key1(D(s), MC_DOP_REMOVE, force, key);
+}
+
+static void be_remove_batch(struct mc_store *s, const char *const *keys, size_t count, int force, int *results) {
+  dummy_keys_int(D(s), MC_DOP_REMOVE, force, keys, count, results);
+}
+
+static int64_t be_remove_regex(struct mc_store *s, const char *pattern, int force) {
+  return mc_dummy_simple(D(s), MC_DOP_REMOVE_REGEX, force, pattern);
+}
+
+static int64_t be_remove_all(struct mc_store *s, int force) {
+  return mc_dummy_simple(D(s), MC_DOP_REMOVE_ALL, force, NULL);
+}
+
+/* The real client's answer (docs/standalone.md). */
+static int be_replica_desc(struct mc_store *s, const char *key, mc_replica_desc_t **out) {
+  return dummy_replica_desc(D(s), key, out);
+}
+
+/* What a dummy does not forward: clearing replicas and extra segments are the real client's own (a dummy
+ * owns no segment: the real client's segment is the host's contribution, docs/standalone.md). */
+static int be_replica_clear(struct mc_store *s, const char *const *keys, size_t count, const char *segment,
+                            int *cleared) {
+  (void)s, (void)keys, (void)count, (void)segment, (void)cleared;
+  return MC_NOT_SUPPORTED;
+}
+
+static int be_mount_extra(struct mc_store *s, const char *path, uint64_t offset, uint64_t size, const char *location,
+                          char *id_out, size_t id_len) {
+  (void)s, (void)path, (void)offset, (void)size, (void)location, (void)id_out, (void)id_len;
+  return MC_NOT_SUPPORTED;
+}
+
+static int be_unmount_extra(struct mc_store *s, const char *id, uint64_t grace_ms, int free_memory) {
+  (void)s, (void)id, (void)grace_ms, (void)free_memory;
+  return MC_NOT_SUPPORTED;
+}
+
+/* Outside the shared pool a dummy's buffers go through its staging area: registering them is a no-op. */
+static int be_register_buffer(struct mc_store *s, void *buf, size_t size) {
+  (void)s, (void)buf, (void)size;
+  return 0;
+}
+
+static int be_unregister_buffer(struct mc_store *s, void *buf) {
+  (void)s, (void)buf;
+  return 0;
+}
+
+static int be_is_registered(struct mc_store *s, const void *p, size_t len) { return dummy_owns(D(s), p, len); }
+static uint64_t be_pool_alloc(struct mc_store *s, size_t size) { return dummy_alloc(D(s), size); }
+
+static int be_copy_task(struct mc_store *s, const char *key, const char *const *targets, size_t n, mc_task_id_t *id) {
+  return dummy_task(D(s), key, targets, n, NULL, id);
+}
+
+static int be_move_task(struct mc_store *s, const char *key, const char *src, const char *dst, mc_task_id_t *id) {
+  return dummy_task(D(s), key, &dst, 1, src, id);
+}
+
+static int be_query_task(struct mc_store *s, mc_task_id_t id, mc_task_info_t *out) {
+  return dummy_query_task(D(s), id, out);
+}
+
+static void be_put_start(struct mc_store *s, const char *const *keys, const size_t *sizes, size_t count,
+                         const mc_replicate_config_t *cfg, const char *const *groups, int *results) {
+  dummy_put_start(D(s), keys, sizes, count, cfg, groups, results);
+}
+
+static void be_ranged(struct mc_store *s, int put, const char *const *keys, void *const *bufs, const size_t *sizes,
+                      const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results) {
+  dummy_ranged(D(s), put, keys, bufs, sizes, offsets, nbufs, count, results);
+}
+
+static void be_put_end(struct mc_store *s, const char *const *keys, size_t count, int revoke, int *results) {
+  dummy_put_end(D(s), keys, count, revoke, results);
+}
+
+static void be_get_start(struct mc_store *s, const char *const *keys, size_t count, int *results) {
+  dummy_get_start(D(s), keys, count, results);
+}
+
+static void be_get_end(struct mc_store *s, const char *const *keys, size_t count) { dummy_get_end(D(s), keys, count); }
+
+static const struct mc_backend dummy_backend = {
+    .name = "dummy",
+    .close = be_close,
+    .warmup_pending = be_warmup_pending,
+    .health = be_health,
+    .hostname = be_hostname,
+    .write1 = be_write1,
+    .write = be_write,
+    .read1 = be_read1,
+    .read = be_read,
+    .read_copy = be_read_copy,
+    .size = be_size,
+    .exist = be_exist,
+    .exist_batch = be_exist_batch,
+    .remove = be_remove,
+    .remove_batch = be_remove_batch,
+    .remove_regex = be_remove_regex,
+    .remove_all = be_remove_all,
+    .replica_desc = be_replica_desc,
+    .replica_clear = be_replica_clear,
+    .register_buffer = be_register_buffer,
+    .unregister_buffer = be_unregister_buffer,
+    .is_registered = be_is_registered,
+    .pool_alloc = be_pool_alloc,
+    .mount_extra = be_mount_extra,
+    .unmount_extra = be_unmount_extra,
+    .copy_task = be_copy_task,
+    .move_task = be_move_task,
+    .query_task = be_query_task,
+    .put_start = be_put_start,
+    .ranged = be_ranged,
+    .put_end = be_put_end,
+    .get_start = be_get_start,
+    .get_end = be_get_end,
+};
+
+int mc_store_setup_dummy(mooncake_store_t store, uint64_t mem_pool_size, uint64_t local_buffer_size,
+                         const char *server_address) {
+  struct mc_store *s = store;
+  if (!s) return -1;
+  struct mc_dummy *d;
+  int rc = dummy_open(&d, mem_pool_size, local_buffer_size, server_address);
+  if (rc) return rc; /* a failed setup_dummy leaves the handle as it was */
+  pthread_rwlock_wrlock(&s->life);
+  if (s->be) s->be->close(s);
+  s->be = &dummy_backend;
+  s->be_ctx = d;
+  pthread_rwlock_unlock(&s->life);
+  return 0;
+}
+
+struct mc_dummy *mc_dummy_of(mooncake_store_t store) {
+  struct mc_store *s = store;
+  pthread_rwlock_rdlock(&s->life);
+  struct mc_dummy *d = s->be == &dummy_backend ? s->be_ctx : NULL;
+  pthread_rwlock_unlock(&s->life);
+  return d;
 }
