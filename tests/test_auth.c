@@ -212,6 +212,9 @@ static void test_canonical_target(void) {
   c = mc_auth_http_canonical("/p%20q");
   CHECK_STR(c, "/p q");
   free(c);
+  c = mc_auth_http_canonical("/a+%2B%?k%2B+=%2b+%4&%");
+  CHECK_STR(c, "/a++%?k+ =+ %4&%");
+  free(c);
   /* two escapings of one request sign alike */
   use_secret(SECRET_A);
   char h1[MC_AUTH_HTTP_HEADER_MAX], h2[MC_AUTH_HTTP_HEADER_MAX];

@@ -1,8 +1,8 @@
 /* In-process master tests: the TLSF offset allocator (utilisation, coalescing, fragmentation, O(1)
- * behaviour, invariants under random churn), the configuration helpers (durations, JSON/YAML files,
- * validation), the RPC dispatcher fed with malformed and random bodies (decoders are total), and the
- * RPC server with a handler of its own (framing, slow requests, stalled and idle peers, many
- * connections). */
+ * behaviour, invariants under random churn), the random ids, the configuration helpers (durations,
+ * JSON/YAML files, validation), the RPC dispatcher fed with malformed and random bodies (decoders are
+ * total), and the RPC server with a handler of its own (framing, slow requests, stalled and idle peers,
+ * many connections). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -198,6 +198,24 @@ static void test_tlsf_constant_time(void) {
   double small = best_of_3(1000), big = best_of_3(400000);
   fprintf(stderr, "tlsf alloc+free: %.1f ns with 1k blocks, %.1f ns with 400k blocks\n", small, big);
   CHECK(big < small * 4 + 200); /* no growth with the number of blocks (cache effects aside) */
+}
+
+/* ------------------------------------------------------------------ ids */
+
+/* mc_uuid_random: RFC 4122 version 4 and variant bits, in the places mc_uuid_str prints them, and no
+ * two alike. */
+static void test_uuid_random(void) {
+  struct mc_uuid u[64];
+  for (int i = 0; i < 64; i++) {
+    u[i] = mc_uuid_random();
+    CHECK_EQ(u[i].hi >> 12 & 0xf, 4);
+    CHECK_EQ(u[i].lo >> 62, 2);
+    char s[37];
+    mc_uuid_str(u[i], s);
+    CHECK_EQ(strlen(s), 36);
+    CHECK(s[14] == '4' && strchr("89ab", s[19]));
+    for (int j = 0; j < i; j++) CHECK(u[i].hi != u[j].hi || u[i].lo != u[j].lo);
+  }
 }
 
 /* ------------------------------------------------------------------ configuration */
@@ -1412,7 +1430,7 @@ TEST_MAIN(TEST_CASE(test_tlsf_uniform_utilisation), TEST_CASE(test_put_younger_t
           TEST_CASE(test_discard_heap), TEST_CASE(test_removal_witnesses), TEST_CASE(test_remount_index_groups), TEST_CASE(test_discard_ack_queues), TEST_CASE(test_tlsf_churn_refill),
           TEST_CASE(test_tlsf_coalesce_and_fragmentation), TEST_CASE(test_tlsf_edges),
           TEST_CASE(test_tlsf_random_churn_invariants), TEST_CASE(test_tlsf_constant_time), TEST_CASE(test_durations),
-          TEST_CASE(test_config_files), TEST_CASE(test_config_yaml_forms),
+          TEST_CASE(test_uuid_random), TEST_CASE(test_config_files), TEST_CASE(test_config_yaml_forms),
           TEST_CASE(test_dispatch_truncated_and_random),
           TEST_CASE(test_core_throughput), TEST_CASE(test_rpc_server_framing),
           TEST_CASE(test_rpc_server_buffer_sized_frames), TEST_CASE(test_rpc_server_nodelay),

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,54 +38,40 @@ struct mc_etcd {
   _Atomic int timeout_ms; /* per attempt */
 };
 
-/* ---- base64 (RFC 4648, standard alphabet; padding optional on input) ---- */
+/* ---- base64 (RFC 4648, standard alphabet; padding optional on input): OpenSSL's EVP_EncodeBlock and
+ * EVP_DecodeBlock, which take an int length, so both work B64_CHUNK bytes (4 * B64_CHUNK / 3 characters)
+ * at a time ---- */
 
 static const char b64_alpha[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+#define B64_CHUNK ((size_t)3 << 20) /* a multiple of 3: no padding inside the output */
 
 static char *b64_encode(const unsigned char *in, size_t n) {
   char *out = mc_malloc((n + 2) / 3 * 4 + 1), *o = out;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)in[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)in[i + 1] << 8;
-    if (i + 2 < n) v |= in[i + 2];
-    *o++ = b64_alpha[v >> 18 & 63];
-    *o++ = b64_alpha[v >> 12 & 63];
-    *o++ = i + 1 < n ? b64_alpha[v >> 6 & 63] : '=';
-    *o++ = i + 2 < n ? b64_alpha[v & 63] : '=';
-  }
   *o = 0;
+  for (size_t i = 0; i < n; i += B64_CHUNK)
+    o += EVP_EncodeBlock((unsigned char *)o, in + i, (int)(n - i < B64_CHUNK ? n - i : B64_CHUNK));
   return out;
 }
 
-static int b64_value(char c) {
-  const char *p = c ? strchr(b64_alpha, c) : NULL;
-  return p ? (int)(p - b64_alpha) : -1;
-}
-
-/* Decodes n characters into a NUL-terminated buffer. Returns 0, or -1 on any invalid input. */
+/* Decodes n characters into a NUL-terminated buffer. Returns 0, or -1 on any invalid input. in is a JSON
+ * string's value (in[n] is its NUL or a '='). What is accepted is decided here, not by EVP_DecodeBlock
+ * (which skips blanks at either end and reads a '=' anywhere as zero bits): every character of the
+ * alphabet, then none, one or two '=' completing the last group of four. An unpadded last group gets its
+ * '=' here, and of its decoded 3 bytes the padding's are dropped. */
 static int b64_decode(const char *in, size_t n, char **out, size_t *out_len) {
   if (n % 4 == 0 && n > 0 && in[n - 1] == '=') n--;
   if (n % 4 == 3 && in[n - 1] == '=') n--;
-  if (n % 4 == 1) return -1;
+  if (n % 4 == 1 || strspn(in, b64_alpha) < n) return -1;
+  size_t whole = n - n % 4, step = B64_CHUNK / 3 * 4;
   char *buf = mc_malloc(n / 4 * 3 + 3), *o = buf;
-  uint32_t acc = 0;
-  for (size_t i = 0; i < n; i++) {
-    int v = b64_value(in[i]);
-    if (v < 0) {
-      mc_free(buf);
-      return -1;
-    }
-    acc = acc << 6 | (uint32_t)v;
-    if (i % 4 == 3) {
-      *o++ = (char)(acc >> 16);
-      *o++ = (char)(acc >> 8);
-      *o++ = (char)acc;
-    }
-  }
-  if (n % 4 == 2) *o++ = (char)(acc >> 4);
-  if (n % 4 == 3) {
-    *o++ = (char)(acc >> 10);
-    *o++ = (char)(acc >> 2);
+  for (size_t i = 0; i < whole; i += step)
+    o += EVP_DecodeBlock((unsigned char *)o, (const unsigned char *)in + i, (int)(whole - i < step ? whole - i : step));
+  if (n % 4) {
+    unsigned char last[4] = {'=', '=', '=', '='}, bytes[3];
+    memcpy(last, in + whole, n % 4);
+    EVP_DecodeBlock(bytes, last, 4);
+    memcpy(o, bytes, n % 4 - 1);
+    o += n % 4 - 1;
   }
   *o = 0;
   *out_len = (size_t)(o - buf);

@@ -1,9 +1,11 @@
 /* The cluster secret and the connection handshake (auth.h, docs/security.md). HMAC-SHA256 and SHA-256
- * come from OpenSSL's libcrypto; nonces from getrandom(2). */
+ * come from OpenSSL's libcrypto; nonces from getrandom(2); the percent-decoding of HTTP targets from libcurl. */
 #include "net/auth.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -420,17 +422,20 @@ static int hexval(int c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* Appends s[0, n) to out percent-decoded (and '+' as a space when plus): what an HTTP server decodes. */
+/* Appends s[0, n) to out percent-decoded (and '+' as a space when plus): what an HTTP server decodes.
+ * The '+' are turned before curl_easy_unescape decodes, so that an escaped "%2B" stays a '+'; a '%' not
+ * followed by two hex digits stays as it is (curl keeps it). n is a piece of one request target, far
+ * below curl's int length. */
 static size_t decode_into(char *out, const char *s, size_t n, int plus) {
-  size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
-    int h, l;
-    if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 && (l = hexval(s[i + 2])) >= 0) {
-      out[o++] = (char)(h * 16 + l);
-      i += 2;
-    } else out[o++] = plus && s[i] == '+' ? ' ' : s[i];
-  }
-  return o;
+  if (n == 0) return 0; /* (curl reads a length 0 as "up to the NUL") */
+  if (n > INT_MAX) abort();
+  for (size_t i = 0; i < n; i++) out[i] = plus && s[i] == '+' ? ' ' : s[i];
+  int len;
+  char *d = curl_easy_unescape(NULL, out, (int)n, &len);
+  if (!d) abort();
+  memcpy(out, d, (size_t)len);
+  curl_free(d);
+  return (size_t)len;
 }
 
 char *mc_auth_http_canonical(const char *target) {

@@ -1,10 +1,8 @@
 /* Encoders/decoders of the shared master protocol records (see proto.h). */
 #include "proto/proto.h"
 
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
+#include <uuid/uuid.h>
 
 #include "common/util.h"
 
@@ -154,15 +152,16 @@ void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st) {
   st->misses = mc_r_u64(r);
 }
 
+/* libuuid's random (version 4) UUID, its version and variant bits set as RFC 4122 says; bytes 0..7
+ * big-endian are hi, 8..15 lo: the order mc_uuid_str prints. */
 struct mc_uuid mc_uuid_random(void) {
+  uuid_t b;
+  uuid_generate_random(b);
   struct mc_uuid u = {0, 0};
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, &u, sizeof(u)) != (ssize_t)sizeof(u)) {
-    u.hi = mc_now_ns() ^ ((uint64_t)getpid() << 32);
-    u.lo = (uint64_t)rand() << 32 | (uint64_t)rand();
+  for (int i = 0; i < 8; i++) {
+    u.hi = u.hi << 8 | b[i];
+    u.lo = u.lo << 8 | b[8 + i];
   }
-  if (fd >= 0) close(fd);
-  u.hi = (u.hi & ~0xF000ull) | 0x4000ull;
   return u;
 }
 

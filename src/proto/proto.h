@@ -252,7 +252,7 @@ void mc_client_stats_add(struct mc_client_stats *acc, const struct mc_client_sta
 void mc_put_client_stats(struct mc_wbuf *w, const struct mc_client_stats *st);
 void mc_get_client_stats(struct mc_rbuf_rd *r, struct mc_client_stats *st);
 
-/* Random v4-style UUID; text form "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh" into buf (>= 37 bytes). */
+/* Random RFC 4122 version 4 UUID (libuuid); text form "hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh" into buf (>= 37 bytes). */
 struct mc_uuid mc_uuid_random(void);
 void mc_uuid_str(struct mc_uuid u, char *buf);
 
