@@ -515,10 +515,10 @@ static void test_dispatch_truncated_and_random(void) {
    * over), most of them full; placement samples a bounded number of them, so the fresh segment is named */
   pc.n_preferred = 1;
   pc.preferred[0] = "after:1";
-  CHECK_EQ(mc_master_remove_matching(m, NULL, NULL, 1) >= 0, 1);
+  CHECK_EQ(mc_master_remove_matching(m, NULL, NULL, 1, NULL) >= 0, 1);
   CHECK_EQ(mc_master_mount(m, &s, mt_id(77)), 0);
   CHECK_EQ(mc_master_put_start(m, mt_id(77), "after", 5, 100, &pc, &rep), 0);
-  CHECK_EQ(mc_master_put_end(m, mt_id(77), "after", 5, MC_REPLICA_ALL), 0);
+  CHECK_EQ(mc_master_put_end(m, mt_id(77), "after", 5, MC_REPLICA_ALL, NULL), 0);
   CHECK_EQ(mc_master_exist(m, "after", 5), 1);
   mc_w_free(&rep);
   mc_master_destroy(m);
@@ -543,7 +543,7 @@ static void test_core_throughput(void) {
     int n = snprintf(key, sizeof(key), "core-%d", i);
     w.len = 0;
     ok += !mc_master_put_start(m, mt_id(1), key, (uint32_t)n, 4096, &pc, &w) &&
-          !mc_master_put_end(m, mt_id(1), key, (uint32_t)n, MC_REPLICA_ALL);
+          !mc_master_put_end(m, mt_id(1), key, (uint32_t)n, MC_REPLICA_ALL, NULL);
   }
   double put_rate = N / ((double)(mc_now_ns() - t0) / 1e9);
   CHECK_EQ(ok, N);
@@ -590,7 +590,7 @@ static void test_put_younger_than_scan_clock_is_not_released(void) {
     pthread_mutex_unlock(&m->shards[i].mu);
   }
   CHECK_EQ(released, 0);
-  CHECK_EQ(mc_master_put_end(m, mt_id(1), "young", 5, MC_REPLICA_ALL), 0);
+  CHECK_EQ(mc_master_put_end(m, mt_id(1), "young", 5, MC_REPLICA_ALL, NULL), 0);
   mc_w_free(&w);
   mc_master_destroy(m);
   mc_master_cfg_free(&c);
@@ -645,7 +645,7 @@ static void test_task_table(void) {
     int kl = snprintf(key, sizeof(key), "tk%d", i);
     struct mc_wbuf w = {0};
     CHECK_EQ(mc_master_put_start(m, mt_id(1), key, (uint32_t)kl, 4096, &pc, &w), 0);
-    CHECK_EQ(mc_master_put_end(m, mt_id(1), key, (uint32_t)kl, MC_REPLICA_ALL), 0);
+    CHECK_EQ(mc_master_put_end(m, mt_id(1), key, (uint32_t)kl, MC_REPLICA_ALL, NULL), 0);
     mc_w_free(&w);
     CHECK_EQ(mc_master_create_task(m, NULL, MC_TASK_COPY, key, (uint32_t)kl, NULL, tg, 1, &id[i]), 0);
   }
@@ -659,15 +659,15 @@ static void test_task_table(void) {
   CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[0], 0, "", 0), MC_OBJECT_NO_REPLICATION_TASK);
   CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[25], 0, "", 0), MC_OBJECT_NO_REPLICATION_TASK); /* pending */
   CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), (struct mc_uuid){1, 2}, 0, "", 0), MC_TASK_NOT_FOUND);
-  CHECK_EQ(mc_master_remove(m, "tk0", 3, 0), 0); /* out of its task (two complete replicas now) */
-  CHECK_EQ(mc_master_remove(m, "tk1", 3, 1), MC_OBJECT_HAS_REPLICATION_TASK);
+  CHECK_EQ(mc_master_remove(m, "tk0", 3, 0, NULL), 0); /* out of its task (two complete replicas now) */
+  CHECK_EQ(mc_master_remove(m, "tk1", 3, 1, NULL), MC_OBJECT_HAS_REPLICATION_TASK);
   CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[1], -800, "transfer failed", 15), 0);
   struct mc_wbuf q = {0};
   CHECK_EQ(mc_master_query_task(m, NULL, id[1], &q), 0);
   CHECK_EQ(q.p[17], MC_TASK_FAILED); /* after the id (16) and the type (1): the status */
   q.len = 0;
   CHECK_EQ(mc_master_query_task(m, "other", id[1], &q), MC_TASK_NOT_FOUND); /* another realm's */
-  CHECK_EQ(mc_master_remove(m, "tk1", 3, 0), 0);
+  CHECK_EQ(mc_master_remove(m, "tk1", 3, 0, NULL), 0);
   /* finished tasks beyond 3 are pruned, oldest first */
   for (int i = 2; i < 5; i++) CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[i], 0, "", 0), 0);
   q.len = 0;
@@ -678,8 +678,8 @@ static void test_task_table(void) {
   /* the processing deadline: every handed-out task fails, the pending ones stay */
   mc_tasks_expire(m, mc_now_ns() + 3 * MC_NS_PER_S - 1);
   CHECK_EQ(mc_master_mark_task(m, NULL, mt_id(2), id[5], 0, "", 0), MC_TASK_NOT_FOUND); /* pruned: failed */
-  CHECK_EQ(mc_master_remove(m, "tk5", 3, 0), 0);
-  CHECK_EQ(mc_master_remove(m, "tk25", 4, 1), MC_OBJECT_HAS_REPLICATION_TASK);
+  CHECK_EQ(mc_master_remove(m, "tk5", 3, 0, NULL), 0);
+  CHECK_EQ(mc_master_remove(m, "tk25", 4, 1, NULL), MC_OBJECT_HAS_REPLICATION_TASK);
   CHECK_EQ(fetch_count(m, mt_id(2), 100, got), 10); /* the 10 still pending */
   mc_master_destroy(m);
   mc_master_cfg_free(&c);
@@ -828,26 +828,26 @@ static void test_removal_witnesses(void) {
   struct mc_index_entry k = {(const uint8_t *)"k", 1, 4096, 4096, 4096, 0, 0};
   struct mc_index_entry j = {(const uint8_t *)"j", 1, 8192, 4096, 4096, 0, 0};
   /* the removal first (writer B), then the put it removed (writer A): not installed */
-  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 20, &k), MC_RECOMMIT_KNOWN); /* nothing there yet */
-  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 10, &k), MC_RECOMMIT_KNOWN);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 20, &k, NULL), MC_RECOMMIT_KNOWN); /* nothing there yet */
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 10, &k, NULL), MC_RECOMMIT_KNOWN);
   CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 0);
   CHECK_EQ(mc_master_exist(m, (const uint8_t *)"k", 1), 0);
   /* the put first, then its removal: installed, then removed */
-  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 30, &j), 0);
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 30, &j, NULL), 0);
   CHECK_EQ(mc_obj_held_at(m, seg, 8192, "j", 1, 4096), 1);
-  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 40, &j), 0);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 40, &j, NULL), 0);
   CHECK_EQ(mc_obj_held_at(m, seg, 8192, "j", 1, 4096), 0);
   /* a put of k numbered after its removal (put again at the old master) is installed */
-  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 50, &k), 0);
+  CHECK_EQ(mc_master_recommit(m, NULL, seg->id, 50, &k, NULL), 0);
   CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
   /* a removal the holder's upload already settled (applied) is known */
   atomic_store(&seg->applied, 60);
-  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 55, &k), MC_RECOMMIT_KNOWN);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 55, &k, NULL), MC_RECOMMIT_KNOWN);
   CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
   CHECK(seg->ntombs >= 2);
   /* the quiet period is over: witnesses are too late, and the guard is freed */
   atomic_store(&seg->alloc_after_ns, 0);
-  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 70, &k), MC_LEASE_EXPIRED);
+  CHECK_EQ(mc_master_recommit_drop(m, NULL, seg->id, 70, &k, NULL), MC_LEASE_EXPIRED);
   CHECK_EQ(mc_obj_held_at(m, seg, 4096, "k", 1, 4096), 1);
   CHECK_EQ(seg->ntombs, 0u);
   mc_master_destroy(m);

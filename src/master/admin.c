@@ -319,7 +319,7 @@ static mc_mhd_ret post_remove(struct mc_admin *a, struct MHD_Connection *c, cons
   int force = force_arg(c);
   if (!key || !klen) return reply_error(c, MC_INVALID_PARAMS, "missing or invalid ?key=");
   if (force < 0) return reply_error(c, MC_INVALID_PARAMS, "force must be true, false, 1 or 0");
-  int rc = mc_master_remove(a->m, key, (uint32_t)klen, force);
+  int rc = mc_master_remove(a->m, key, (uint32_t)klen, force, NULL); /* (an HTTP reply witnesses nothing) */
   return rc ? reply_error(c, rc, NULL) : reply_ok(c, NULL);
 }
 
@@ -331,7 +331,7 @@ static mc_mhd_ret post_remove_all(struct mc_admin *a, struct MHD_Connection *c, 
   char scope[136] = ""; /* no tenant_id: every key; "default": the default namespace */
   if (tenant && tlen > 128) return reply_error(c, MC_INVALID_PARAMS, "tenant_id longer than 128 bytes");
   if (tenant && tlen && strcmp(tenant, "default")) snprintf(scope, sizeof(scope), "%.*s\x1f", (int)tlen, tenant);
-  int64_t n = mc_master_remove_matching(a->m, NULL, tenant && tlen ? scope : NULL, force);
+  int64_t n = mc_master_remove_matching(a->m, NULL, tenant && tlen ? scope : NULL, force, NULL);
   return reply_ok(c, json_pack("{s:I}", "removed_count", (json_int_t)n));
 }
 

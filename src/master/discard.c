@@ -23,7 +23,7 @@
 
 #include "common/alloc.h"
 #include "master/hidx.h"
-#include "master/master_int.h"
+#include "master/core.h"
 #include "master/minheap.h"
 
 #define RELEASE_CHUNK 4096 /* entries released per hold of discard_mu */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/master_int.h"
+#include "master/core.h"
 #include "master/metrics.h"
 
 #define EVICT_TICK_MS 10
@@ -194,7 +194,7 @@ static void evict_obj(struct mc_master *m, struct shard *sh, struct object *o, s
   MLOG_V(2, "key=%s, info=evicted", o->key);
   note_group(m, t, o->kg);
   *bytes += o->size * o->nrep;
-  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0, NULL);
   o->nrep = 0;
   mc_obj_erase(m, sh, o);
 }

@@ -38,8 +38,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/master_int.h"
-#include "master/metrics.h"
+#include "master/core.h"
 #include "mooncake/store_errors.h"
 
 #define NBUCKETS 256
@@ -316,10 +315,10 @@ static int carve_range(void *ctx, int keep, struct replica *out) {
 }
 
 int mc_master_commit_put(struct mc_master *m, struct mc_uuid client, uint64_t ext_id, const void *key, uint32_t klen,
-                         uint64_t off, uint64_t len, const struct mc_put_config *pc) {
+                         uint64_t off, uint64_t len, const struct mc_put_config *pc, struct mc_wsink *ws) {
   if (!klen || !len || len > MC_EXTENT_MAX_BYTES || off % MC_TLSF_ALIGN) return MC_INVALID_PARAMS;
   struct commit c = {m, client, ext_id, off, len};
-  return mc_obj_put_carved(m, client, key, klen, len, pc, carve_range, &c);
+  return mc_obj_put_carved(m, client, key, klen, len, pc, carve_range, &c, ws);
 }
 
 int mc_master_release_extent(struct mc_master *m, struct mc_uuid client, uint64_t ext_id) {
@@ -330,79 +329,4 @@ int mc_master_release_extent(struct mc_master *m, struct mc_uuid client, uint64_
   if (e && !rc) release(x, e, "released_by_client");
   pthread_mutex_unlock(&x->mu);
   return rc;
-}
-
-/* ------------------------------------------------------------------ RPC handlers */
-
-int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  struct mc_uuid client = mc_get_uuid(r);
-  uint64_t min_len = mc_r_u64(r), hint = mc_r_u64(r);
-  struct mc_put_config pc = {0};
-  mc_get_config(r, &pc);
-  pc.tenant = mc_req_of(r)->tenant; /* on the tenant's own segments (docs/security.md, "Tenants") */
-  int rc = r->err ? MC_INVALID_PARAMS : mc_master_reserve_extent(m, client, min_len, hint, &pc, w);
-  mc_put_config_free(&pc);
-  return rc;
-}
-
-int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  struct mc_uuid client = mc_get_uuid(r);
-  uint64_t ext_id = mc_r_u64(r);
-  uint32_t klen;
-  const uint8_t *key = mc_req_key(r, &klen);
-  uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
-  struct mc_put_config pc = {.replica_num = 1};
-  pc.soft_pin_action = mc_r_u8(r);
-  pc.soft_pin_ttl_ms = mc_r_i64(r);
-  pc.with_hard_pin = mc_r_u8(r);
-  struct mc_wsink sink;
-  mc_wsink_open(&sink);
-  int rc = r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
-  mc_witness_reply(m, &sink, !rc, w);
-  if (!rc) mc_metrics_put_started(m->ms, len, 1, 1); /* a put like PutStart's, in one round trip */
-  return rc;
-}
-
-int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  struct mc_uuid client = mc_get_uuid(r);
-  uint64_t ext_id = mc_r_u64(r);
-  struct mc_put_config pc = {.replica_num = 1};
-  pc.soft_pin_action = mc_r_u8(r);
-  pc.soft_pin_ttl_ms = mc_r_i64(r);
-  pc.with_hard_pin = mc_r_u8(r);
-  uint32_t n = mc_r_count(r, 20); /* key length (4) + offset + length */
-  if (r->err) return MC_INVALID_PARAMS;
-  /* The whole request is checked before any entry is committed: a malformed one changes nothing. */
-  size_t body = r->off;
-  for (uint32_t i = 0; i < n && !r->err; i++) {
-    uint32_t klen;
-    (void)mc_req_key(r, &klen);
-    (void)mc_r_u64(r);
-    (void)mc_r_u64(r);
-  }
-  if (r->err) return MC_INVALID_PARAMS;
-  r->off = body;
-  uint32_t failed = 0;
-  mc_w_u32(w, n);
-  size_t st_at = mc_batch_reply_start(w, n);
-  struct mc_wsink sink;
-  mc_wsink_open_in(&sink, w);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t klen;
-    const uint8_t *key = mc_req_key(r, &klen);
-    uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
-    int st = mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc);
-    if (!st) mc_metrics_put_started(m->ms, len, 1, 1);
-    mc_w_patch_u32(w, st_at + 4 * (size_t)i, (uint32_t)st);
-    failed += st != 0;
-  }
-  mc_witness_reply(m, &sink, 1, w);
-  mc_metrics_batch(m->ms, MC_OP_BATCH_COMMIT_PUT, n, failed);
-  return 0;
-}
-
-int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  struct mc_uuid client = mc_get_uuid(r);
-  uint64_t ext_id = mc_r_u64(r);
-  return r->err ? MC_INVALID_PARAMS : mc_master_release_extent(m, client, ext_id);
 }

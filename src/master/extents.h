@@ -3,7 +3,7 @@
  * PutStart, held by the master on the client's behalf with a lease. The client bump-allocates object
  * ranges inside it locally, writes the bytes, and commits each with COMMIT_PUT, which carves the range out
  * of the reserved block into a COMPLETE object exactly as PutStart + PutEnd would leave it. Reserved,
- * uncommitted bytes count as used. Included by master_int.h. */
+ * uncommitted bytes count as used. Their RPC handlers are rpc.c's. Included by core.h. */
 #ifndef MC_MASTER_EXTENTS_H
 #define MC_MASTER_EXTENTS_H
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #include "net/codec.h"
 
 struct mc_master;
-struct mc_rbuf_rd;
+struct mc_wsink;
 
 #define MC_EXTENT_MAX_BYTES (16ull << 20)
 #define MC_EXTENT_SEG_RATIO 64 /* an extent takes at most 1/64 of its segment */
@@ -25,17 +25,12 @@ struct mc_rbuf_rd;
 int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_t min_len, uint64_t len_hint,
                              const struct mc_put_config *pc, struct mc_wbuf *w);
 /* COMMIT_PUT: 0 (object created COMPLETE), OBJECT_ALREADY_EXISTS (range returned to the pool, value
- * kept), LEASE_EXPIRED (no such extent: released or reclaimed), ILLEGAL_CLIENT, INVALID_PARAMS. */
+ * kept), LEASE_EXPIRED (no such extent: released or reclaimed), ILLEGAL_CLIENT, INVALID_PARAMS. The new
+ * object's PUT records are witnessed in ws. */
 int mc_master_commit_put(struct mc_master *m, struct mc_uuid client, uint64_t ext_id, const void *key, uint32_t klen,
-                         uint64_t off, uint64_t len, const struct mc_put_config *pc);
+                         uint64_t off, uint64_t len, const struct mc_put_config *pc, struct mc_wsink *ws);
 /* RELEASE_EXTENT: frees every still-reserved piece. Unknown id -> 0; another client's -> ILLEGAL_CLIENT. */
 int mc_master_release_extent(struct mc_master *m, struct mc_uuid client, uint64_t ext_id);
-
-/* RPC handlers (rpc.c's table) */
-int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
-int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
-int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
-int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w);
 
 /* Lifecycle hooks */
 void mc_extents_init(struct mc_master *m);

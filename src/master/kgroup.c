@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/master_int.h"
+#include "master/core.h"
 
 struct kgroup {
   struct mc_hnode hn; /* in m->kgroups, by mc_key_hash(name) */

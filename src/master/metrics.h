@@ -1,7 +1,8 @@
 /* The master's metrics (docs/admin.md): counters bumped on the RPC path (relaxed atomics,
  * no lock), the client-reported transfer statistics, one-second snapshots for the windowed figures
- * (eviction_rate over 60 s, master_rpc_qps over 10 s, te_transfer_latency_p99 over 60 s), and the three
- * renderings: the Prometheus exposition, the summary line, and the key=value log line.
+ * (eviction_rate over 60 s, master_rpc_qps over 10 s, te_transfer_latency_p99 over 60 s), and one view of
+ * them all (metrics.c, the data core). The three renderings (the Prometheus exposition, the summary line,
+ * and the key=value log line) are the serving layer's (metrics_render.c, master_int.h).
  * Never included outside src/master. */
 #ifndef MC_MASTER_METRICS_H
 #define MC_MASTER_METRICS_H
@@ -18,6 +19,7 @@ struct mc_master;
 #define MC_OPS_MAX (MC_OP_MAX + 1) /* every opcode is counted (proto/proto.h) */
 #define MC_VSIZE_NBUCKETS 12    /* value sizes: 1 KiB * 4^i, i < 11, then +Inf */
 #define MC_WINDOW_SLOTS 64      /* one snapshot per second: enough for the 60 s windows */
+#define MC_QPS_WINDOW_S 10      /* master_rpc_qps and the summary's per-second rates */
 
 struct mc_op_count {
   _Atomic uint64_t req, fail;
@@ -71,12 +73,17 @@ void mc_metrics_report(struct mc_mstats *ms, const struct mc_client_stats *st);
 /* Takes the once-a-second snapshot when due. Called by the housekeeping thread. */
 void mc_metrics_tick(struct mc_mstats *ms, uint64_t now_ns);
 
-/* ---- renderings ---- */
-/* The Prometheus text exposition (format 0.0.4), appended to w. */
-void mc_metrics_exposition(struct mc_master *m, struct mc_wbuf *w);
-/* "role=leader, state=serving, service_ready=true, master={...}, ha={...}" (no prefix). */
-void mc_metrics_summary(struct mc_master *m, char *buf, size_t len);
-/* "master_segment_count=.. eviction_rate=.. ..." for log shippers. */
-void mc_metrics_kv_line(struct mc_master *m, char *buf, size_t len);
+/* The newest snapshot at least window_s old, else the oldest (the start). Caller holds ms->mu. */
+const struct mc_msnap *mc_metrics_snap_before(struct mc_mstats *ms, uint64_t now, uint64_t window_s);
+
+/* ---- one consistent view of the figures (the renderings' input) ---- */
+struct mc_mview {
+  uint64_t segs, clients, used, cap, keys, soft;
+  uint64_t rpcs, hits, misses, reports, evicted;
+  double qps, eviction_rate, p99_s, hit_ratio;
+  struct mc_client_stats sum;
+};
+/* Reads the registry (seg_mu read), the object count and the counters into v; no shard lock. */
+void mc_metrics_view(struct mc_master *m, struct mc_mview *v);
 
 #endif

@@ -1,11 +1,12 @@
 /* The object table: key -> replicas, striped over MC_NSHARDS shards by key hash (docs/master.md, "Objects").
- * Every function here takes exactly one shard lock at a time (see master_int.h for the lock order). */
+ * Every function here takes exactly one shard lock at a time (see core.h for the lock order). */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "master/core.h"
 #include "master/hidx.h"
-#include "master/master_int.h"
+#include "master/key_pattern.h"
 #include "mooncake/store_errors.h"
 
 /* ------------------------------------------------------------------ hash table */
@@ -155,32 +156,33 @@ void mc_obj_drop_dead(struct object *o) {
 }
 
 /* Where the witness of a record about to be queued goes (mc_hidx_put's copy, or the DROP's encoding): the
- * sink of the request being handled while it has room, else NULL (docs/ha.md, "Witnesses"). */
-static struct mc_wbuf *witness_to(void) { return mc_wsink && mc_wsink->n < MC_WSINK_MAX ? mc_wsink->out : NULL; }
+ * sink ws of the request being handled while it has room, else NULL (docs/ha.md, "Witnesses"). */
+static struct mc_wbuf *witness_to(struct mc_wsink *ws) { return ws && ws->n < MC_WSINK_MAX ? ws->out : NULL; }
 
-/* Counts the record seq just queued, witnessed in witness_to()'s buffer when that had room. */
-static void witnessed(uint64_t seq) {
-  if (!seq || !mc_wsink) return;
-  if (mc_wsink->n < MC_WSINK_MAX) mc_wsink->n++;
-  else mc_wsink->unwitnessed++;
+/* Counts the record seq just queued, witnessed in witness_to(ws)'s buffer when that had room. */
+static void witnessed(struct mc_wsink *ws, uint64_t seq) {
+  if (!seq || !ws) return;
+  if (ws->n < MC_WSINK_MAX) ws->n++;
+  else ws->unwitnessed++;
 }
 
-void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns) {
+void mc_rep_free(struct mc_master *m, const struct object *o, const struct replica *r, uint64_t not_before_ns,
+                 struct mc_wsink *ws) {
   struct mc_hidx *h = r->status == MC_REPLICA_COMPLETE ? atomic_load(&r->seg->hidx) : NULL;
   uint64_t seq = h ? mc_hidx_drop(h, o->key, o->klen, r->seg->id) : 0;
-  struct mc_wbuf *w = seq ? witness_to() : NULL;
+  struct mc_wbuf *w = seq ? witness_to(ws) : NULL;
   if (w) { /* a removal the holder may miss comes back from its witness */
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     mc_hidx_encode(w, seq, MC_HIDX_DROP, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin,
                    o->soft_pin_ttl_ms, mc_kgroup_name(o->kg));
   }
-  witnessed(seq);
+  witnessed(ws, seq);
   if (seq || not_before_ns) mc_discard_push_acked(m, r->seg, r->blk, not_before_ns, seq ? h : NULL, seq);
   else mc_rep_release(r->seg, r->blk);
 }
 
-uint64_t mc_obj_index_put(const struct object *o) {
+uint64_t mc_obj_index_put(const struct object *o, struct mc_wsink *ws) {
   uint64_t top = 0;
   for (uint32_t i = 0; i < o->nrep; i++) {
     const struct replica *r = &o->rep[i];
@@ -189,14 +191,12 @@ uint64_t mc_obj_index_put(const struct object *o) {
     uint64_t off, len;
     mc_tlsf_block_range(r->blk, &off, &len);
     uint64_t seq = mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
-                               mc_kgroup_name(o->kg), witness_to());
-    witnessed(seq);
+                               mc_kgroup_name(o->kg), witness_to(ws));
+    witnessed(ws, seq);
     if (seq > top) top = seq;
   }
   return top;
 }
-
-__thread struct mc_wsink *mc_wsink;
 
 /* One shard's records for h (its lock taken: the order every append keeps, so a record queued by a
  * mutation meanwhile lands before or after this shard's, never inside a stale picture). */
@@ -222,8 +222,8 @@ void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h) {
   while (mc_hidx_dump_next(h, &i)) mc_hidx_dump_done(h, i, MC_NSHARDS, i < MC_NSHARDS ? resync_shard(&m->shards[i], h) : 0);
 }
 
-static void release_all(struct mc_master *m, struct object *o) {
-  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0);
+static void release_all(struct mc_master *m, struct object *o, struct mc_wsink *ws) {
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], 0, ws);
   o->nrep = 0;
 }
 
@@ -235,8 +235,8 @@ static void discard_push(struct mc_master *m, const struct replica *r, uint64_t 
  * A reader that looked the object up may be copying those bytes right now: until its lease ends the
  * space must not be rewritten or handed to another object, or the reader would get another value's
  * bytes and no way to tell (its own check only catches transfers that finish after the lease). */
-static void release_after_lease(struct mc_master *m, struct object *o, uint64_t now) {
-  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], o->lease_ns > now ? o->lease_ns : 0);
+static void release_after_lease(struct mc_master *m, struct object *o, uint64_t now, struct mc_wsink *ws) {
+  for (uint32_t i = 0; i < o->nrep; i++) mc_rep_free(m, o, &o->rep[i], o->lease_ns > now ? o->lease_ns : 0, ws);
   o->nrep = 0;
 }
 
@@ -403,14 +403,14 @@ static int upsert_existing(struct mc_master *m, struct object *o, uint64_t h, st
       return MC_OBJECT_REPLICA_BUSY;
     }
     MLOG_V(1, "key=%s, info=upsert_leased_reallocate, replicas=%u", o->key, n);
-    release_after_lease(m, o, now);
+    release_after_lease(m, o, now, NULL); /* (an upsert start's reply witnesses nothing) */
     install_put(m, o, reps, n, client, len, pc, soft_ttl, now, w);
     return 1;
   }
   if (o->size != len || indexed(o)) {
     MLOG_V(1, "key=%s, info=upsert_reallocate, old_size=%llu, new_size=%llu", o->key, (unsigned long long)o->size,
            (unsigned long long)len);
-    release_all(m, o);
+    release_all(m, o, NULL);
     return 0;
   }
   for (uint32_t i = 0; i < o->nrep; i++) o->rep[i].status = MC_REPLICA_PROCESSING;
@@ -492,7 +492,7 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_uuid client, const voi
  * pin clock) at once. Mirrors start_write + do_put_end for a put that cannot fail in between. */
 int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint64_t len,
                       const struct mc_put_config *pc, int (*carve)(void *ctx, int keep, struct replica *out),
-                      void *ctx) {
+                      void *ctx, struct mc_wsink *ws) {
   uint64_t soft_ttl = 0;
   if (!klen || !len || soft_pin_ttl(m, pc, &soft_ttl)) return MC_INVALID_PARAMS;
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
@@ -522,13 +522,13 @@ int mc_obj_put_carved(struct mc_master *m, struct mc_uuid client, const void *ke
   log_allocated(o, client);
   o->lease_ns = now; /* PutEnd: not leased, the LRU age starts here */
   if (soft_ttl) o->soft_pin_deadline_ns = now + soft_ttl * MC_NS_PER_MS;
-  mc_obj_index_put(o);
+  mc_obj_index_put(o, ws);
   pthread_mutex_unlock(&sh->mu);
   return 0;
 }
 
 static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e,
-                   int witness) {
+                   int witness, struct mc_wsink *ws) {
   const void *key = e->key;
   uint32_t klen = e->klen;
   uint64_t off = e->offset, size = e->size, soft_ttl_ms = e->soft_pin_ttl_ms;
@@ -560,7 +560,7 @@ static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
     o->rep1 = (struct replica){.seg = seg, .blk = blk, .off = off, .status = MC_REPLICA_COMPLETE};
     o->rep = &o->rep1;
     o->nrep = 1;
-    if (witness) mc_obj_index_put(o); /* the holder did not have it */
+    if (witness) mc_obj_index_put(o, ws); /* the holder did not have it */
     rc = 1;
   } else if (witness) {
     rc = 0;
@@ -584,11 +584,12 @@ static int rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *
 }
 
 int mc_obj_rebuild(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e) {
-  return rebuild(m, seg, blk, e, 0);
+  return rebuild(m, seg, blk, e, 0, NULL);
 }
 
-int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e) {
-  return rebuild(m, seg, blk, e, 1);
+int mc_obj_recommit(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, const struct mc_index_entry *e,
+                    struct mc_wsink *ws) {
+  return rebuild(m, seg, blk, e, 1, ws);
 }
 
 int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
@@ -604,7 +605,8 @@ int mc_obj_held_at(struct mc_master *m, struct mseg *seg, uint64_t off, const vo
   return here;
 }
 
-int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen) {
+int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const void *key, uint32_t klen,
+                     struct mc_wsink *ws) {
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
@@ -613,7 +615,7 @@ int mc_obj_remove_at(struct mc_master *m, struct mseg *seg, uint64_t off, const 
   for (uint32_t i = 0; o && i < o->nrep; i++)
     here |= o->rep[i].seg == seg && o->rep[i].off == off && o->rep[i].status == MC_REPLICA_COMPLETE;
   if (here && count_status(o, MC_REPLICA_COMPLETE) == o->nrep) { /* (as a forced remove) */
-    release_after_lease(m, o, now);
+    release_after_lease(m, o, now, ws);
     mc_obj_erase(m, sh, o);
   } else {
     here = 0;
@@ -636,7 +638,7 @@ static int owned(struct mc_master *m, struct shard *sh, uint64_t h, const void *
   return 0;
 }
 
-static int do_put_end(struct mc_master *m, struct object *o, uint8_t type) {
+static int do_put_end(struct mc_master *m, struct object *o, uint8_t type, struct mc_wsink *ws) {
   if (!targets_memory(type)) return MC_INVALID_WRITE;
   uint32_t processing = count_status(o, MC_REPLICA_PROCESSING);
   if (!processing) return count_status(o, MC_REPLICA_COMPLETE) == o->nrep ? 0 : MC_INVALID_WRITE;
@@ -646,17 +648,18 @@ static int do_put_end(struct mc_master *m, struct object *o, uint8_t type) {
   o->lease_ns = now; /* not leased, but the LRU age starts here */
   if (o->soft_pin_ttl_ms && !o->soft_pin_deadline_ns)
     o->soft_pin_deadline_ns = now + o->soft_pin_ttl_ms * MC_NS_PER_MS;
-  mc_obj_index_put(o);
+  mc_obj_index_put(o, ws);
   return 0;
 }
 
-int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type) {
+int mc_master_put_end(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type,
+                      struct mc_wsink *ws) {
   uint64_t h = mc_key_hash(key, klen);
   struct shard *sh = shard_of(m, h);
   struct object *o = NULL;
   pthread_mutex_lock(&sh->mu);
   int rc = owned(m, sh, h, key, klen, client, &o);
-  if (!rc) rc = do_put_end(m, o, type);
+  if (!rc) rc = do_put_end(m, o, type, ws);
   pthread_mutex_unlock(&sh->mu);
   return rc;
 }
@@ -669,7 +672,7 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_uuid client, const void 
   int rc = owned(m, sh, h, key, klen, client, &o);
   if (!rc && (!targets_memory(type) || count_status(o, MC_REPLICA_PROCESSING) != o->nrep)) rc = MC_INVALID_WRITE;
   if (!rc) {
-    release_all(m, o);
+    release_all(m, o, NULL); /* PROCESSING replicas: no index record */
     mc_obj_erase(m, sh, o);
   }
   pthread_mutex_unlock(&sh->mu);
@@ -714,7 +717,7 @@ uint64_t mc_master_lease_ttl_ms(const struct mc_master *m) { return m->cfg.lease
 
 /* ------------------------------------------------------------------ removal */
 
-int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force) {
+int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int force, struct mc_wsink *ws) {
   uint64_t h = mc_key_hash(key, klen), now = mc_now_ns();
   struct shard *sh = shard_of(m, h);
   pthread_mutex_lock(&sh->mu);
@@ -725,7 +728,7 @@ int mc_master_remove(struct mc_master *m, const void *key, uint32_t klen, int fo
            : count_status(o, MC_REPLICA_COMPLETE) != o->nrep ? MC_REPLICA_IS_NOT_READY
                                                       : 0;
   if (!rc) {
-    release_after_lease(m, o, now); /* force: the key goes now, leased bytes stay until the lease ends */
+    release_after_lease(m, o, now, ws); /* force: the key goes now, leased bytes stay until the lease ends */
     mc_obj_erase(m, sh, o);
   }
   pthread_mutex_unlock(&sh->mu);
@@ -744,7 +747,7 @@ int mc_master_replica_clear(struct mc_master *m, struct mc_uuid client, const vo
     for (uint32_t i = 0; i < o->nrep; i++) {
       const char *name = o->rep[i].seg->name;
       if (!seg_len || (strlen(name) == seg_len && !memcmp(name, seg, seg_len))) {
-        mc_rep_free(m, o, &o->rep[i], 0);
+        mc_rep_free(m, o, &o->rep[i], 0, NULL); /* (BatchReplicaClear's reply witnesses nothing) */
         cleared = 1;
       } else {
         o->rep[k++] = o->rep[i];
@@ -776,20 +779,21 @@ static int removable(struct mc_master *m, struct shard *sh, struct object *o, in
   return !o->in_task && (force || o->lease_ns <= now) && count_status(o, MC_REPLICA_COMPLETE) == o->nrep;
 }
 
-static void remove_now(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now) {
-  release_after_lease(m, o, now);
+static void remove_now(struct mc_master *m, struct shard *sh, struct object *o, uint64_t now, struct mc_wsink *ws) {
+  release_after_lease(m, o, now, ws);
   mc_obj_erase(m, sh, o);
 }
 
 /* Removes the complete, unleased (unless force) objects in scope of one locked shard (RemoveAll). */
-static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const char *scope, int force, uint64_t now) {
+static int64_t remove_in_shard(struct mc_master *m, struct shard *sh, const char *scope, int force, uint64_t now,
+                               struct mc_wsink *ws) {
   size_t sl = scope ? strlen(scope) : 0;
   int64_t n = 0;
   for (uint32_t b = 0; b < sh->nbuckets; b++)
     for (struct object *o = sh->buckets[b], *next; o; o = next) {
       next = o->next;
       if (!removable(m, sh, o, force, now) || !in_scope(scope, sl, o)) continue;
-      remove_now(m, sh, o, now);
+      remove_now(m, sh, o, now, ws);
       n++;
     }
   return n;
@@ -845,7 +849,7 @@ static int regex_limit_hit(void) {
 
 /* Removes the matching, complete, unleased (unless force) objects of one shard; -1 on a match limit. */
 static int64_t remove_matching_in_shard(struct mc_master *m, struct shard *sh, struct mc_regex *re, const char *scope,
-                                        int force, struct candidates *cs) {
+                                        int force, struct candidates *cs, struct mc_wsink *ws) {
   size_t sl = scope ? strlen(scope) : 0;
   cs->n = 0;
   cs->text.len = 0;
@@ -865,25 +869,26 @@ static int64_t remove_matching_in_shard(struct mc_master *m, struct shard *sh, s
   for (uint32_t i = 0; i < cs->n; i++) {
     struct object *o = cs->c[i].hit ? mc_obj_find_seq(sh, cs->c[i].hash, cs->c[i].seq) : NULL;
     if (!o || !removable(m, sh, o, force, now)) continue;
-    remove_now(m, sh, o, now);
+    remove_now(m, sh, o, now, ws);
     n++;
   }
   pthread_mutex_unlock(&sh->mu);
   return n;
 }
 
-int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, const char *scope, int force) {
+int64_t mc_master_remove_matching(struct mc_master *m, struct mc_regex *re, const char *scope, int force,
+                                  struct mc_wsink *ws) {
   int64_t n = 0;
   struct candidates cs = {0};
   for (uint32_t i = 0; i < MC_NSHARDS; i++) {
     struct shard *sh = &m->shards[i];
     if (!re) {
       pthread_mutex_lock(&sh->mu);
-      n += remove_in_shard(m, sh, scope, force, mc_now_ns());
+      n += remove_in_shard(m, sh, scope, force, mc_now_ns(), ws);
       pthread_mutex_unlock(&sh->mu);
       continue;
     }
-    int64_t k = remove_matching_in_shard(m, sh, re, scope, force, &cs);
+    int64_t k = remove_matching_in_shard(m, sh, re, scope, force, &cs, ws);
     if (k < 0) {
       n = regex_limit_hit();
       break;
@@ -1061,13 +1066,13 @@ static void rep_unlink(struct object *o, struct replica *r) {
   o->nrep--;
 }
 
-static void index_put_one(const struct object *o, const struct replica *r) {
+static void index_put_one(const struct object *o, const struct replica *r, struct mc_wsink *ws) {
   struct mc_hidx *h = atomic_load(&r->seg->hidx);
   if (!h) return;
   uint64_t off, len;
   mc_tlsf_block_range(r->blk, &off, &len);
-  witnessed(mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
-                        mc_kgroup_name(o->kg), witness_to()));
+  witnessed(ws, mc_hidx_put(h, o->key, o->klen, r->seg->id, r->off, len, o->size, o->hard_pin, o->soft_pin_ttl_ms,
+                            mc_kgroup_name(o->kg), witness_to(ws)));
 }
 
 int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t type, int ok, uint64_t hold_until_ns) {
@@ -1086,7 +1091,7 @@ int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t
       if (!r) continue;
       if (ok) {
         r->status = MC_REPLICA_COMPLETE;
-        index_put_one(o, r);
+        index_put_one(o, r, NULL); /* (MARK_TASK_COMPLETE's reply witnesses nothing) */
       } else {
         if (hold_until_ns > now) mc_discard_push(m, r->seg, r->blk, hold_until_ns);
         else mc_rep_release(r->seg, r->blk);
@@ -1095,7 +1100,7 @@ int mc_obj_task_end(struct mc_master *m, const struct mc_task_place *tp, uint8_t
     }
     struct replica *src = ok && type == MC_TASK_MOVE ? rep_at(o, &tp->src, MC_REPLICA_COMPLETE) : NULL;
     if (src) { /* a reader holding a lease keeps reading it until the lease ends (release_after_lease) */
-      mc_rep_free(m, o, src, o->lease_ns > now ? o->lease_ns : 0);
+      mc_rep_free(m, o, src, o->lease_ns > now ? o->lease_ns : 0, NULL);
       rep_unlink(o, src);
     }
     o->in_task = 0;

@@ -164,7 +164,7 @@ static int removed_later(const struct mseg *seg, uint64_t hash, uint64_t off, ui
 }
 
 int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
-                       const struct mc_index_entry *e) {
+                       const struct mc_index_entry *e, struct mc_wsink *ws) {
   if (!e->klen || e->size > e->length) return MC_INVALID_PARAMS;
   int rc;
   struct mseg *seg = witness_segment(m, tenant, seg_id, seq, &rc);
@@ -179,7 +179,7 @@ int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid s
   pthread_mutex_unlock(&seg->alloc_mu);
   if (!rc && !blk) rc = refusal_status(why);
   if (!rc) {
-    int in = mc_obj_recommit(m, seg, blk, e);
+    int in = mc_obj_recommit(m, seg, blk, e, ws);
     if (in == 0) mc_rep_release(seg, blk); /* the key exists: its value stays */
     rc = in > 0 ? 0 : in < 0 ? MC_SEGMENT_NOT_FOUND : MC_OBJECT_ALREADY_EXISTS;
   }
@@ -188,7 +188,7 @@ int mc_master_recommit(struct mc_master *m, const char *tenant, struct mc_uuid s
 }
 
 int mc_master_recommit_drop(struct mc_master *m, const char *tenant, struct mc_uuid seg_id, uint64_t seq,
-                            const struct mc_index_entry *e) {
+                            const struct mc_index_entry *e, struct mc_wsink *ws) {
   if (!e->klen) return MC_INVALID_PARAMS;
   int rc;
   struct mseg *seg = witness_segment(m, tenant, seg_id, seq, &rc);
@@ -209,7 +209,7 @@ int mc_master_recommit_drop(struct mc_master *m, const char *tenant, struct mc_u
   pthread_mutex_unlock(&seg->alloc_mu);
   /* (the quiet period may end meanwhile: nothing can be placed at off before this returns anyway, as the
    * space is held by the object found there until it is removed) */
-  if (!rc) rc = mc_obj_remove_at(m, seg, e->offset, e->key, e->klen) ? 0 : MC_RECOMMIT_KNOWN;
+  if (!rc) rc = mc_obj_remove_at(m, seg, e->offset, e->key, e->klen, ws) ? 0 : MC_RECOMMIT_KNOWN;
   atomic_fetch_sub(&seg->rebuilders, 1);
   return rc;
 }
@@ -230,7 +230,7 @@ uint32_t mc_master_restore_entries(struct mc_master *m, struct mc_uuid client, s
   uint32_t installed = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!blk[i]) continue; /* the space is taken (the holder's own upload came first) or the range is bad */
-    int in = mc_obj_recommit(m, seg, blk[i], &e[i]);
+    int in = mc_obj_recommit(m, seg, blk[i], &e[i], NULL); /* (a restore has no writer to witness to) */
     if (in == 0) mc_rep_release(seg, blk[i]); /* the key exists: its value stays */
     installed += in > 0;
   }

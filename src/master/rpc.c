@@ -1,17 +1,15 @@
 /* The master's RPC dispatcher: decodes each request of proto.h completely (total, bounds-checked
  * readers; any decode error -> INVALID_PARAMS before anything runs), calls the service, encodes the
  * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: docs/admin.md, "Metrics").
- * Knows the wire layout, not the locking. Key patterns are compiled here with PCRE2 under fixed limits
- * (docs/master.md "Limits"): at most MC_STR_MAX bytes, 8 nested groups, 1 MiB of compile memory, no
- * back-references; each key's match is bounded in steps, depth and heap. A substring search, as before;
- * a key whose match hits a limit fails the whole request (INVALID_PARAMS). */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
+ * Knows the wire layout, not the locking. Key patterns are read here and compiled by key_pattern.c; a key
+ * whose match hits a limit fails the whole request (INVALID_PARAMS). Also the write extents' handlers
+ * (extents.h) and the witness block of replies (docs/ha.md, "Witnesses"). */
 #include <string.h>
 
 #include "common/log.h"
 #include "common/util.h"
 #include "master/hidx.h"
+#include "master/key_pattern.h"
 #include "master/master_int.h"
 #include "master/metrics.h"
 #include "mooncake/store_errors.h"
@@ -180,19 +178,25 @@ static int op_upsert_start(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   return single_start(m, r, w, mc_master_upsert_start);
 }
 
-typedef int (*end_fn)(struct mc_master *, struct mc_uuid, const void *, uint32_t, uint8_t);
+typedef int (*end_fn)(struct mc_master *, struct mc_uuid, const void *, uint32_t, uint8_t, struct mc_wsink *);
 
-static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn) {
+static int single_end(struct mc_master *m, struct mc_rbuf_rd *r, end_fn fn, struct mc_wsink *ws) {
   struct mc_uuid client = mc_get_uuid(r);
   struct key k = get_key(r);
   uint8_t type = mc_r_u8(r);
-  return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type);
+  return r->err ? MC_INVALID_PARAMS : fn(m, client, k.p, k.n, type, ws);
+}
+
+/* PutRevoke in end_fn's shape: it frees PROCESSING replicas only, which queue no index record. */
+static int put_revoke(struct mc_master *m, struct mc_uuid client, const void *key, uint32_t klen, uint8_t type,
+                      struct mc_wsink *ws) {
+  (void)ws;
+  return mc_master_put_revoke(m, client, key, klen, type);
 }
 
 void mc_wsink_open(struct mc_wsink *s) {
   *s = (struct mc_wsink){0};
   s->out = &s->w;
-  mc_wsink = s;
 }
 
 void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w) {
@@ -200,7 +204,6 @@ void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w) {
   mc_w_u64(w, 0); /* view_version, durable_seq, count: mc_witness_reply */
   mc_w_u64(w, 0);
   mc_w_u32(w, 0);
-  mc_wsink = s;
 }
 
 /* What a witness record of a batch's key takes, about (master/hidx.h layout: 62 bytes and the key). */
@@ -215,7 +218,6 @@ size_t mc_batch_reply_start(struct mc_wbuf *w, uint32_t n) {
 }
 
 void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc_wbuf *w) {
-  mc_wsink = NULL;
   if (ok && s->unwitnessed)
     LOG_WARN_LIMITED("a reply witnesses %u index records and not %u more (at most %u): a master that dies within one "
                      "index batch may lose them", s->n, s->unwitnessed, MC_WSINK_MAX);
@@ -238,26 +240,29 @@ void mc_witness_reply(struct mc_master *m, struct mc_wsink *s, int ok, struct mc
   mc_w_free(&s->w);
 }
 
+/* An op function that passes a witness sink down to the core calls it makes. */
+typedef int (*wop_fn)(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws);
+
 /* fn's reply carries the witnesses of the index records it queued (docs/ha.md, "Witnesses"): a put's PUT
  * records, a removal's DROP records, so a master that dies before a holder has them loses neither. */
-static int witnessed(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, op_fn fn) {
+static int witnessed(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, wop_fn fn) {
   struct mc_wsink sink;
   mc_wsink_open(&sink);
-  int rc = fn(m, r, w);
+  int rc = fn(m, r, w, &sink);
   mc_witness_reply(m, &sink, !rc, w);
   return rc;
 }
 
-static int put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws) {
   (void)w;
-  return single_end(m, r, mc_master_put_end);
+  return single_end(m, r, mc_master_put_end, ws);
 }
 
 /* PUT_END / UPSERT_END: the reply carries the witnesses of the records the completion queued. */
 static int op_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) { return witnessed(m, r, w, put_end); }
 
 static int op_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return single_end(m, r, mc_master_put_revoke);
+  return single_end(m, r, put_revoke, NULL);
 }
 
 static int batch_start(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, struct mc_wbuf *w, start_fn fn) {
@@ -314,7 +319,7 @@ static int batch_end(struct mc_master *m, uint16_t op, struct mc_rbuf_rd *r, str
     size_t st_at = mc_batch_reply_start(w, end ? n : 0);
     if (end) mc_wsink_open_in(&sink, w);
     for (uint32_t i = 0; i < n; i++) {
-      int st = fn(m, client, k[i].p, k[i].n, type);
+      int st = fn(m, client, k[i].p, k[i].n, type, end ? &sink : NULL);
       if (end) mc_w_patch_u32(w, st_at + 4 * (size_t)i, (uint32_t)st);
       else mc_w_i32(w, st);
       failed += st != 0;
@@ -331,7 +336,7 @@ static int op_batch_put_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc
 }
 
 static int op_batch_put_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_end(m, MC_OP_BATCH_PUT_REVOKE, r, w, mc_master_put_revoke);
+  return batch_end(m, MC_OP_BATCH_PUT_REVOKE, r, w, put_revoke);
 }
 
 static int op_batch_upsert_end(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
@@ -339,7 +344,7 @@ static int op_batch_upsert_end(struct mc_master *m, struct mc_rbuf_rd *r, struct
 }
 
 static int op_batch_upsert_revoke(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
-  return batch_end(m, MC_OP_BATCH_UPSERT_REVOKE, r, w, mc_master_put_revoke);
+  return batch_end(m, MC_OP_BATCH_UPSERT_REVOKE, r, w, put_revoke);
 }
 
 /* ------------------------------------------------------------------ reads */
@@ -408,97 +413,13 @@ static int op_batch_exist(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_w
 
 /* ------------------------------------------------------------------ key patterns */
 
-#define RE_MAX_NEST 8                 /* nested groups */
-#define RE_COMPILE_MEM (1u << 20)     /* bytes PCRE2 may allocate for one compiled pattern */
-#define RE_MATCH_LIMIT 200000u        /* backtracking steps per key */
-#define RE_DEPTH_LIMIT 10000u         /* nested backtracking frames per key */
-#define RE_HEAP_LIMIT_KIB 4096u       /* heap for those frames per key */
-
-struct mc_regex {
-  size_t mem_used; /* what the compile allocations below hold (at most RE_COMPILE_MEM) */
-  pcre2_general_context *gctx;
-  pcre2_compile_context *cctx;
-  pcre2_code *code;
-  pcre2_match_context *mctx;
-  pcre2_match_data *md;
-};
-
-/* PCRE2's allocator for compiling: counts what a pattern costs and refuses past RE_COMPILE_MEM. */
-#define RE_HDR 16
-static void *re_malloc(size_t n, void *data) {
-  struct mc_regex *re = data;
-  if (n > RE_COMPILE_MEM - re->mem_used) return NULL;
-  uint8_t *p = mc_try_malloc(n + RE_HDR);
-  if (!p) return NULL;
-  memcpy(p, &n, sizeof(n));
-  re->mem_used += n;
-  return p + RE_HDR;
-}
-
-static void re_free(void *q, void *data) {
-  if (!q) return;
-  struct mc_regex *re = data;
-  size_t n;
-  uint8_t *p = (uint8_t *)q - RE_HDR;
-  memcpy(&n, p, sizeof(n));
-  re->mem_used -= n;
-  mc_free(p);
-}
-
-static void regex_free(struct mc_regex *re) {
-  if (!re) return;
-  pcre2_match_data_free(re->md);
-  pcre2_match_context_free(re->mctx);
-  pcre2_code_free(re->code);
-  pcre2_compile_context_free(re->cctx);
-  pcre2_general_context_free(re->gctx);
-  mc_free(re);
-}
-
 /* Reads and compiles a key pattern. NULL (INVALID_PARAMS) when it does not decode or compile, is over a
- * limit, or uses back-references (matching them is exponential). */
+ * limit, or uses back-references (mc_regex_compile). */
 static struct mc_regex *compile(struct mc_rbuf_rd *r) {
   char *pattern = mc_r_str(r); /* at most MC_STR_MAX bytes, no NUL */
-  size_t n = strlen(pattern);
-  if (r->err) {
-    mc_free(pattern);
-    return NULL;
-  }
-  struct mc_regex *re = mc_calloc(1, sizeof(*re));
-  re->gctx = pcre2_general_context_create(re_malloc, re_free, re);
-  re->cctx = re->gctx ? pcre2_compile_context_create(re->gctx) : NULL;
-  re->mctx = pcre2_match_context_create(NULL);
-  re->md = pcre2_match_data_create(1, NULL);
-  if (!re->cctx || !re->mctx || !re->md) {
-    mc_free(pattern);
-    regex_free(re);
-    return NULL;
-  }
-  pcre2_set_max_pattern_length(re->cctx, MC_STR_MAX);
-  pcre2_set_parens_nest_limit(re->cctx, RE_MAX_NEST);
-  pcre2_set_match_limit(re->mctx, RE_MATCH_LIMIT);
-  pcre2_set_depth_limit(re->mctx, RE_DEPTH_LIMIT);
-  pcre2_set_heap_limit(re->mctx, RE_HEAP_LIMIT_KIB);
-  int err;
-  PCRE2_SIZE at;
-  /* bytes, not UTF-8 (and no pattern may switch that on); `$` only at the very end, as in POSIX */
-  re->code = pcre2_compile((PCRE2_SPTR)pattern, n,
-                           PCRE2_NEVER_UTF | PCRE2_NEVER_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_DOLLAR_ENDONLY, &err,
-                           &at, re->cctx);
+  struct mc_regex *re = r->err ? NULL : mc_regex_compile(pattern, strlen(pattern));
   mc_free(pattern);
-  uint32_t backrefs = 0;
-  if (re->code) pcre2_pattern_info(re->code, PCRE2_INFO_BACKREFMAX, &backrefs);
-  if (!re->code || backrefs) {
-    regex_free(re);
-    return NULL;
-  }
   return re;
-}
-
-int mc_regex_match(struct mc_regex *re, const char *s, size_t n) {
-  int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, 0, 0, re->md, re->mctx);
-  if (rc >= 0) return 1;
-  return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
 }
 
 static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
@@ -506,19 +427,19 @@ static int op_replicas_by_regex(struct mc_master *m, struct mc_rbuf_rd *r, struc
   if (!re) return MC_INVALID_PARAMS;
   struct mc_req *q = mc_req_of(r);
   int rc = mc_master_replicas_matching(m, re, q->nslen ? q->ns : NULL, w);
-  regex_free(re);
+  mc_regex_free(re);
   return rc;
 }
 
 /* ------------------------------------------------------------------ removal */
 
-static int op_remove_one(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_one(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws) {
   struct key k = get_key(r);
   uint8_t force = mc_r_u8(r);
-  return r->err ? MC_INVALID_PARAMS : mc_master_remove(m, k.p, k.n, force);
+  return r->err ? MC_INVALID_PARAMS : mc_master_remove(m, k.p, k.n, force, ws);
 }
 
-static int op_batch_remove_list(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_batch_remove_list(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws) {
   uint32_t n;
   struct key *k = get_keys(r, &n);
   uint8_t force = mc_r_u8(r);
@@ -527,7 +448,7 @@ static int op_batch_remove_list(struct mc_master *m, struct mc_rbuf_rd *r, struc
     uint32_t failed = 0;
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
-      int st = mc_master_remove(m, k[i].p, k[i].n, force);
+      int st = mc_master_remove(m, k[i].p, k[i].n, force, ws);
       mc_w_i32(w, st);
       failed += st != 0;
     }
@@ -560,25 +481,25 @@ static int op_batch_replica_clear(struct mc_master *m, struct mc_rbuf_rd *r, str
   return rc;
 }
 
-static int op_remove_matching(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_matching(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws) {
   struct mc_regex *re = compile(r);
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
   struct mc_req *q = mc_req_of(r);
   if (q->nslen && (!scope || strcmp(scope, q->ns))) r->err = 1; /* a tenant's: its own namespace, said */
-  int64_t n = re && !r->err ? mc_master_remove_matching(m, re, scope, force) : MC_INVALID_PARAMS;
+  int64_t n = re && !r->err ? mc_master_remove_matching(m, re, scope, force, ws) : MC_INVALID_PARAMS;
   if (n >= 0) mc_w_i64(w, n);
-  regex_free(re);
+  mc_regex_free(re);
   mc_free(scope);
   return n < 0 ? (int)n : 0;
 }
 
-static int op_remove_every(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+static int op_remove_every(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w, struct mc_wsink *ws) {
   uint8_t force = mc_r_u8(r);
   char *scope = r->off < r->len ? mc_r_str(r) : NULL; /* optional: the client's key namespace */
   struct mc_req *q = mc_req_of(r);
   if (q->nslen && (!scope || strcmp(scope, q->ns))) r->err = 1; /* a tenant's: its own namespace, said */
-  if (!r->err) mc_w_i64(w, mc_master_remove_matching(m, NULL, scope, force));
+  if (!r->err) mc_w_i64(w, mc_master_remove_matching(m, NULL, scope, force, ws));
   mc_free(scope);
   return r->err ? MC_INVALID_PARAMS : 0;
 }
@@ -720,8 +641,8 @@ static int op_recommit(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf
     mc_w_u32(w, n);
     for (uint32_t i = 0; i < n; i++) {
       int st = view == m->view_version ? MC_RECOMMIT_KNOWN
-               : kind[i] == MC_HIDX_DROP ? mc_master_recommit_drop(m, tenant_of(r), seg[i], seq[i], &e[i])
-                                         : mc_master_recommit(m, tenant_of(r), seg[i], seq[i], &e[i]);
+               : kind[i] == MC_HIDX_DROP ? mc_master_recommit_drop(m, tenant_of(r), seg[i], seq[i], &e[i], &sink)
+                                         : mc_master_recommit(m, tenant_of(r), seg[i], seq[i], &e[i], &sink);
       mc_w_i32(w, st);
       failed += st < 0;
     }
@@ -785,6 +706,81 @@ static int op_mark_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbu
   uint32_t mlen;
   const uint8_t *msg = mc_r_blob(r, &mlen);
   return r->err ? MC_INVALID_PARAMS : mc_master_mark_task(m, tenant_of(r), client, id, status, (const char *)msg, mlen);
+}
+
+/* ------------------------------------------------------------------ write extents (extents.h) */
+
+static int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t min_len = mc_r_u64(r), hint = mc_r_u64(r);
+  struct mc_put_config pc = {0};
+  mc_get_config(r, &pc);
+  pc.tenant = mc_req_of(r)->tenant; /* on the tenant's own segments (docs/security.md, "Tenants") */
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_reserve_extent(m, client, min_len, hint, &pc, w);
+  mc_put_config_free(&pc);
+  return rc;
+}
+
+static int mc_op_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t ext_id = mc_r_u64(r);
+  uint32_t klen;
+  const uint8_t *key = mc_req_key(r, &klen);
+  uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
+  struct mc_put_config pc = {.replica_num = 1};
+  pc.soft_pin_action = mc_r_u8(r);
+  pc.soft_pin_ttl_ms = mc_r_i64(r);
+  pc.with_hard_pin = mc_r_u8(r);
+  struct mc_wsink sink;
+  mc_wsink_open(&sink);
+  int rc = r->err ? MC_INVALID_PARAMS : mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc, &sink);
+  mc_witness_reply(m, &sink, !rc, w);
+  if (!rc) mc_metrics_put_started(m->ms, len, 1, 1); /* a put like PutStart's, in one round trip */
+  return rc;
+}
+
+static int mc_op_batch_commit_put(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t ext_id = mc_r_u64(r);
+  struct mc_put_config pc = {.replica_num = 1};
+  pc.soft_pin_action = mc_r_u8(r);
+  pc.soft_pin_ttl_ms = mc_r_i64(r);
+  pc.with_hard_pin = mc_r_u8(r);
+  uint32_t n = mc_r_count(r, 20); /* key length (4) + offset + length */
+  if (r->err) return MC_INVALID_PARAMS;
+  /* The whole request is checked before any entry is committed: a malformed one changes nothing. */
+  size_t body = r->off;
+  for (uint32_t i = 0; i < n && !r->err; i++) {
+    uint32_t klen;
+    (void)mc_req_key(r, &klen);
+    (void)mc_r_u64(r);
+    (void)mc_r_u64(r);
+  }
+  if (r->err) return MC_INVALID_PARAMS;
+  r->off = body;
+  uint32_t failed = 0;
+  mc_w_u32(w, n);
+  size_t st_at = mc_batch_reply_start(w, n);
+  struct mc_wsink sink;
+  mc_wsink_open_in(&sink, w);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t klen;
+    const uint8_t *key = mc_req_key(r, &klen);
+    uint64_t off = mc_r_u64(r), len = mc_r_u64(r);
+    int st = mc_master_commit_put(m, client, ext_id, key, klen, off, len, &pc, &sink);
+    if (!st) mc_metrics_put_started(m->ms, len, 1, 1);
+    mc_w_patch_u32(w, st_at + 4 * (size_t)i, (uint32_t)st);
+    failed += st != 0;
+  }
+  mc_witness_reply(m, &sink, 1, w);
+  mc_metrics_batch(m->ms, MC_OP_BATCH_COMMIT_PUT, n, failed);
+  return 0;
+}
+
+static int mc_op_release_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t ext_id = mc_r_u64(r);
+  return r->err ? MC_INVALID_PARAMS : mc_master_release_extent(m, client, ext_id);
 }
 
 /* ------------------------------------------------------------------ dispatch */

@@ -6,7 +6,7 @@
 
 #include "common/util.h"
 #include "master/hidx.h"
-#include "master/master_int.h"
+#include "master/core.h"
 #include "mooncake/store_errors.h"
 
 /* A holder whose probe goes unanswered keeps its name until it has not pinged for this long (three
@@ -633,7 +633,8 @@ static int may_take_over(struct mc_master *m, const char *name, struct mc_uuid h
                          uint64_t seen_ns) {
   uint64_t bound_ms = MC_MIN((uint64_t)TAKEOVER_SILENCE_MS, (uint64_t)m->cfg.client_ttl * 1000);
   uint64_t quiet_ms = quiet_for_ms(seen_ns);
-  int p = mc_probe_alive(probe, quiet_ms >= bound_ms ? MC_PROBE_RETRY_MS : 0);
+  int budget = quiet_ms >= bound_ms ? MC_PROBE_RETRY_MS : 0;
+  int p = m->hooks.probe ? m->hooks.probe(probe, budget) : MC_PROBE_SILENT;
   if (p == MC_PROBE_SILENT && quiet_ms >= bound_ms) { /* it may have pinged while we probed */
     pthread_rwlock_rdlock(&m->seg_mu);
     quiet_ms = quiet_for_ms(holder_seen_locked(m, holder));
@@ -689,7 +690,8 @@ int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, ui
     struct mseg *sg = mc_seg_find_locked(m, segs[i].id);
     if (sg) atomic_store(&sg->alloc_after_ns, mc_now_ns() + MC_REMOUNT_QUIET_NS);
     pthread_rwlock_unlock(&m->seg_mu);
-    mc_restore_segment(m, client, &segs[i]); /* --restore_snapshot: its entries, before the holder's upload */
+    /* --restore_snapshot: its entries, before the holder's upload */
+    if (m->hooks.segment_remounted) m->hooks.segment_remounted(m, client, &segs[i]);
   }
   pthread_rwlock_wrlock(&m->seg_mu);
   struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());

@@ -1,5 +1,5 @@
-/* Master lifecycle: state, the background threads, the embedded metadata server and the cleanup
- * target for dead clients' TE metadata keys. */
+/* Master lifecycle: state, the data core's hooks (core.h), the background threads, the embedded metadata
+ * server and the cleanup target for dead clients' TE metadata keys. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +14,6 @@
 #include "net/mrpc.h"
 #include "meta/metadata.h"
 #include "meta/metadata_server.h"
-
-int mc_master_verbosity;
-
-void mc_master_set_verbosity(int v) { mc_master_verbosity = v; }
-
-int mc_bg_wait(struct mc_master *m, uint64_t ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t ns = (uint64_t)ts.tv_nsec + ms * MC_NS_PER_MS;
-  ts.tv_sec += (time_t)(ns / MC_NS_PER_S);
-  ts.tv_nsec = (long)(ns % MC_NS_PER_S);
-  pthread_mutex_lock(&m->bg_mu);
-  if (!m->stopping) pthread_cond_timedwait(&m->bg_cv, &m->bg_mu, &ts);
-  int stop = m->stopping;
-  pthread_mutex_unlock(&m->bg_mu);
-  return stop;
-}
 
 /* The metadata service to clean up on when the server is not embedded: --metadata_server, else
  * $MOONCAKE_TE_META_DATA_SERVER, else "metadata_server" of the JSON at $MOONCAKE_CONFIG_PATH. */
@@ -97,6 +80,11 @@ void mc_master_promote(struct mc_master *m, uint64_t rev) {
 static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   struct mc_master *m = mc_calloc(1, sizeof(*m));
   m->cfg = *cfg;
+  /* what the data core asks of this layer (core.h), fixed before its threads start */
+  m->hooks = (struct mc_core_hooks){.probe = mc_probe_alive,
+                                    .endpoint_expired = mc_te_endpoint_expired,
+                                    .segment_remounted = mc_restore_segment,
+                                    .report_metrics = mc_report_metrics};
   /* this master's incarnation: wall-clock microseconds at start, so a restart (even within the same
    * second) always shows a new value; clients compare it after long reads (docs/store-client.md) */
   m->view_version = wall_us();

@@ -186,7 +186,7 @@ void fz_master_reset(struct mc_master *m) {
     for (uint32_t i = 0; i < n; i++) mc_client_expire(m, ids[i], "fuzz reset", NULL);
   for (int round = 0; round < 16 && (n = registry(m, ids, owners, 256, 1)) > 0; round++)
     for (uint32_t i = 0; i < n; i++) mc_master_unmount(m, ids[i], owners[i], NULL);
-  mc_master_remove_matching(m, NULL, NULL, 1);
+  mc_master_remove_matching(m, NULL, NULL, 1, NULL);
 }
 
 /* ---------------------------------------------------------------- an engine */

@@ -49,7 +49,7 @@ static void populate(void) {
     if (mc_master_exist(master, key, (uint32_t)n)) continue;
     w.len = 0;
     if (!mc_master_put_start(master, client, key, (uint32_t)n, 4096, &pc, &w))
-      mc_master_put_end(master, client, key, (uint32_t)n, MC_REPLICA_ALL);
+      mc_master_put_end(master, client, key, (uint32_t)n, MC_REPLICA_ALL, NULL);
   }
   mc_w_free(&w);
 }
