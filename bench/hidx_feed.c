@@ -1,4 +1,4 @@
-/* hidx_feed: the master's holder-index feed (src/master/hidx.c) alone, with many holders; no RPC, no
+/* hidx_feed: the master's holder-index feed (src/master_core/holder_feed.c) alone, with many holders; no RPC, no
  * transfer engine. What the feed costs the writer's path as the number of holders (one per client with a
  * segment) grows (docs/master.md, "Scale"; bench/RESULTS.md, "The holder-index feed with many holders").
  *
@@ -22,7 +22,7 @@
 
 #include "common/alloc.h"
 #include "common/util.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 
 #define RECS 4
 #define ROUNDS 200000

@@ -1,4 +1,4 @@
-/* The holder-index feed (src/master/hidx.h, docs/ha.md "Holder indexes"): records in order per holder,
+/* The holder-index feed (src/master_core/holder_feed.h, docs/ha.md "Holder indexes"): records in order per holder,
  * acknowledgement and durable_seq, long polls answered by records or by their time, the queue bound and
  * the resync it asks for, close with a poll waiting, many holders at once (durable_seq and deadlines kept
  * in heaps), and many writers and pollers at once (run under TSan in CI). */
@@ -10,7 +10,7 @@
 
 #include "common/util.h"
 #include "lib/test.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 
 /* a poll's answer, decoded */
 struct ans {
@@ -364,7 +364,7 @@ static void test_concurrent(void) {
   mc_hidx_feed_stop(f);
 }
 
-/* Many holders (the feed keeps them in two heaps, hidx.c): durable_seq is always just below the oldest
+/* Many holders (the feed keeps them in two heaps, holder_feed.c): durable_seq is always just below the oldest
  * unacknowledged record of any holder, through records queued and acknowledged in a random order; and
  * polls waiting with different deadlines are each answered, none before its time and in the order their
  * times come. */

@@ -13,8 +13,8 @@
 #include "lib/test.h"
 #include "master/master.h"
 #include "master/master_int.h"
-#include "master/mconfig.h"
-#include "master/tlsf.h"
+#include "master_core/config.h"
+#include "master_core/tlsf.h"
 
 static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 static uint64_t rng(void) { return mc_tp_xorshift(&rng_state); }

@@ -13,7 +13,7 @@
 
 #include "lib/master_client.h"
 #include "lib/test.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 
 #define SEG_BASE 0x100000000ull
 

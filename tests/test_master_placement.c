@@ -17,7 +17,7 @@
 #include "lib/test.h"
 #include "master/master.h"
 #include "master/master_int.h"
-#include "master/mconfig.h"
+#include "master_core/config.h"
 
 #define BASE 0x100000000000ull
 #define SEG (64ull << 20)

@@ -18,11 +18,11 @@
 #include "common/util.h"
 #include "lib/master_client.h"
 #include "lib/test.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 #include "master/master.h"
 #include "master/master_int.h"
-#include "master/mconfig.h"
-#include "master/tlsf.h"
+#include "master_core/config.h"
+#include "master_core/tlsf.h"
 #include "net/sock.h"
 
 static uint64_t rng_state = 88172645463325252ull;

@@ -5,7 +5,7 @@
  * the allocator consistent; carving and freeing reserved blocks; a 200k-range segment, timed. */
 #include "common/util.h"
 #include "lib/test.h"
-#include "master/tlsf.h"
+#include "master_core/tlsf.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rng(void) { return mc_tp_xorshift(&rng_state); }

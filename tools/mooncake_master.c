@@ -1,5 +1,5 @@
 /* mooncake_master: the store's metadata master (docs/master.md). Command line in gflags syntax driven by
- * the master's config table (src/master/mconfig.c); this file adds what gflags/glog do around it:
+ * the master's config table (src/master_core/config.c); this file adds what gflags/glog do around it:
  * --flagfile, --version, --config_path (JSON/YAML, applied before the command line so flags win), the
  * exact unknown-flag message, --log_dir, and the signal-driven shutdown. Serves until SIGINT/SIGTERM. */
 #include <errno.h>

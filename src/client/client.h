@@ -466,7 +466,7 @@ void mcli_reps_free(struct mcli_reps *r, size_t n);
 int mcli_service_ready(struct mcli *c, int tmo, char **version, uint64_t *view);
 int mcli_ping(struct mcli *c, struct mc_uuid id, int tmo, int *status, uint64_t *view);
 int mcli_mount(struct mcli *c, const struct mc_segment_rec *seg, struct mc_uuid id, int tmo);
-/* FOLLOW_INDEX (proto.h): the raw answer in *reply (u64 durable_seq, u8 flags, records; master/hidx.h). */
+/* FOLLOW_INDEX (proto.h): the raw answer in *reply (u64 durable_seq, u8 flags, records; master_core/holder_feed.h). */
 int mcli_follow_index(struct mcli *c, struct mc_uuid id, uint64_t acked, uint32_t wait_ms, int tmo,
                       struct mc_wbuf *reply);
 struct mcli_index_entry {

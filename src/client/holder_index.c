@@ -203,7 +203,7 @@ static uint32_t decode_chunk(struct mc_rbuf_rd *r, uint32_t max, struct drec *d)
     e->r.off = mc_r_u64(r), e->r.len = mc_r_u64(r), e->r.size = mc_r_u64(r);
     e->r.pin = mc_r_u8(r);
     e->r.ttl = mc_r_u64(r);
-    if (e->kind == (MC_HIDX_PUT | MC_HIDX_GROUPED)) { /* its key group follows (master/hidx.h) */
+    if (e->kind == (MC_HIDX_PUT | MC_HIDX_GROUPED)) { /* its key group follows (master_core/holder_feed.h) */
       e->kind = MC_HIDX_PUT;
       e->r.group = (const char *)mc_r_blob(r, &e->r.glen);
       if (!r->err && (!e->r.glen || e->r.glen > MC_STR_MAX || memchr(e->r.group, 0, e->r.glen))) r->err = 1;

@@ -51,7 +51,7 @@ struct block {
   uint64_t view, max_seq;
   uint32_t n, live;
   struct rec *r;  /* n records, in this allocation */
-  uint8_t *data; /* their bytes as the master sent them (master/hidx.h layout) */
+  uint8_t *data; /* their bytes as the master sent them (master_core/holder_feed.h layout) */
 };
 
 struct mc_witnesses {
@@ -149,7 +149,7 @@ static void cap(struct mc_witnesses *w) {
                    MC_WITNESS_MAX);
 }
 
-/* Skips one record (master/hidx.h layout) and returns its seq; r->err when it does not decode. Past the
+/* Skips one record (master_core/holder_feed.h layout) and returns its seq; r->err when it does not decode. Past the
  * key, a record has a fixed part: segment (16), offset, length, size (3 x 8), hard pin (1), soft-pin TTL (8),
  * then a key group only when its kind has MC_HIDX_GROUPED. */
 #define REC_TAIL (16 + 3 * 8 + 1 + 8)

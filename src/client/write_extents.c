@@ -1,4 +1,4 @@
-/* Write-extent space for one-round-trip puts (master/extents.h; docs/store-client.md "Write extents").
+/* Write-extent space for one-round-trip puts (master_core/write_extents.h; docs/store-client.md "Write extents").
  *
  * A client reserves an extent from the master once, then for each eligible put carves [cursor, cursor +
  * size) locally; put.c writes the bytes there and sends one COMMIT_PUT. This file keeps the extents:
@@ -15,7 +15,7 @@
  * and no preferred segment other than the extent's (the first put reserves with its own config, so
  * placement follows the same rules as PutStart: preferred, writer's host, writer's zone, rest).
  *
- * Safety (see master/extents.c): a write into the extent starts only while
+ * Safety (see master_core/write_extents.c): a write into the extent starts only while
  *   now + margin < (time the reserve or last commit was SENT) + lease, and (unless lease-only)
  *   now + margin < (time the last OK ping was SENT) + client_ttl,
  * margin = min(lease, client_ttl) / 4 (lease / 4 for a lease-only extent). The master reclaims an

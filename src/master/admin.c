@@ -12,7 +12,7 @@
 #include "common/util.h"
 #include "master/ha.h"
 #include "master/master_int.h"
-#include "master/metrics.h"
+#include "master_core/metrics.h"
 #include "mooncake/store_errors.h"
 #include "net/httpd.h"
 

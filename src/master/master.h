@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "master/core_api.h"
-#include "master/mconfig.h"
+#include "master_core/core_api.h"
+#include "master_core/config.h"
 #include "proto/proto.h"
 #include "net/codec.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
+#include "master_core/core.h"
 #include "master/master.h"
 #include "net/auth.h"
 #include "net/codec.h"

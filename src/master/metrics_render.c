@@ -8,7 +8,7 @@
 #include "common/util.h"
 #include "master/ha.h"
 #include "master/master_int.h"
-#include "master/metrics.h"
+#include "master_core/metrics.h"
 #include "mooncake/store_errors.h"
 
 static uint64_t get(_Atomic uint64_t *c) { return atomic_load_explicit(c, memory_order_relaxed); }

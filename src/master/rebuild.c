@@ -18,7 +18,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 #include "master/master_int.h"
 #include "mooncake/store_errors.h"
 

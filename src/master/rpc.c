@@ -3,15 +3,15 @@
  * reply, and counts what the metrics need (per opcode, per batch item, per key looked up: docs/admin.md, "Metrics").
  * Knows the wire layout, not the locking. Key patterns are read here and compiled by key_pattern.c; a key
  * whose match hits a limit fails the whole request (INVALID_PARAMS). Also the write extents' handlers
- * (extents.h) and the witness block of replies (docs/ha.md, "Witnesses"). */
+ * (write_extents.h) and the witness block of replies (docs/ha.md, "Witnesses"). */
 #include <string.h>
 
 #include "common/log.h"
 #include "common/util.h"
-#include "master/hidx.h"
-#include "master/key_pattern.h"
+#include "master_core/holder_feed.h"
+#include "master_core/key_pattern.h"
 #include "master/master_int.h"
-#include "master/metrics.h"
+#include "master_core/metrics.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
 
@@ -206,7 +206,7 @@ void mc_wsink_open_in(struct mc_wsink *s, struct mc_wbuf *w) {
   mc_w_u32(w, 0);
 }
 
-/* What a witness record of a batch's key takes, about (master/hidx.h layout: 62 bytes and the key). */
+/* What a witness record of a batch's key takes, about (master_core/holder_feed.h layout: 62 bytes and the key). */
 #define WITNESS_GUESS 96u
 
 size_t mc_batch_reply_start(struct mc_wbuf *w, uint32_t n) {
@@ -560,7 +560,7 @@ static int op_follow_index(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
 
 #define INDEX_ENTRY_MIN_BYTES (4 + 8 * 3 + 1 + 8)
 
-/* An entry's key group (master/hidx.h): 1 to MC_STR_MAX bytes, no NUL, a view into the request. */
+/* An entry's key group (master_core/holder_feed.h): 1 to MC_STR_MAX bytes, no NUL, a view into the request. */
 static void read_group(struct mc_rbuf_rd *r, struct mc_index_entry *e) {
   const char *g = (const char *)mc_r_blob(r, &e->glen);
   if (!r->err && (!e->glen || e->glen > MC_STR_MAX || memchr(g, 0, e->glen))) r->err = 1;
@@ -708,7 +708,7 @@ static int op_mark_task(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbu
   return r->err ? MC_INVALID_PARAMS : mc_master_mark_task(m, tenant_of(r), client, id, status, (const char *)msg, mlen);
 }
 
-/* ------------------------------------------------------------------ write extents (extents.h) */
+/* ------------------------------------------------------------------ write extents (write_extents.h) */
 
 static int mc_op_reserve_extent(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
   struct mc_uuid client = mc_get_uuid(r);

@@ -7,9 +7,9 @@
 
 #include "common/util.h"
 #include "master/ha.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 #include "master/master_int.h"
-#include "master/metrics.h"
+#include "master_core/metrics.h"
 #include "mooncake/store_errors.h"
 #include "net/mrpc.h"
 #include "meta/metadata.h"

@@ -27,7 +27,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "master/master_int.h"
-#include "master/tlsf.h"
+#include "master_core/tlsf.h"
 #include "mooncake/store_errors.h"
 #include "net/codec.h"
 #include "proto/proto.h"

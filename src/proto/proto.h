@@ -40,7 +40,7 @@
  *                      list<{str key, u64 offset, u64 length}> -> list<i32 status> (each as COMMIT_PUT's
  *                      answer, in request order)
  *   FOLLOW_INDEX       client id, u64 acked_seq, u32 max_wait_ms -> u64 durable_seq, u8 flags (1 = resync),
- *                      list<index record> (master/hidx.h; docs/ha.md, "Holder indexes"): a long poll of a holder
+ *                      list<index record> (master_core/holder_feed.h; docs/ha.md, "Holder indexes"): a long poll of a holder
  *                      for the records of its segments, answered when some come or after max_wait_ms (at
  *                      most 1 s); acknowledges every record up to acked_seq. CLIENT_NOT_FOUND: no segment of
  *                      that client here (or one of another realm)
@@ -55,7 +55,7 @@
  *   witness block      what PUT_END, UPSERT_END, COMMIT_PUT, REMOVE (after nothing) and BATCH_PUT_END,
  *                      BATCH_UPSERT_END, BATCH_COMMIT_PUT, BATCH_REMOVE (after their statuses), REMOVE_BY_REGEX,
  *                      REMOVE_ALL (after their count) also answer: u64 view_version, u64 durable_seq, u32 count,
- *                      index records (master/hidx.h; PUT for what the request completed, DROP, with the
+ *                      index records (master_core/holder_feed.h; PUT for what the request completed, DROP, with the
  *                      replica's offset, length and size, for what it removed or replaced; at most 65 536) — the
  *                      caller keeps them until durable_seq reaches them (docs/ha.md, "Witnesses"). A master
  *                      that predates them sends nothing: a reader stops at the end of the body
@@ -75,7 +75,7 @@
 /* Every opcode, once: X(NAME, code, metric, batch, handler). MC_OP_<NAME> = code; the master's
  * dispatcher (master/rpc.c) calls `handler`; its metrics (master/metrics.c) count the opcode as
  * master_[batch_]<metric>_* (batch 1: per-item counters too). The UPSERT_END/REVOKE forms share the PUT
- * handlers; the write-extent opcodes (master/extents.h) are one-round-trip puts. */
+ * handlers; the write-extent opcodes (master_core/write_extents.h) are one-round-trip puts. */
 #define MC_MASTER_OPS(X)                                                                          \
   X(SERVICE_READY, 1, service_ready, 0, op_service_ready)                                         \
   X(PING, 2, ping, 0, op_ping)                                                                    \
@@ -123,9 +123,9 @@
 #define MC_OP_ENUM_(name, code, metric, batch, handler) MC_OP_##name = code,
 enum mc_master_op { MC_MASTER_OPS(MC_OP_ENUM_) };
 #undef MC_OP_ENUM_
-/* The kind of a holder-index record (FOLLOW_INDEX answers; layout in master/hidx.h). */
+/* The kind of a holder-index record (FOLLOW_INDEX answers; layout in master_core/holder_feed.h). */
 enum mc_hidx_kind { MC_HIDX_PUT = 1, MC_HIDX_DROP = 2 };
-/* Or'ed into a PUT record's kind: a str group follows the record's fixed fields (master/hidx.h). */
+/* Or'ed into a PUT record's kind: a str group follows the record's fixed fields (master_core/holder_feed.h). */
 #define MC_HIDX_GROUPED 0x80
 /* A RECOMMIT status besides the ErrorCodes: nothing to do (the issuing master itself, or a holder's index
  * upload, settled the witness). */

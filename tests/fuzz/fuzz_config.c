@@ -1,7 +1,7 @@
 /* Fuzz target: configuration parsing. Byte 0 picks the parser, the rest is its text:
  *   0: a master config file named *.json (mc_master_cfg_load_file), and the same text as a --config_path
  *      JSON object for the generic table code (mc_cfg_apply_json, common/config.c);
- *   1: a master config file named *.yaml (libyaml, src/master/cfgfile.c);
+ *   1: a master config file named *.yaml (libyaml, src/master/config_file.c);
  *   2: a command line, one argument per line (mc_cfg_parse_argv over the master's table);
  *   3: a duration and a size (mc_parse_duration_ms, mc_parse_size).
  * A configuration that loads is then validated and described (mc_master_cfg_finalize, _describe), as
@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "fuzz_common.h"
-#include "master/mconfig.h"
+#include "master_core/config.h"
 
 #define MAX_ARGS 64
 

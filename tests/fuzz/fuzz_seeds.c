@@ -12,7 +12,7 @@
 #include "standalone/wire.h"
 #include "common/alloc.h"
 #include "fuzz_common.h"
-#include "master/hidx.h"
+#include "master_core/holder_feed.h"
 #include "master/master_int.h"
 #include "mooncake/store.h"
 #include "proto/proto.h"

@@ -1,4 +1,4 @@
-/* Test-side calls of the write-extent RPCs (master/extents.h): RESERVE_EXTENT, COMMIT_PUT,
+/* Test-side calls of the write-extent RPCs (master_core/write_extents.h): RESERVE_EXTENT, COMMIT_PUT,
  * BATCH_COMMIT_PUT, RELEASE_EXTENT over a raw master connection. Used by tests/test_master_extents.c and bench/store_bench.c. */
 #ifndef MC_TEST_EXTENTS_CLIENT_H
 #define MC_TEST_EXTENTS_CLIENT_H
@@ -54,7 +54,7 @@ static inline int x_commit(struct mc_mrpc_client *c, struct mc_uuid client, uint
 
 /* BATCH_COMMIT_PUT of n entries: the call's status; st[i] per entry when it is 0. */
 /* The witness block a completion's reply ends with (proto.h): u64 view_version, u64 durable_seq, u32 count and
- * that many index records (master/hidx.h), and nothing after it. 1 when it is exactly that. */
+ * that many index records (master_core/holder_feed.h), and nothing after it. 1 when it is exactly that. */
 static inline int x_witness_block(struct mc_rbuf_rd *r) {
   mc_r_u64(r);
   mc_r_u64(r);

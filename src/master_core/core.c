@@ -2,7 +2,7 @@
  * threads' wait (eviction, housekeeping). */
 #include <time.h>
 
-#include "master/core.h"
+#include "master_core/core.h"
 
 int mc_master_verbosity;
 

@@ -1,6 +1,6 @@
 /* The data core of the master, shared by its files: the segment registry (segments.c), the object table
- * (objects.c), eviction (evict.c), liveness (liveness.c), key groups (kgroup.c), copy and move tasks (tasks.c),
- * discard (discard.c), write extents (extents.c), key patterns (key_pattern.c) and the background threads' wait
+ * (objects.c), eviction (evict.c), liveness (liveness.c), key groups (key_groups.c), copy and move tasks (tasks.c),
+ * discard (discard.c), write extents (write_extents.c), key patterns (key_pattern.c) and the background threads' wait
  * (core.c). It includes no header of the serving layer (master_int.h: RPC, admin HTTP, HA, snapshots, rebuild,
  * TE metadata); what the core needs of that layer it calls through m->hooks. Never included outside src/master.
  *
@@ -17,7 +17,7 @@
  *                    objects removed or replaced, until its release time.
  *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
  *   seg->state is atomic: written under seg_mu (write), read anywhere.
- *   seg->hidx and client->hidx (the holder-index feed, hidx.h; docs/ha.md): set once under seg_mu (write)
+ *   seg->hidx and client->hidx (the holder-index feed, holder_feed.h; docs/ha.md): set once under seg_mu (write)
  *                    when the holder first follows, seg->hidx read anywhere (atomic); hidx's own locks are
  *                    leaves below shard->mu and seg_mu.
  *   m->tasks->mu     (mutex, a leaf): the copy/move task table (tasks.c), taken under a shard lock or alone.
@@ -29,8 +29,8 @@
  * after its sweeper has visited every shard and the discard list, so any replica still reachable under
  * a shard lock (or discard entry under discard_mu) points at a live segment whose allocator may still
  * be used. Replicas on UNMOUNTING segments are never readable and never allocated on. */
-#ifndef MC_MASTER_CORE_H
-#define MC_MASTER_CORE_H
+#ifndef MC_MASTER_CORE_CORE_H
+#define MC_MASTER_CORE_CORE_H
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -38,12 +38,12 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "master/core_api.h"
-#include "master/extents.h"
-#include "master/htab.h"
-#include "master/mconfig.h"
+#include "master_core/core_api.h"
+#include "master_core/write_extents.h"
+#include "master_core/htab.h"
+#include "master_core/config.h"
 #include "proto/proto.h"
-#include "master/tlsf.h"
+#include "master_core/tlsf.h"
 #include "net/codec.h"
 
 struct mc_mstats;
@@ -152,7 +152,7 @@ struct object {
   struct mc_uuid owner;
   uint8_t hard_pin;
   uint8_t in_task; /* under a copy or move task (tasks.c): its PROCESSING replicas are the task's targets */
-  struct kgroup *kg; /* its key group (kgroup.c), holding a reference, or NULL */
+  struct kgroup *kg; /* its key group (key_groups.c), holding a reference, or NULL */
   uint32_t nrep;
   struct replica *rep; /* &rep1 for a single replica (most objects: no allocation of its own), else an array */
   struct replica rep1;
@@ -250,16 +250,16 @@ struct mc_master {
   struct mc_meta_server *meta_server;
   struct mc_meta *meta;
   struct mc_mrpc_server *rpc; /* (serving) the RPC server */
-  struct mc_extents *ext; /* write extents (extents.c) */
+  struct mc_extents *ext; /* write extents (write_extents.c) */
   uint16_t rpc_port;      /* (serving) bound RPC port, once started */
   struct mc_admin *admin; /* (serving) admin/metrics HTTP server (admin.c), NULL until started */
   _Atomic uint64_t n_soft_pinned;
   struct mc_mstats *ms; /* metrics (metrics.h) */
-  struct mc_hidx_feed *hfeed; /* the holder indexes' records (hidx.h; docs/ha.md) */
+  struct mc_hidx_feed *hfeed; /* the holder indexes' records (holder_feed.h; docs/ha.md) */
   struct mc_tasks *tasks;      /* copy and move tasks (tasks.c) */
   struct mc_restore *restore; /* (serving) a snapshot's entries waiting for their segments (snapshot.c), or NULL */
   pthread_mutex_t kgroup_mu;  /* a leaf lock: guards kgroups and each group's refs and segment */
-  struct mc_htab kgroups;     /* struct kgroup by name (kgroup.c; docs/master.md, "Key groups") */
+  struct mc_htab kgroups;     /* struct kgroup by name (key_groups.c; docs/master.md, "Key groups") */
 };
 
 /* ---- helpers (objects.c) ---- */
@@ -278,12 +278,12 @@ void mc_rep_free(struct mc_master *m, const struct object *o, const struct repli
 /* Queues the PUT records of o's COMPLETE replicas for their holders (shard lock held), their witnesses to
  * ws; the highest seq, 0 when none follows. */
 uint64_t mc_obj_index_put(const struct object *o, struct mc_wsink *ws);
-/* A holder's resync (hidx.h): queues the shards of the object table its feed asks for, while less than one
+/* A holder's resync (holder_feed.h): queues the shards of the object table its feed asks for, while less than one
  * answer is queued, a PUT record per COMPLETE replica on the holder's segments (docs/ha.md, "Holder indexes"). */
 void mc_obj_index_resync(struct mc_master *m, struct mc_hidx *h);
 /* The witness records of the request being handled (docs/ha.md, "Witnesses"): an RPC handler passes its sink
  * down to every call of the object table that may queue a record (the parameter ws; NULL = none), and each
- * record queued is also appended here, in the feed's record layout (hidx.h); the reply carries them back to
+ * record queued is also appended here, in the feed's record layout (holder_feed.h); the reply carries them back to
  * the writer (mc_witness_reply, master_int.h). */
 struct mc_wsink {
   struct mc_wbuf w;    /* the records, unless they go straight into the reply (mc_wsink_open_in) */
@@ -301,7 +301,7 @@ void mc_obj_erase(struct mc_master *m, struct shard *sh, struct object *o);
 struct object *mc_obj_find_seq(struct shard *sh, uint64_t hash, uint64_t seq);
 /* Drops replicas on UNMOUNTING segments without freeing (their allocators are going away). */
 void mc_obj_drop_dead(struct object *o);
-/* ---- key groups (kgroup.c; docs/master.md, "Key groups") ---- */
+/* ---- key groups (key_groups.c; docs/master.md, "Key groups") ---- */
 void mc_kgroup_init(struct mc_master *m);
 void mc_kgroup_destroy(struct mc_master *m);
 /* The group of that name with a reference taken (created when new); NULL for NULL or "". */
@@ -328,7 +328,7 @@ int mc_kgroup_leased(const struct kgroup *g, uint64_t now_ns);
 void mc_kgroup_assign(struct mc_master *m, struct object *o, struct kgroup *g);
 void mc_objects_init(struct mc_master *m);
 void mc_objects_destroy(struct mc_master *m);
-/* A put whose one replica is already written (extent commit, extents.c): validates like PutStart, then
+/* A put whose one replica is already written (extent commit, write_extents.c): validates like PutStart, then
  * under the key's shard lock either refuses (OBJECT_ALREADY_EXISTS, or a stale put preempted as PutStart
  * does) and calls carve(ctx, 0, NULL), or calls carve(ctx, 1, &rep) for the COMPLETE replica and
  * installs the object as PutStart + PutEnd leave it. carve's error is returned as is. */

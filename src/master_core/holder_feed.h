@@ -26,8 +26,8 @@
  * an acknowledgement or an answer costs O(log holders), not a walk over all of them. ORDER: h->mu -> f->mu; the answer callback may run with h->mu held (it
  * must not call back into the feed).
  * Appends come from the object table with a shard lock held: shard->mu -> h->mu. */
-#ifndef MC_MASTER_HIDX_H
-#define MC_MASTER_HIDX_H
+#ifndef MC_MASTER_CORE_HOLDER_FEED_H
+#define MC_MASTER_CORE_HOLDER_FEED_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
+#include "master_core/core.h"
 
 struct kgroup {
   struct mc_hnode hn; /* in m->kgroups, by mc_key_hash(name) */

@@ -2,8 +2,8 @@
  * What the serving layer (RPC dispatch, admin HTTP, rebuild, snapshots; master.h) and the tests call; every
  * one is safe to call from many threads. Status results are 0 or a negative store ErrorCode; reply bodies
  * are appended to a caller's buffer in the encodings of proto.h. */
-#ifndef MC_MASTER_CORE_API_H
-#define MC_MASTER_CORE_API_H
+#ifndef MC_MASTER_CORE_CORE_API_H
+#define MC_MASTER_CORE_CORE_API_H
 #include <stddef.h>
 #include <stdint.h>
 

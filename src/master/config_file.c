@@ -14,7 +14,7 @@
 
 #include "common/alloc.h"
 #include "common/log.h"
-#include "master/mconfig.h"
+#include "master_core/config.h"
 
 /* Bounds on hostile files: a config file is a few KiB; these are far above any real one. */
 #define FILE_MAX (1u << 20) /* bytes read */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
-#include "master/metrics.h"
+#include "master_core/core.h"
+#include "master_core/metrics.h"
 
 #define EVICT_TICK_MS 10
 #define PARALLEL_SCAN_MIN_OBJECTS 65536

@@ -1,4 +1,4 @@
-/* Write extents: one-round-trip puts (extents.h; docs/master.md "Write extents").
+/* Write extents: one-round-trip puts (write_extents.h; docs/master.md "Write extents").
  *
  * An extent is a TLSF block allocated on a segment like any replica, then held for one client. Its
  * still-reserved bytes are a short list of allocated "pieces" (initially the whole block). COMMIT_PUT
@@ -38,7 +38,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
+#include "master_core/core.h"
 #include "mooncake/store_errors.h"
 
 #define NBUCKETS 256

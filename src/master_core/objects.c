@@ -4,9 +4,9 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
-#include "master/hidx.h"
-#include "master/key_pattern.h"
+#include "master_core/core.h"
+#include "master_core/holder_feed.h"
+#include "master_core/key_pattern.h"
 #include "mooncake/store_errors.h"
 
 /* ------------------------------------------------------------------ hash table */

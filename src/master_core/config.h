@@ -1,9 +1,9 @@
 /* The master's configuration: one table (mc_master_opts) drives the command line, the config file
- * (JSON or YAML, cfgfile.c), --help and the startup line. Table fields are set as text; after parsing,
+ * (JSON or YAML, config_file.c), --help and the startup line. Table fields are set as text; after parsing,
  * mc_master_cfg_finalize() validates them and fills the derived fields (durations in ms, the
  * effective port, bind address and strategy). Never prints: errors come back as text. */
-#ifndef MC_MASTER_MCONFIG_H
-#define MC_MASTER_MCONFIG_H
+#ifndef MC_MASTER_CORE_CONFIG_H
+#define MC_MASTER_CORE_CONFIG_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
-#include "master/minheap.h"
-#include "master/metrics.h"
+#include "master_core/core.h"
+#include "master_core/minheap.h"
+#include "master_core/metrics.h"
 
 #define HOUSEKEEPING_TICK_MS 100
 

@@ -4,8 +4,8 @@
  * ranges inside it locally, writes the bytes, and commits each with COMMIT_PUT, which carves the range out
  * of the reserved block into a COMPLETE object exactly as PutStart + PutEnd would leave it. Reserved,
  * uncommitted bytes count as used. Their RPC handlers are rpc.c's. Included by core.h. */
-#ifndef MC_MASTER_EXTENTS_H
-#define MC_MASTER_EXTENTS_H
+#ifndef MC_MASTER_CORE_WRITE_EXTENTS_H
+#define MC_MASTER_CORE_WRITE_EXTENTS_H
 #include <stdint.h>
 
 #include "proto/proto.h"
@@ -20,7 +20,7 @@ struct mc_wsink;
 /* RESERVE_EXTENT: on success appends u64 extent id, replica (address, size = the extent), u64 lease_ms,
  * u64 client_ttl_ms, u64 view_version. A client the master does not track (a pure client) gets a
  * lease-only extent: lease min(put_start_release_timeout_sec, client_ttl), client_ttl_ms 0, not ended by
- * a client expiry (extents.c, SAFETY). NO_AVAILABLE_HANDLE when no segment can hold min_len within its
+ * a client expiry (write_extents.c, SAFETY). NO_AVAILABLE_HANDLE when no segment can hold min_len within its
  * 1/64 share. */
 int mc_master_reserve_extent(struct mc_master *m, struct mc_uuid client, uint64_t min_len, uint64_t len_hint,
                              const struct mc_put_config *pc, struct mc_wbuf *w);

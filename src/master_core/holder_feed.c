@@ -1,5 +1,5 @@
-/* The feed of the holder indexes: see hidx.h (docs/ha.md, "Holder indexes"). */
-#include "master/hidx.h"
+/* The feed of the holder indexes: see holder_feed.h (docs/ha.md, "Holder indexes"). */
+#include "master_core/holder_feed.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -9,7 +9,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "master/minheap.h"
+#include "master_core/minheap.h"
 
 struct mc_hidx {
   struct mc_hidx_feed *f;

@@ -3,7 +3,7 @@
  * Lists hold free blocks of their class; a search rounds the request up to the next class so that any
  * block found fits, after first looking at the head of the request's own class (exact-size holes are
  * what uniform workloads leave behind, and taking them keeps utilisation near 100%). */
-#include "master/tlsf.h"
+#include "master_core/tlsf.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

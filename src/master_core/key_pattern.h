@@ -3,8 +3,8 @@
  * heap. A pattern is searched for anywhere in the key (a substring search). Part of the data core: the
  * object table matches keys (mc_master_remove_matching, mc_master_replicas_matching); the RPC dispatcher
  * compiles what a request names. */
-#ifndef MC_MASTER_KEY_PATTERN_H
-#define MC_MASTER_KEY_PATTERN_H
+#ifndef MC_MASTER_CORE_KEY_PATTERN_H
+#define MC_MASTER_CORE_KEY_PATTERN_H
 #include <stddef.h>
 
 struct mc_regex;

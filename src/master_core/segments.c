@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "master/hidx.h"
-#include "master/core.h"
+#include "master_core/holder_feed.h"
+#include "master_core/core.h"
 #include "mooncake/store_errors.h"
 
 /* A holder whose probe goes unanswered keeps its name until it has not pinged for this long (three

@@ -4,8 +4,8 @@
  * them all (metrics.c, the data core). The three renderings (the Prometheus exposition, the summary line,
  * and the key=value log line) are the serving layer's (metrics_render.c, master_int.h).
  * Never included outside src/master. */
-#ifndef MC_MASTER_METRICS_H
-#define MC_MASTER_METRICS_H
+#ifndef MC_MASTER_CORE_METRICS_H
+#define MC_MASTER_CORE_METRICS_H
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>

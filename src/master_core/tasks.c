@@ -27,7 +27,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "master/core.h"
+#include "master_core/core.h"
 #include "mooncake/store_errors.h"
 
 /* A task is on two lists at most: L_ALL, tasks->active (pending, processing) or tasks->done (finished); L_EXEC, while

@@ -4,8 +4,8 @@
  * power of two, each with a bitmap, find a fitting free block with two find-first-set operations;
  * free coalesces with both physical neighbours at once. Sizes are rounded up to MC_TLSF_ALIGN bytes.
  * Not thread-safe: the caller holds the segment's allocation lock. */
-#ifndef MC_MASTER_TLSF_H
-#define MC_MASTER_TLSF_H
+#ifndef MC_MASTER_CORE_TLSF_H
+#define MC_MASTER_CORE_TLSF_H
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
  * `pos`), so an element whose key changed is moved in O(log n) and one can be taken out from the middle.
  * Defines struct name, name_push(q, e), name_remove(q, e), name_fix(q, e) (e's key changed, either way),
  * name_min(q) (NULL when empty) and name_free(q). keyfn(const type *) gives the key. The holder-index feed
- * (hidx.c) keeps two: holders with unacknowledged records and holders with a waiting poll. */
-#ifndef MC_MASTER_MINHEAP_H
-#define MC_MASTER_MINHEAP_H
+ * (holder_feed.c) keeps two: holders with unacknowledged records and holders with a waiting poll. */
+#ifndef MC_MASTER_CORE_MINHEAP_H
+#define MC_MASTER_CORE_MINHEAP_H
 #include <stddef.h>
 #include <stdint.h>
 

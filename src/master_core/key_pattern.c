@@ -1,6 +1,6 @@
 /* Key patterns (key_pattern.h): PCRE2 under fixed limits (docs/master.md "Limits"). */
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "master/key_pattern.h"
+#include "master_core/key_pattern.h"
 
 #include <pcre2.h>
 #include <string.h>

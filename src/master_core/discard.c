@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "common/alloc.h"
-#include "master/hidx.h"
-#include "master/core.h"
-#include "master/minheap.h"
+#include "master_core/holder_feed.h"
+#include "master_core/core.h"
+#include "master_core/minheap.h"
 
 #define RELEASE_CHUNK 4096 /* entries released per hold of discard_mu */
 #define ACK_RETRY_NS 10000000ull /* an entry whose acknowledgement has not come is looked at again after */

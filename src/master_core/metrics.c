@@ -2,14 +2,14 @@
  * snapshot ring are under ms->mu, held only to add numbers or copy them out. A view (mc_metrics_view)
  * reads the registry under seg_mu (read) for one pass and never holds a shard lock; its renderings are
  * metrics_render.c's. */
-#include "master/metrics.h"
+#include "master_core/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/util.h"
-#include "master/core.h"
+#include "master_core/core.h"
 #include "mooncake/store_errors.h"
 
 #define SNAP_PERIOD_NS MC_NS_PER_S

@@ -4,8 +4,8 @@
  *   for (struct mc_hnode *x = mc_htab_first(t, h); x; x = mc_htab_next(x, h)) ... container_of(x) ...
  * The bucket array doubles when the count passes it, so a chain holds about one node. No locking: the
  * registry's lock guards it. */
-#ifndef MC_MASTER_HTAB_H
-#define MC_MASTER_HTAB_H
+#ifndef MC_MASTER_CORE_HTAB_H
+#define MC_MASTER_CORE_HTAB_H
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,6 +1,6 @@
-/* The master's configuration table, validation and the startup line (see mconfig.h); the config-file
- * loader is cfgfile.c. */
-#include "master/mconfig.h"
+/* The master's configuration table, validation and the startup line (see config.h); the config-file
+ * loader is config_file.c. */
+#include "master_core/config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
