@@ -205,8 +205,6 @@ struct ranged {
 static void take(struct mc_store *s, struct mc_sess_owner *o, int put, const char *const *keys, void *const *bufs,
                  const size_t *sizes, const size_t *offsets, const size_t *nbufs, size_t count, int64_t *results,
                  struct ranged *g) {
-  size_t total = 0;
-  for (size_t i = 0; i < count; i++) total += nbufs[i];
   g->e = mc_calloc(count, sizeof(*g->e));
   g->x0 = mc_calloc(count, sizeof(size_t));
   g->nx = mc_calloc(count, sizeof(size_t));
