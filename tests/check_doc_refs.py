@@ -12,6 +12,11 @@ A file fails when it contains
 and a citation "docs/<page>.md" fails when that page is missing, "docs/<page>.md, "<Title>"" (comma
 optional) when no heading or bold lead-in of the page starts with <Title>.
 
+The limits the pages state stay true (docs/testing.md, "Checking the docs' references"): a line of docs/*.md or
+README.md that says something is missing (LIMIT_WORDS, outside backticks) fails unless it or the line before
+carries "<!-- limit: <name> -->"; a marked <name> that a test source (tests/**/*.c, tests/**/*.py) mentions fails
+unless the marker says "tested" (a test asserts the limit itself), and a "tested" one that no test mentions fails.
+
 Usage: check_doc_refs.py <repository root>. Exit 0 when clean, 1 with one line per finding, 77 (skipped)
 when the root is not a git checkout."""
 import os
@@ -34,6 +39,11 @@ RULES = [
 # A page name (not part of a longer name such as store_errors.md) with the path written before it.
 PAGE_REF = re.compile(r"(?<![\w.-])((?:[\w.-]+/)*)" + PAGES + r"\.md\b")
 ROOT = "."
+# What a statement that something is missing says; such a line needs a limit marker.
+LIMIT_WORDS = re.compile(r"not implemented|not done|not supported|unsupported|not yet|is a no-op|accepted and ignored"
+                         r"|accepted with a warning", re.I)
+LIMIT_MARK = re.compile(r"<!--\s*limit:\s*([A-Za-z_][\w.]*)(\s+tested)?\s*-->")
+CODE_SPAN = re.compile(r"`[^`]*`")  # may run over a line break
 CITATION = re.compile(r"\bdocs/([A-Za-z0-9_.-]+\.md)(?:,?\s*\"([^\"\n]+)\")?")
 
 
@@ -85,6 +95,41 @@ def findings_in(rel, text, pages):
     return out
 
 
+def is_doc_page(rel):
+    return rel == "README.md" or (rel.startswith("docs/") and rel.endswith(".md"))
+
+
+def is_test_source(rel):
+    return rel.startswith("tests/") and rel.endswith((".c", ".py"))
+
+
+def limit_findings(rel, text, test_text):
+    """A docs page's limits: every line that says something is missing is marked, and a marked name is
+    mentioned by a test only when the marker says the test checks the limit."""
+    # Code is not a statement: fenced blocks and quoted names, log lines and status codes are blanked, line
+    # breaks kept so that line numbers still match.
+    fence, lines = False, []
+    for line in text.splitlines():
+        is_fence = line.lstrip().startswith("```")
+        lines.append("" if fence or is_fence else line)
+        fence ^= is_fence
+    prose = CODE_SPAN.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(lines)).split("\n")
+    out, before = [], ""
+    for no, (raw, line) in enumerate(zip(text.splitlines(), prose), 1):
+        marks = LIMIT_MARK.findall(line)
+        if LIMIT_WORDS.search(LIMIT_MARK.sub("", line)) and not marks and not LIMIT_MARK.search(before):
+            out.append("%s:%d: says something is missing without <!-- limit: <name> -->: %s" % (rel, no, raw.strip()[:120]))
+        for name, tested in marks:
+            named = re.search(r"(?<!\w)%s(?!\w)" % re.escape(name), test_text)
+            if named and not tested:
+                out.append("%s:%d: limit \"%s\" is exercised by a test: fix the page, or mark it \"%s tested\" if "
+                           "the test asserts the limit" % (rel, no, name, name))
+            elif tested and not named:
+                out.append("%s:%d: limit \"%s\" is marked tested, but no test mentions it" % (rel, no, name))
+        before = line
+    return out
+
+
 def main():
     global ROOT
     if len(sys.argv) != 2:
@@ -96,6 +141,7 @@ def main():
         print("SKIP: %s is not a git checkout" % ROOT)
         return 77
     pages, findings = {}, []
+    test_text = "\n".join(read_text(os.path.join(ROOT, rel)) or "" for rel in files if is_test_source(rel))
     for rel in sorted(files):
         if rel.startswith(DATA_DIRS):
             continue
@@ -103,6 +149,8 @@ def main():
         if text is None:
             continue
         found = findings_in(rel, text, pages)
+        if is_doc_page(rel):
+            found += limit_findings(rel, text, test_text)
         if rel not in ALLOW_FOR_NOW:
             findings += found
         elif not found:

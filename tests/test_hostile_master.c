@@ -397,7 +397,7 @@ static void *big_request(void *arg) {
   return NULL;
 }
 
-/* Twelve connections each sending 15 MiB of a 16 MiB frame used to hold 12 x 16 MiB of master memory;
+/* Twelve connections each sending 15 MiB of a 16 MiB frame would hold 12 x 16 MiB of master memory unbounded;
  * with MC_MASTER_MAX_INFLIGHT_BYTES=32 MiB the rest wait unread. Small requests are served meanwhile, a
  * large one waits for room and is served as soon as the senders go. */
 static void test_inflight_bound(void) {

@@ -201,9 +201,9 @@ static void liar_case(enum liar_kind kind, const char *name, uint64_t len, uint6
   liar_stop(&l);
 }
 
-/* 4 KiB behind a descriptor that claims 1 GiB: a write at 512 MiB used to be a SIGBUS. */
+/* 4 KiB behind a descriptor that claims 1 GiB: a write at 512 MiB must not be a SIGBUS. */
 static void test_memfd_shorter_than_claimed(void) { liar_case(LIAR_SHORT, "liar-short", 1ull << 30, 512 * MiB, 0); }
-/* An unsealed memfd shrunk after the initiator mapped it: the next write used to be a SIGBUS. */
+/* An unsealed memfd shrunk after the initiator mapped it: the next write must not be a SIGBUS. */
 static void test_memfd_truncated_under_us(void) { liar_case(LIAR_UNSEALED, "liar-shrink", MiB, 0, 1); }
 /* A descriptor pointing at an fd that is not one of our memfds (/dev/zero) is not mapped. */
 static void test_fd_not_a_memfd(void) { liar_case(LIAR_NOT_MEMFD, "liar-zero", MiB, 0, 0); }

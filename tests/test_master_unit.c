@@ -706,7 +706,7 @@ static struct mc_tlsf_block *take_block(struct mseg *seg, uint64_t len) {
 }
 
 /* The discard heap (discard.c): entries are freed exactly when due, in any push order; a tick with
- * nothing due costs O(1) however many entries wait (it used to walk them all, every 10 ms); entries of
+ * nothing due costs O(1) however many entries wait (no walk of them all every 10 ms); entries of
  * a segment being unmounted are dropped without touching its allocator. */
 static void test_discard_heap(void) {
   struct mc_master_cfg c;
@@ -1083,7 +1083,7 @@ static void test_rpc_server_framing(void) {
 /* Frames that fill the connection's 16 KiB buffer exactly, all queued before the worker looks, together
  * with another connection's request: each read takes one frame, and the read that takes the last one
  * ends a serving round and leaves the socket empty, so no new event announces that frame. It must be
- * served before the connection goes back to epoll (it used to wait there until the client timed out).
+ * served before the connection goes back to epoll (else it waits there until the client times out).
  * A slow request on a third connection keeps the one worker away while everything is queued. */
 static void test_rpc_server_buffer_sized_frames(void) {
   uint16_t port;

@@ -3,7 +3,8 @@
 mc_tool(transfer_engine_bench te ${CMAKE_CURRENT_SOURCE_DIR}/transfer_engine_bench.c)
 add_executable(memcpy_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/memcpy_ref.c)
 target_link_libraries(memcpy_ref PRIVATE mc_common)
-# shm_pages: the cost of a shared-memory page with 4 KiB and 2 MiB pages (bench/RESULTS.md, eighth session).
+# shm_pages: the cost of a shared-memory page with 4 KiB and 2 MiB pages (bench/RESULTS.md, "Memory: 2 MiB pages and
+# the warm-up").
 add_executable(shm_pages ${CMAKE_CURRENT_SOURCE_DIR}/../bench/shm_pages.c)
 # auth_cost: what the cluster-secret handshake adds to a new connection (bench/run_auth_cost.sh).
 add_executable(auth_cost ${CMAKE_CURRENT_SOURCE_DIR}/../bench/auth_cost.c)
@@ -11,8 +12,8 @@ target_link_libraries(auth_cost PRIVATE mc_te)
 # conn_rate: loopback connections per second, the reference of the per-connection fuzz targets (bench/run_fuzz.sh).
 add_executable(conn_rate ${CMAKE_CURRENT_SOURCE_DIR}/../bench/conn_rate.c)
 target_link_libraries(conn_rate PRIVATE pthread)
-# ping_ref: what answering 100 000 small requests a second costs a bare server here (bench/RESULTS.md, the
-# reference of the master's CPU under pings, bench/run_master_segments.sh).
+# ping_ref: what answering 100 000 small requests a second costs a bare server (bench/RESULTS.md, "The reference
+# for the master's CPU under 100 000 pings a second"; bench/run_master_segments.sh).
 add_executable(ping_ref ${CMAKE_CURRENT_SOURCE_DIR}/../bench/ping_ref.c)
 target_link_libraries(ping_ref PRIVATE pthread)
 # hidx_feed: the master's holder-index feed alone with many holders (bench/RESULTS.md, "The holder-index feed

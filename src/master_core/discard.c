@@ -4,9 +4,9 @@
  *   put_start_release_timeout_sec; a leased object that is force-removed or re-put parks its old replicas
  *   until its lease ends ("read leases protect bytes", docs/master.md). A binary min-heap by release time:
  *   the eviction thread's 10 ms tick frees what is due in O(due * log n) instead of walking every entry.
- *   (It used to be a list walked on every tick: after a forced remove_all of a million just-read objects,
- *   the walk took the master's CPU and the removal itself, which pushes under the same mutex, ran 20x
- *   slower.) An entry that must also wait for a DROP's acknowledgement (a leased replica on a holder that
+ *   (A list walked on every tick would not do: after a forced remove_all of a million just-read objects,
+ *   the walk would take the master's CPU and the removal itself, which pushes under the same mutex, would run
+ *   20x slower.) An entry that must also wait for a DROP's acknowledgement (a leased replica on a holder that
  *   follows its index) goes back with a release time one tick later while it is not acknowledged.
  * - The acknowledgement queues: space of a complete replica whose holder follows its index waits until the
  *   holder has acknowledged the replica's DROP ("Space is reused only after its DROP is acknowledged",

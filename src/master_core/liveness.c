@@ -82,7 +82,7 @@ uint32_t mc_client_expire(struct mc_master *m, struct mc_uuid id, const char *wh
 /* ---- the clients' expiry timers: a min-heap of (deadline, client), one entry per client in the table.
  * A ping only stores the client's deadline; its entry is looked at when the deadline it was pushed with
  * comes, and pushed again with the client's current deadline if that moved. A tick with nothing due costs
- * O(1) however many clients there are (it used to walk them all every 100 ms). */
+ * O(1) however many clients there are (rather than a walk of them all every 100 ms). */
 
 MC_MINHEAP(timer_heap, struct ctimer, due_ns)
 

@@ -4,8 +4,9 @@
  * Why: with a thread per connection every request woke its own thread, and on a small machine those
  * threads spent more time being switched in and out than running handlers (16 clients on two vCPUs:
  * one context switch per request, 120 k/s). Here the worker that polls serves every connection that is
- * ready, and a busy one rarely sleeps: 25-30x fewer context switches, half the median latency with 16
- * clients, half the master CPU for batch lookups (bench/RESULTS.md, fifth session).
+ * ready, and a busy one rarely sleeps: 25-150x fewer context switches, half the median latency with 16
+ * clients, half the master CPU for batch lookups (bench/RESULTS.md, "The master RPC server: epoll workers
+ * against a thread per connection").
  *
  * How:
  *  - One worker at a time polls the epoll set (the owner) and serves what it finds itself, so there is

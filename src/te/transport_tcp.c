@@ -890,9 +890,9 @@ static int tcp_reachable(struct mc_transport *t, const struct mc_desc *d) {
 /* Large requests are cut into pieces (MC_TCP_SPLIT_SIZE, default 1 MiB, 0 = never; at most 16) so that one
  * request uses several lanes: a single connection is capped at single-stream speed. A READ alone in its
  * submission and larger than that is cut at a quarter of it: its receive copy is then spread over the lane
- * receivers (one stream through the lane threads measured 1.8-2.0 GB/s against 2.6 in four pieces,
- * bench/RESULTS.md, third session). One of at most MC_TCP_SPLIT_SIZE goes whole: direct I/O carries it in the
- * caller's thread without any hand-off (1 MiB 2.3-2.5 -> 2.6-2.9 GB/s against four pieces, fourth session).
+ * receivers. One of at most MC_TCP_SPLIT_SIZE goes whole: direct I/O carries it in the caller's thread without
+ * any hand-off (1 MiB 2.6-2.9 GB/s whole against 2.3-2.5 in four pieces; bench/RESULTS.md, "What each TCP
+ * design choice is worth").
  * In batches the lanes are kept busy by the other requests and whole requests do better. */
 static uint32_t tcp_split(struct mc_transport *t, const struct transfer_request *r, size_t n) {
   uint64_t split = ((struct tcp_tp *)t)->split, len = r->length;
