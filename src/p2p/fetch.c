@@ -61,6 +61,7 @@ struct fshard {
   size_t nh, nparts;
   size_t origin;    /* where this fetch's scan of its stripes starts (at random: consumers differ) */
   int complete, verifying;
+  int failed;       /* no holder left: the fetch fails, after reading what the other shards need */
   int gold_begun;   /* this fetch has read a stripe of it from a producer */
 };
 
@@ -318,12 +319,14 @@ static int next_stripe(struct fetch *f, size_t *xi, size_t *si, size_t *hj) {
   for (size_t k = 0; k < f->nsh && seen < SCAN_SHARDS; k++) {
     size_t i = (f->start + k) % f->nsh;
     struct fshard *x = &f->sh[i];
-    if (x->complete || x->verifying || x->done + x->inflight == x->nstripes) continue;
+    if (x->complete || x->failed || x->verifying || x->done + x->inflight == x->nstripes) continue;
     size_t golds, parts, live = live_holders(f, x, &golds, &parts);
-    if (!live) {
+    if (!live) { /* the call fails; the other shards are still read, so that a resume reads only this one */
       LOG_ERROR("p2p store: '%s' shard %zu: no holder left", f->p->name, i);
       f->err = MC_P2P_TOO_MANY_RETRIES;
-      return 0;
+      x->failed = 1;
+      f->left--;
+      continue;
     }
     seen++;
     size_t gs = SIZE_MAX, rs = SIZE_MAX; /* its first producer-only and other to-do stripe */
@@ -422,9 +425,9 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&f->mu);
   for (;;) {
     size_t i, j, hj;
-    if (f->err || !f->left) break;
+    if (!f->left) break;
     if (!next_stripe(f, &i, &j, &hj)) {
-      if (f->err || !f->inflight) break; /* (nothing in flight could make work appear) */
+      if (!f->inflight || !f->left) break; /* (nothing in flight could make work appear) */
       pthread_cond_wait(&f->cv, &f->mu);
       continue;
     }
@@ -562,14 +565,14 @@ static void keep_partial(struct mc_p2p_store *s, struct p2p_payload *p) {
 /* Advertises newly finished shards and takes in new holders, every ADVERTISE_MS until the workers end. */
 static void advertise_loop(struct fetch *f) {
   pthread_mutex_lock(&f->mu);
-  while (!f->err && f->left && f->workers) {
+  while (f->left && f->workers) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     long ns = until.tv_nsec + ADVERTISE_MS * 1000000L;
     until.tv_sec += ns / 1000000000L;
     until.tv_nsec = ns % 1000000000L;
     pthread_cond_timedwait(&f->cv, &f->mu, &until);
-    if (f->err || !f->left || !f->workers) break;
+    if (!f->left || !f->workers) break;
     int newly = f->newly;
     f->newly = 0;
     pthread_mutex_unlock(&f->mu);
