@@ -36,6 +36,7 @@
 #include "common/util.h"
 #include "master/ha.h"
 #include "master/master_int.h"
+#include "master_core/holder_feed.h"
 #include "meta/etcd.h"
 #include "net/sock.h"
 
@@ -111,6 +112,12 @@ static void publish(struct mc_ha *h, const char *value, uint64_t view) {
 }
 
 /* ------------------------------------------------------------------ leader */
+
+void mc_master_promote(struct mc_master *m, uint64_t rev) {
+  atomic_store(&m->view_version, rev);
+  /* a standby's feed was numbered from its own start, which may precede the old leader's */
+  mc_hidx_feed_raise(m->hfeed, mc_wall_us());
+}
 
 /* Serves while the lease is kept alive; returns when it is lost or on stop. */
 static void lead(struct mc_ha *h, int64_t rev, uint64_t granted_ns) {

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/util.h"
 #include "master_core/core.h"
@@ -16,6 +17,14 @@
 #include "net/auth.h"
 #include "net/codec.h"
 #include "proto/proto.h"
+
+/* Wall-clock microseconds: a master's first view_version and the lowest number of its holder-index records
+ * (service.c), raised again at promotion (ha.c). */
+static inline uint64_t mc_wall_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
 
 /* ---- the witness block of replies (rpc.c; docs/ha.md, "Witnesses") ---- */
 /* Starts s, its records in its own buffer. */

@@ -3,7 +3,6 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/util.h"
 #include "master/ha.h"
@@ -65,18 +64,6 @@ static int start_threads(struct mc_master *m) {
   return 0;
 }
 
-static uint64_t wall_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
-}
-
-void mc_master_promote(struct mc_master *m, uint64_t rev) {
-  atomic_store(&m->view_version, rev);
-  /* a standby's feed was numbered from its own start, which may precede the old leader's */
-  mc_hidx_feed_raise(m->hfeed, wall_us());
-}
-
 static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
   struct mc_master *m = mc_calloc(1, sizeof(*m));
   m->cfg = *cfg;
@@ -87,7 +74,7 @@ static struct mc_master *alloc_master(const struct mc_master_cfg *cfg) {
                                     .report_metrics = mc_report_metrics};
   /* this master's incarnation: wall-clock microseconds at start, so a restart (even within the same
    * second) always shows a new value; clients compare it after long reads (docs/store-client.md) */
-  m->view_version = wall_us();
+  m->view_version = mc_wall_us();
   /* without HA the one master serves from the start; with HA the election opens the gate (ha.c) */
   m->serve_until_ns = cfg->enable_ha ? 0 : UINT64_MAX;
   atomic_init(&m->next_seq, 1);
@@ -112,7 +99,7 @@ int mc_master_create(const struct mc_master_cfg *cfg, struct mc_master **out) {
   struct mc_master *m = alloc_master(cfg);
   *out = NULL;
   /* record numbers above every earlier incarnation's (docs/ha.md, "Holder indexes") */
-  m->hfeed = mc_hidx_feed_start(wall_us());
+  m->hfeed = mc_hidx_feed_start(mc_wall_us());
   if (cfg->enable_ha && !(m->ha = mc_ha_new(m))) {
     mc_master_destroy(m);
     return MC_INTERNAL_ERROR;

@@ -1,7 +1,9 @@
-/* The data core of the master, shared by its files: the segment registry (segments.c), the object table
- * (objects.c), eviction (evict.c), liveness (liveness.c), key groups (key_groups.c), copy and move tasks (tasks.c),
- * discard (discard.c), write extents (write_extents.c), key patterns (key_pattern.c) and the background threads' wait
- * (core.c). It includes no header of the serving layer (master_int.h: RPC, admin HTTP, HA, snapshots, rebuild,
+/* The data core of the master, shared by its files: the segment registry (segments.c), mount, unmount and client
+ * expiry (mount.c), the clients' expiry timers (client_timers.c), the object table (objects.c), eviction
+ * (evict.c), liveness (liveness.c), key groups (key_groups.c), copy and move tasks (tasks.c), discard
+ * (discard.c), write extents (write_extents.c), key patterns (key_pattern.c) and the background threads' wait
+ * (core.c). A file calls only files below it: tlsf, core, key_pattern, holder_feed, config, metrics, discard,
+ * key_groups, client_timers, segments, objects, write_extents, tasks, mount, liveness, evict. It includes no header of the serving layer (master_int.h: RPC, admin HTTP, HA, snapshots, rebuild,
  * TE metadata); what the core needs of that layer it calls through m->hooks. Never included outside src/master.
  *
  * LOCKS, and what each guards
@@ -12,7 +14,7 @@
  *                    identity, client, grace deadline and membership. Readers: placement, queries, pings
  *                    of known clients (they store the client's atomic deadline). Writers: mount/unmount,
  *                    a client's first ping, expiry. Never held across I/O (probes, metadata).
- *   m->timer_mu      (mutex, a leaf): the clients' expiry heap (liveness.c).
+ *   m->timer_mu      (mutex, a leaf): the clients' expiry heap (client_timers.c).
  *   m->discard_mu    (mutex): the discard heap (discard.c): space of preempted puts and of leased
  *                    objects removed or replaced, until its release time.
  *   seg->alloc_mu    (mutex): seg->tlsf and seg->used (used is also read lock-free).
@@ -40,6 +42,7 @@
 #include "common/util.h"
 #include "master_core/core_api.h"
 #include "master_core/write_extents.h"
+#include "master_core/hash.h"
 #include "master_core/htab.h"
 #include "master_core/config.h"
 #include "proto/proto.h"
@@ -129,7 +132,7 @@ struct mclient {
   uint32_t nsegs, capsegs;
 };
 
-/* A client's expiry timer (liveness.c): due at its deadline as of when it was pushed. */
+/* A client's expiry timer (client_timers.c): due at its deadline as of when it was pushed. */
 struct ctimer {
   uint64_t due_ns, gen;
   struct mc_uuid id;
@@ -183,7 +186,7 @@ struct ackq {
 };
 
 /* What a client's expiry knows of an endpoint it mounted with: the endpoint, its control-RPC address and
- * host id (liveness.c, for the hook endpoint_expired). */
+ * host id (mount.c, for the hook endpoint_expired). */
 struct mc_ep_claim {
   char *ep, *probe, *host;
 };
@@ -192,7 +195,7 @@ struct mc_ep_claim {
  * starts, never changed after; a NULL hook does nothing (and a probe answers MC_PROBE_SILENT). */
 struct mc_core_hooks {
   /* Probes the transfer engine at probe_addr ("host:port"), retrying for up to budget_ms while it goes
-   * unanswered: MC_PROBE_* (segments.c, "Segment ownership"). */
+   * unanswered: MC_PROBE_* (mount.c, "Segment ownership"). */
   int (*probe)(const char *probe_addr, int budget_ms);
   /* An expired client's endpoint c, its segments unmounted: deletes its TE metadata keys unless keep names
    * it (docs/master.md, "Liveness and metadata cleanup"). Blocking I/O; called with no lock held. */
@@ -262,14 +265,16 @@ struct mc_master {
   struct mc_htab kgroups;     /* struct kgroup by name (key_groups.c; docs/master.md, "Key groups") */
 };
 
-/* ---- helpers (objects.c) ---- */
-uint64_t mc_key_hash(const void *key, size_t len);
+/* used/capacity over mounted segments: the running sums (m->used_bytes, m->cap_bytes), O(1), no lock. */
+static inline void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
+  *used = atomic_load_explicit(&m->used_bytes, memory_order_relaxed);
+  *cap = atomic_load_explicit(&m->cap_bytes, memory_order_relaxed);
+}
+
+/* ---- helpers (objects.c; the key hash is hash.h's) ---- */
 static inline int mc_uuid_eq(struct mc_uuid a, struct mc_uuid b) { return a.hi == b.hi && a.lo == b.lo; }
 static inline int seg_readable(const struct mseg *s) { return atomic_load(&s->state) != MC_SEG_UNMOUNTING; }
 void mc_obj_encode_replica(struct mc_wbuf *w, const struct object *o, const struct replica *r);
-/* Returns the replica's space to its segment's allocator (caller holds the object's shard lock, or
- * discard_mu for discard entries). */
-void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk);
 /* Frees the space of o's replica r (shard lock held), not before not_before_ns (a read lease: 0 = now):
  * a COMPLETE replica on a segment whose holder follows its index also gets a DROP record, and its space
  * waits until the holder acknowledged it (docs/ha.md, "Holder indexes"); the DROP's witness goes to ws. */
@@ -425,34 +430,59 @@ uint32_t mc_place(struct mc_master *m, const struct mc_put_config *pc, uint64_t 
 int mc_place_on(struct mc_master *m, const char *name, const char *tenant, uint64_t size, struct replica *out);
 /* 1 when a mounted segment of realm tenant is named name (seg_mu read inside). */
 int mc_seg_named(struct mc_master *m, const char *name, const char *tenant);
-/* used/capacity over mounted segments (running sums: O(1), no lock). */
-void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap);
 /* Detaches (under seg_mu write) segments: state UNMOUNTING, out of m->segs. */
 void mc_seg_detach_locked(struct mc_master *m, struct mseg *s);
-/* Removes every replica and discard entry on UNMOUNTING segments, then frees the given segments. */
-void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n);
+/* Frees a segment no replica, discard entry or write extent points at any more (mc_sweep_and_free). */
+void mc_seg_free(struct mseg *s);
+/* The registry's part of a mount, under seg_mu (write): 0 (mounted, or already mounted by this client), an
+ * error, or 1 when the name is held by another client, whose id goes into *holder, its probe address into
+ * *probe (mc_strdup) and its last contact (ping or mount; 0 if unknown) into *seen_ns (the caller probes it
+ * without the lock, mount.c). */
+int mc_seg_mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
+                        struct mc_uuid *holder, char **probe, uint64_t *seen_ns);
+/* Finds segment id and checks ownership (the client, and the realm of a tenant's request), seg_mu held: 0
+ * found (in *out), 1 unknown (OK), or INVALID_PARAMS. */
+int mc_seg_owned_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, const char *tenant,
+                        struct mseg **out);
+/* The INFO line of a client's action on a segment (mount, unmount). */
+void mc_seg_log_action(struct mc_uuid client, const char *action, const char *name);
 struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id);
 /* Finds or adds the client (seg_mu write) and sets its deadline to now + client_ttl. */
 struct mclient *mc_client_touch_locked(struct mc_master *m, struct mc_uuid id, uint64_t now);
 void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id);
+/* When the client last pinged or mounted (its deadline minus client_ttl), 0 when it is not in the table (seg_mu
+ * held). */
+uint64_t mc_client_seen_locked(struct mc_master *m, struct mc_uuid id);
 void mc_segments_destroy(struct mc_master *m);
 
-/* ---- liveness (liveness.c) ---- */
+/* ---- the clients' expiry timers (client_timers.c; timer_mu inside) ---- */
+/* Arms the expiry timer of a client added to the table. */
+void mc_client_timer_push(struct mc_master *m, const struct mclient *c);
+/* Pushes t again (its due_ns set to the client's current deadline). */
+void mc_client_timer_rearm(struct mc_master *m, const struct ctimer *t);
+/* Takes the earliest timer into *t when it is due at now: 1, else 0 (*t zeroed). */
+int mc_client_timer_pop_due(struct mc_master *m, uint64_t now, struct ctimer *t);
+void mc_client_timers_free(struct mc_master *m);
+
+/* ---- mount, unmount and client expiry (mount.c) ---- */
+/* Removes every replica, discard entry and write extent on UNMOUNTING segments, then frees the given segments. */
+void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n);
 /* Expires a client now: drops it from the OK set and the table, unmounts its segments, sweeps, has its TE
  * metadata keys deleted (the hook endpoint_expired; except keep_endpoint's). Takes seg_mu itself. Returns
  * segments unmounted. */
 uint32_t mc_client_expire(struct mc_master *m, struct mc_uuid id, const char *why, const char *keep_endpoint);
-/* 1 when a mounted segment uses the transfer engine endpoint ep (seg_mu read inside). */
-int mc_endpoint_in_use(struct mc_master *m, const char *ep);
+/* The same for a client whose timer came due, only if its deadline is still in the past (a ping may have raced). */
+uint32_t mc_client_expire_if_due(struct mc_master *m, struct mc_uuid id, const char *why);
 /* What a probe of a transfer engine (the hook probe) answers: MC_PROBE_ALIVE (answered), MC_PROBE_GONE
  * (connection refused three times: nothing listens there), MC_PROBE_SILENT (no address, timeout, reset: a
  * hung engine and a flooded one look alike). */
 enum { MC_PROBE_GONE = -1, MC_PROBE_SILENT = 0, MC_PROBE_ALIVE = 1 };
 #define MC_PROBE_RETRY_MS 2000 /* budget of an unanswered probe: outlasts one idle-connection reap (1 s) */
+
+/* ---- liveness (liveness.c) ---- */
+/* 1 when a mounted segment uses the transfer engine endpoint ep (seg_mu read inside). */
+int mc_endpoint_in_use(struct mc_master *m, const char *ep);
 void *mc_housekeeping_main(void *arg);
-/* Arms the expiry timer of a client added to the table (timer_mu inside). */
-void mc_client_timer_push(struct mc_master *m, const struct mclient *c);
-void mc_client_timers_free(struct mc_master *m);
 
 /* ---- eviction (evict.c) ---- */
 void *mc_evict_main(void *arg);
@@ -470,6 +500,9 @@ int mc_bg_wait(struct mc_master *m, uint64_t ms);
 struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, const char *tenant);
 /* The mounted segment with this id, or NULL (seg_mu held). */
 struct mseg *mc_seg_find_locked(struct mc_master *m, struct mc_uuid id);
+/* Returns the replica's space to its segment's allocator (caller holds the object's shard lock, or
+ * discard_mu for discard entries). */
+void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk);
 void mc_discard_push(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns);
 /* The same, and not before h acknowledged record seq (takes a reference on h; h NULL = no condition). */
 void mc_discard_push_acked(struct mc_master *m, struct mseg *seg, struct mc_tlsf_block *blk, uint64_t release_ns,

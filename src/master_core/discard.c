@@ -18,7 +18,10 @@
  *
  * Lifetime: an entry's segment stays allocated while the entry is reachable under discard_mu (the
  * unmount sweeper drops entries of unreadable segments before freeing them), so entries are released
- * under the mutex, in bounded chunks that let pushers in between. */
+ * under the mutex, in bounded chunks that let pushers in between.
+ *
+ * Space released here, or straight away by a removal that need not wait, goes back to its segment's allocator
+ * through mc_rep_release. */
 #include <string.h>
 
 #include "common/alloc.h"
@@ -45,6 +48,13 @@ static void push_locked(struct mc_master *m, struct discard d) {
   }
   m->discards[m->ndiscards] = d;
   heap_up(m->discards, m->ndiscards++);
+}
+
+void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk) {
+  pthread_mutex_lock(&seg->alloc_mu);
+  mc_tlsf_free(seg->tlsf, blk);
+  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
+  pthread_mutex_unlock(&seg->alloc_mu);
 }
 
 /* ---- the acknowledgement queues (discard_mu held) ---- */

@@ -3,7 +3,7 @@
  * MC_MINHEAP(name, type, key): over an array of structs, by the field `key`. Defines name_up(h, i) and
  * name_down(h, n, i), which restore the order after element i was added at the end or replaced; the caller
  * owns the array. The discard heap (discard.c, by release time) and the clients' expiry timers
- * (liveness.c, by deadline) use it.
+ * (client_timers.c, by deadline) use it.
  *
  * MC_IDXHEAP(name, type, keyfn, pos): over pointers to structs that each know their place (the size_t field
  * `pos`), so an element whose key changed is moved in O(log n) and one can be taken out from the middle.

@@ -11,30 +11,6 @@
 
 /* ------------------------------------------------------------------ hash table */
 
-uint64_t mc_key_hash(const void *key, size_t len) {
-  /* MurmurHash64A-style mixing, 8 bytes at a time. */
-  const uint64_t mul = 0xc6a4a7935bd1e995ull;
-  const uint8_t *p = key;
-  uint64_t h = 0x9747b28c1234abcdull ^ (len * mul);
-  for (; len >= 8; len -= 8, p += 8) {
-    uint64_t k;
-    memcpy(&k, p, 8);
-    k *= mul;
-    k ^= k >> 47;
-    k *= mul;
-    h ^= k;
-    h *= mul;
-  }
-  uint64_t t = 0;
-  if (len) memcpy(&t, p, len);
-  h ^= t;
-  h *= mul;
-  h ^= h >> 47;
-  h *= mul;
-  h ^= h >> 47;
-  return h;
-}
-
 static struct shard *shard_of(struct mc_master *m, uint64_t h) { return &m->shards[h & (MC_NSHARDS - 1)]; }
 static uint32_t bucket_of(const struct shard *sh, uint64_t h) { return (uint32_t)(h >> 10) & (sh->nbuckets - 1); }
 
@@ -140,13 +116,6 @@ void mc_objects_destroy(struct mc_master *m) {
 }
 
 /* ------------------------------------------------------------------ replicas */
-
-void mc_rep_release(struct mseg *seg, struct mc_tlsf_block *blk) {
-  pthread_mutex_lock(&seg->alloc_mu);
-  mc_tlsf_free(seg->tlsf, blk);
-  atomic_store(&seg->used, mc_tlsf_used(seg->tlsf));
-  pthread_mutex_unlock(&seg->alloc_mu);
-}
 
 void mc_obj_drop_dead(struct object *o) {
   uint32_t k = 0;

@@ -1,17 +1,13 @@
-/* Segment registry, client table and replica placement (docs/master.md, "Segments", "Placement").
- * seg_mu guards the registry; allocation on a segment takes its alloc_mu inside seg_mu (read). */
+/* Segment registry, client table and replica placement (docs/master.md, "Segments", "Placement"), and the
+ * registry's part of mount and unmount (what reaches beyond it, and client expiry: mount.c). seg_mu guards
+ * the registry; allocation on a segment takes its alloc_mu inside seg_mu (read). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/util.h"
 #include "master_core/holder_feed.h"
 #include "master_core/core.h"
 #include "mooncake/store_errors.h"
-
-/* A holder whose probe goes unanswered keeps its name until it has not pinged for this long (three
- * ping intervals of the store client, docs/master.md "Segment ownership"), or client_ttl if shorter. */
-#define TAKEOVER_SILENCE_MS 3000
 
 /* ------------------------------------------------------------------ randomness */
 
@@ -360,11 +356,6 @@ int mc_seg_named(struct mc_master *m, const char *name, const char *tenant) {
   return yes;
 }
 
-void mc_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
-  *used = atomic_load_explicit(&m->used_bytes, memory_order_relaxed);
-  *cap = atomic_load_explicit(&m->cap_bytes, memory_order_relaxed);
-}
-
 /* ------------------------------------------------------------------ clients */
 
 struct mclient *mc_client_find_locked(struct mc_master *m, struct mc_uuid id) {
@@ -405,7 +396,7 @@ void mc_client_remove_locked(struct mc_master *m, struct mc_uuid id) {
 }
 
 /* When the client last pinged or mounted (its deadline minus client_ttl), 0 when it is not in the table. */
-static uint64_t holder_seen_locked(struct mc_master *m, struct mc_uuid id) {
+uint64_t mc_client_seen_locked(struct mc_master *m, struct mc_uuid id) {
   struct mclient *c = mc_client_find_locked(m, id);
   uint64_t ttl = (uint64_t)m->cfg.client_ttl * MC_NS_PER_S, d = c ? atomic_load(&c->deadline_ns) : 0;
   return d > ttl ? d - ttl : 0;
@@ -459,7 +450,7 @@ static struct mseg *seg_new(const struct mc_segment_rec *r, struct mc_uuid clien
   return s;
 }
 
-static void seg_free(struct mseg *s) {
+void mc_seg_free(struct mseg *s) {
   struct mc_hidx *h = atomic_load(&s->hidx);
   if (h) mc_hidx_unref(h);
   mc_tlsf_destroy(s->tlsf);
@@ -506,34 +497,6 @@ void mc_seg_detach_locked(struct mc_master *m, struct mseg *s) {
   atomic_fetch_sub(&m->cap_bytes, mc_tlsf_capacity(s->tlsf));
 }
 
-static void sweep_shard(struct mc_master *m, struct shard *sh) {
-  pthread_mutex_lock(&sh->mu);
-  for (uint32_t b = 0; b < sh->nbuckets; b++)
-    for (struct object *o = sh->buckets[b], *next; o; o = next) {
-      next = o->next;
-      uint32_t before = o->nrep;
-      mc_obj_drop_dead(o);
-      if (!o->nrep) {
-        MLOG_V(1, "key=%s, info=object_lost_with_segment", o->key);
-        mc_obj_erase(m, sh, o);
-      } else if (o->nrep != before) {
-        MLOG_V(2, "key=%s, info=replica_lost_with_segment", o->key);
-      }
-    }
-  pthread_mutex_unlock(&sh->mu);
-}
-
-void mc_sweep_and_free(struct mc_master *m, struct mseg **segs, uint32_t n) {
-  if (!n) return;
-  for (uint32_t i = 0; i < MC_NSHARDS; i++) sweep_shard(m, &m->shards[i]);
-  mc_discard_drop_unreadable(m);
-  mc_extents_drop_unmounting(m);
-  for (uint32_t i = 0; i < n; i++) {
-    while (atomic_load(&segs[i]->rebuilders)) usleep(1000); /* an index upload still uses it (rebuild.c) */
-    seg_free(segs[i]);
-  }
-}
-
 /* The client's index feed, opened at its first follow and attached to its segments (docs/ha.md): a
  * reference for the caller, or NULL when the client has no segment here or mounted them in another
  * realm than `tenant` (a tenant follows only its own segments' records). */
@@ -569,7 +532,7 @@ void mc_segments_destroy(struct mc_master *m) {
     struct mseg *s = m->segs[m->nsegs - 1];
     for (int k = 0; k < MC_NGRP; k++) group_leave(m, s, k);
     m->nsegs--;
-    seg_free(s);
+    mc_seg_free(s);
   }
   mc_free(m->segs);
   mc_free(m->graceful);
@@ -581,22 +544,16 @@ void mc_segments_destroy(struct mc_master *m) {
   mc_discard_free(m);
 }
 
-static void log_seg_action(struct mc_uuid client, const char *action, const char *name) {
+void mc_seg_log_action(struct mc_uuid client, const char *action, const char *name) {
   char id[37];
   mc_uuid_str(client, id);
   LOG_INFO("client_id=%s, action=%s, segment_name=%s", id, action, name);
 }
 
-/* Milliseconds since seen_ns (UINT64_MAX when unknown). */
-static uint64_t quiet_for_ms(uint64_t seen_ns) {
-  uint64_t now = mc_now_ns();
-  return !seen_ns ? UINT64_MAX : now > seen_ns ? (now - seen_ns) / MC_NS_PER_MS : 0;
-}
-
 /* Mount under seg_mu (write). Returns 0, an error, or 1 when the name is held by another client whose
  * probe address is copied into holder/probe and whose last contact (ping or mount; 0 if unknown) goes
  * into *seen_ns (the caller probes it without the lock). */
-static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
+int mc_seg_mount_locked(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client,
                         struct mc_uuid *holder, char **probe, uint64_t *seen_ns) {
   struct mseg *s = mc_seg_find_locked(m, r->id);
   if (s) { /* a re-mount keeps an admin drain (docs/admin.md) */
@@ -609,7 +566,7 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
     if (!mc_uuid_eq(o->client, client)) {
       *holder = o->client;
       *probe = mc_strdup(o->probe_addr);
-      *seen_ns = holder_seen_locked(m, o->client);
+      *seen_ns = mc_client_seen_locked(m, o->client);
       return 1;
     }
   }
@@ -620,116 +577,25 @@ static int mount_locked(struct mc_master *m, const struct mc_segment_rec *r, str
     atomic_store(&n->hidx, c->hidx);
   }
   seg_add_locked(m, n, c);
-  log_seg_action(client, "mount_segment", r->name);
+  mc_seg_log_action(client, "mount_segment", r->name);
   return 0;
-}
-
-/* docs/master.md, "Segment ownership": whether a new incarnation may take the name from holder. It
- * may when nothing listens at the holder's probe address any more (a crashed holder), or when the probe
- * goes unanswered and the holder has not pinged for TAKEOVER_SILENCE_MS (a hung one). A holder that
- * still pings keeps its name even when its probe fails: flooding its control port must not hand its
- * name, and the objects on its segments, to someone else. */
-static int may_take_over(struct mc_master *m, const char *name, struct mc_uuid holder, const char *probe,
-                         uint64_t seen_ns) {
-  uint64_t bound_ms = MC_MIN((uint64_t)TAKEOVER_SILENCE_MS, (uint64_t)m->cfg.client_ttl * 1000);
-  uint64_t quiet_ms = quiet_for_ms(seen_ns);
-  int budget = quiet_ms >= bound_ms ? MC_PROBE_RETRY_MS : 0;
-  int p = m->hooks.probe ? m->hooks.probe(probe, budget) : MC_PROBE_SILENT;
-  if (p == MC_PROBE_SILENT && quiet_ms >= bound_ms) { /* it may have pinged while we probed */
-    pthread_rwlock_rdlock(&m->seg_mu);
-    quiet_ms = quiet_for_ms(holder_seen_locked(m, holder));
-    pthread_rwlock_unlock(&m->seg_mu);
-  }
-  int take = p == MC_PROBE_GONE || (p == MC_PROBE_SILENT && quiet_ms >= bound_ms);
-  char old[37], last[32] = "none";
-  mc_uuid_str(holder, old);
-  if (quiet_ms != UINT64_MAX) snprintf(last, sizeof(last), "%llu ms ago", (unsigned long long)quiet_ms);
-  LOG_WARN("segment_name=%s is held by client_id=%s (probe %s, last contact %s): %s", name, old,
-           *probe ? probe : "none", last,
-           p == MC_PROBE_ALIVE ? "it answers, mount refused"
-           : p == MC_PROBE_GONE ? "nothing listens at its probe address, unmounting its segments"
-           : take ? "no answer and no ping, unmounting its segments"
-                  : "no answer but it still pings (stalled or flooded), mount refused");
-  return take;
-}
-
-static int mount_one(struct mc_master *m, const struct mc_segment_rec *r, struct mc_uuid client) {
-  if (!r->base || !r->size || r->size < MC_TLSF_ALIGN || !r->name || !*r->name) return MC_INVALID_PARAMS;
-  for (int attempt = 0; attempt < 3; attempt++) {
-    struct mc_uuid holder;
-    char *probe = NULL;
-    uint64_t seen = 0;
-    pthread_rwlock_wrlock(&m->seg_mu);
-    mc_client_touch_locked(m, client, mc_now_ns());
-    int rc = mount_locked(m, r, client, &holder, &probe, &seen);
-    pthread_rwlock_unlock(&m->seg_mu);
-    if (rc != 1) return rc;
-    int take = may_take_over(m, r->name, holder, probe, seen);
-    mc_free(probe);
-    if (!take) return MC_SEGMENT_ALREADY_EXISTS;
-    mc_client_expire(m, holder, "replaced_by_new_incarnation", r->te_endpoint && *r->te_endpoint ? r->te_endpoint : r->name);
-  }
-  return MC_SEGMENT_ALREADY_EXISTS;
-}
-
-int mc_master_mount(struct mc_master *m, const struct mc_segment_rec *seg, struct mc_uuid client) {
-  return mount_one(m, seg, client);
-}
-
-int mc_master_remount(struct mc_master *m, const struct mc_segment_rec *segs, uint32_t n, struct mc_uuid client) {
-  int first = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    pthread_rwlock_rdlock(&m->seg_mu);
-    int known = mc_seg_find_locked(m, segs[i].id) != NULL;
-    pthread_rwlock_unlock(&m->seg_mu);
-    int rc = mount_one(m, &segs[i], client);
-    if (rc && !first) first = rc;
-    if (rc || known) continue;
-    /* the master had forgotten this segment (restart, expiry): MC_REMOUNT_QUIET_NS */
-    pthread_rwlock_rdlock(&m->seg_mu);
-    struct mseg *sg = mc_seg_find_locked(m, segs[i].id);
-    if (sg) atomic_store(&sg->alloc_after_ns, mc_now_ns() + MC_REMOUNT_QUIET_NS);
-    pthread_rwlock_unlock(&m->seg_mu);
-    /* --restore_snapshot: its entries, before the holder's upload */
-    if (m->hooks.segment_remounted) m->hooks.segment_remounted(m, client, &segs[i]);
-  }
-  pthread_rwlock_wrlock(&m->seg_mu);
-  struct mclient *c = mc_client_touch_locked(m, client, mc_now_ns());
-  if (!first) c->ok = 1;
-  pthread_rwlock_unlock(&m->seg_mu);
-  char id[37];
-  mc_uuid_str(client, id);
-  LOG_INFO("client_id=%s, action=remount_segments, count=%u, result=%d", id, n, first);
-  return first;
 }
 
 /* Finds the segment and checks ownership (the client, and the realm of a tenant's request): 0 found, 1
  * unknown (OK), or INVALID_PARAMS. */
-static int owned_seg_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, const char *tenant,
-                            struct mseg **out) {
+int mc_seg_owned_locked(struct mc_master *m, struct mc_uuid id, struct mc_uuid client, const char *tenant,
+                        struct mseg **out) {
   *out = mc_seg_find_locked(m, id);
   if (!*out) return 1;
   return mc_uuid_eq((*out)->client, client) && (!tenant || mc_same_realm((*out)->tenant, tenant)) ? 0
                                                                                                : MC_INVALID_PARAMS;
 }
 
-int mc_master_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, const char *tenant) {
-  struct mseg *s;
-  pthread_rwlock_wrlock(&m->seg_mu);
-  int rc = owned_seg_locked(m, seg_id, client, tenant, &s);
-  if (!rc) mc_seg_detach_locked(m, s);
-  pthread_rwlock_unlock(&m->seg_mu);
-  if (rc) return rc == 1 ? 0 : rc;
-  log_seg_action(client, "unmount_segment", s->name);
-  mc_sweep_and_free(m, &s, 1);
-  return 0;
-}
-
 int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struct mc_uuid client, uint64_t grace_ms,
                                const char *tenant) {
   struct mseg *s;
   pthread_rwlock_wrlock(&m->seg_mu);
-  int rc = owned_seg_locked(m, seg_id, client, tenant, &s);
+  int rc = mc_seg_owned_locked(m, seg_id, client, tenant, &s);
   if (!rc && atomic_load(&s->state) != MC_SEG_GRACEFULLY_UNMOUNTING) {
     uint32_t n = atomic_load(&m->ngraceful);
     if (n == m->capgraceful) {
@@ -740,7 +606,7 @@ int mc_master_graceful_unmount(struct mc_master *m, struct mc_uuid seg_id, struc
     atomic_store(&m->ngraceful, n + 1);
     atomic_store(&s->state, MC_SEG_GRACEFULLY_UNMOUNTING);
     s->grace_deadline_ns = mc_now_ns() + grace_ms * MC_NS_PER_MS;
-    log_seg_action(client, "graceful_unmount_segment", s->name);
+    mc_seg_log_action(client, "graceful_unmount_segment", s->name);
   }
   pthread_rwlock_unlock(&m->seg_mu);
   return rc == 1 ? 0 : rc;
