@@ -10,8 +10,8 @@ PKGS=(
   # docs/packaging.md: sd_notify readiness, man pages from --help, and what the tests of both use
   python3-packaging libsystemd-dev help2man man-db
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libhiredis-dev libssl-dev libpcre2-dev libyaml-dev
-  zlib1g-dev uuid-dev
-  etcd-server etcd-client redis-server redis-tools iperf3 memcached iproute2 procps
+  zlib1g-dev uuid-dev liburing-dev
+  etcd-server etcd-client redis-server redis-tools iperf3 memcached fio iproute2 procps
   prometheus python3-yaml
   clang libclang-rt-14-dev
   qemu-system-x86 busybox-static rdma-core ibverbs-utils ibverbs-providers perftest libibverbs-dev librdmacm-dev

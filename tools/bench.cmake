@@ -20,3 +20,6 @@ target_link_libraries(ping_ref PRIVATE pthread)
 # with many holders"; docs/master.md, "Scale").
 add_executable(hidx_feed ${CMAKE_CURRENT_SOURCE_DIR}/../bench/hidx_feed.c)
 target_link_libraries(hidx_feed PRIVATE mc_master)
+# disk_bench: the local-disk object store's put and get throughput, beside fio (bench/run_disk_bench.sh).
+add_executable(disk_bench ${CMAKE_CURRENT_SOURCE_DIR}/../bench/disk_bench.c)
+target_link_libraries(disk_bench PRIVATE mc_disk)
