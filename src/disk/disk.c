@@ -33,6 +33,7 @@
 
 #define FANOUT 256
 #define RING_DEPTH 64
+#define SUBMIT_RETRIES 5000 /* 1 ms apart: a ring refused with EAGAIN/EBUSY for 5 s fails the operation */
 #define MAX_SLOTS 64
 #define HDR_MAGIC "MCDSKOBJ"
 #define HDR_KEY_OFF 64
@@ -177,13 +178,8 @@ static void idx_drop(struct mc_disk *d, struct ent **pp) {
 
 /* ---- lanes: an io_uring with its registered bounce buffers, one operation at a time ---- */
 
-static int lane_init(struct mc_disk *d, struct lane *l) {
-  size_t bytes = (size_t)d->nslots * d->chunk;
-  l->buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (l->buf == MAP_FAILED) {
-    l->buf = NULL;
-    return -ENOMEM;
-  }
+/* The lane's ring, its buffers registered with it when the kernel allows (else plain reads and writes). */
+static int lane_ring(struct mc_disk *d, struct lane *l) {
   int r = io_uring_queue_init(RING_DEPTH, &l->ring, 0);
   if (r < 0) return r;
   l->ring_ok = 1;
@@ -196,6 +192,26 @@ static int lane_init(struct mc_disk *d, struct lane *l) {
   l->fixed = r == 0;
   if (r) LOG_INFO("disk: io_uring_register_buffers: %s; unregistered buffers are used", strerror(-r));
   return 0;
+}
+
+static int lane_init(struct mc_disk *d, struct lane *l) {
+  size_t bytes = (size_t)d->nslots * d->chunk;
+  l->buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (l->buf == MAP_FAILED) {
+    l->buf = NULL;
+    return -ENOMEM;
+  }
+  return lane_ring(d, l);
+}
+
+/* A ring that refused to take its queue holds entries it will never run: it is closed (the kernel waits
+ * for what it did take) and opened again, so the lane's next operation starts clean. */
+static void lane_reset(struct mc_disk *d, struct lane *l) {
+  if (l->ring_ok) io_uring_queue_exit(&l->ring);
+  l->ring_ok = 0;
+  l->fixed = 0;
+  int r = lane_ring(d, l);
+  if (r) LOG_ERROR("disk: reopening an io_uring after a refused submission: %s", strerror(-r));
 }
 
 static void lane_fini(struct mc_disk *d, struct lane *l) {
@@ -257,10 +273,13 @@ static void slot_submit(struct mc_disk *d, struct lane *l, const struct job *j, 
  * MC_DISK_ECORRUPT when a read ends before the file should, or what fill/drain returned). Returns only when
  * nothing is in flight, so the lane's buffers are free again. */
 static int lane_run(struct mc_disk *d, struct lane *l, const struct job *j) {
+  if (!l->ring_ok) lane_reset(d, l); /* (a reset that could not reopen it) */
+  if (!l->ring_ok) return -EIO;
   struct slot s[MAX_SLOTS] = {0};
   unsigned ns = d->nslots, inflight = 0;
   uint64_t next_sub = 0, next_drain = 0;
   int err = 0;
+  unsigned refused = 0; /* submissions refused with EAGAIN/EBUSY in a row */
   for (;;) {
     while (!j->write && next_drain < next_sub) {
       struct slot *x = &s[next_drain % ns];
@@ -283,11 +302,18 @@ static int lane_run(struct mc_disk *d, struct lane *l, const struct job *j) {
     }
     if (!inflight) break;
     int r = io_uring_submit_and_wait(&l->ring, 1);
-    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
-      /* (the kernel refused to take the queue: give up on what was not submitted, wait for the rest) */
-      LOG_ERROR("disk: io_uring_submit_and_wait: %s", strerror(-r));
-      if (!err) err = r;
+    if (r == -EAGAIN || r == -EBUSY) { /* the kernel is short of resources: a bounded wait, then an error */
+      if (++refused <= SUBMIT_RETRIES) {
+        usleep(1000);
+        continue;
+      }
     }
+    if (r < 0 && r != -EINTR) { /* refused for good: what it took is waited for by the reset */
+      LOG_ERROR("disk: io_uring_submit_and_wait: %s", strerror(-r));
+      lane_reset(d, l);
+      return err ? err : r;
+    }
+    refused = 0;
     struct io_uring_cqe *cqe;
     unsigned head, seen = 0;
     io_uring_for_each_cqe(&l->ring, head, cqe) {
