@@ -18,8 +18,8 @@
 #include "service_notify.h" /* READY=1 once dummies can connect, STOPPING=1 on the stop signal */
 
 struct cli_cfg {
-  char *host, *metadata_server, *master_server_address, *protocol, *device_names, *device_name, *tenant_id;
-  uint64_t global_segment_size, local_buffer_size, max_shared_size;
+  char *host, *metadata_server, *master_server_address, *protocol, *device_names, *device_name, *tenant_id, *ssd_path;
+  uint64_t global_segment_size, local_buffer_size, max_shared_size, ssd_quota;
   int64_t port, threads, max_dummies, http_port;
   int enable_http_server, enable_offload;
 };
@@ -38,7 +38,9 @@ static const struct mc_cfg_opt opts[] = {
     OPT(local_buffer_size, MC_CFG_SIZE, "0", 0, 1e15, "this client's own staging buffer (dummies bring their own)"),
     OPT(threads, MC_CFG_INT, "1", 1, 1024, "accepted for compatibility; each dummy has its own thread"),
     OPT(tenant_id, MC_CFG_STRING, "default", 0, 0, "object-key namespace of every dummy served"),
-    OPT(enable_offload, MC_CFG_BOOL, "false", 0, 0, "accepted for compatibility; SSD offload is not supported"),
+    OPT(enable_offload, MC_CFG_BOOL, "false", 0, 0, "requires a local-disk tier: --ssd_path or $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH"),
+    OPT(ssd_path, MC_CFG_STRING, "", 0, 0, "local-disk tier directory (docs/disk-tier.md); empty = none"),
+    OPT(ssd_quota, MC_CFG_SIZE, "0", 0, 1e15, "bytes the local-disk tier may take; 0 = 90% of its file system"),
     OPT(enable_http_server, MC_CFG_BOOL, "false", 0, 0, "serve /health and /metrics on --http_port"),
     OPT(http_port, MC_CFG_INT, "9300", 1, 65535, "client HTTP port"),
     OPT(max_dummies, MC_CFG_INT, "32", 1, 4096, "dummy connections at once; more are refused"),
@@ -55,6 +57,12 @@ int main(int argc, char **argv) {
     mc_cfg_free(opts, &c);
     return prc > 0 ? 0 : 1;
   }
+  const char *env_ssd = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
+  if (c.enable_offload && !*c.ssd_path && !(env_ssd && *env_ssd)) {
+    fprintf(stderr, "mooncake_client: --enable_offload needs --ssd_path (or $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH)\n");
+    mc_cfg_free(opts, &c);
+    return 1;
+  }
   mc_stop_signals_hold();
   signal(SIGPIPE, SIG_IGN); /* a dummy that hangs up is a failed write, never a signal */
   char host[300];
@@ -64,6 +72,8 @@ int main(int argc, char **argv) {
   mc_store_config_t sc = {host, c.metadata_server, c.global_segment_size, c.local_buffer_size, c.protocol,
                           *c.device_names ? c.device_names : c.device_name, c.master_server_address, NULL, NULL,
                           c.enable_http_server, (int)c.http_port, c.tenant_id};
+  sc.ssd_path = *c.ssd_path ? c.ssd_path : NULL;
+  sc.ssd_quota_bytes = c.ssd_quota;
   int rc = s ? mc_store_setup(s, &sc) : -1;
   struct mc_real_client *srv = NULL;
   if (!rc && !(srv = mc_real_client_start(s, (int)c.port, (int)c.max_dummies, c.max_shared_size))) rc = MC_INTERNAL_ERROR;

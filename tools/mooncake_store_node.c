@@ -16,8 +16,8 @@
 #include "service_notify.h" /* READY=1 once the segment is mounted, STOPPING=1 on the stop signal */
 
 struct node_cfg {
-  char *local_hostname, *metadata_server, *master_server_addr, *protocol, *device_name, *zone;
-  uint64_t global_segment_size, local_buffer_size;
+  char *local_hostname, *metadata_server, *master_server_addr, *protocol, *device_name, *zone, *ssd_path;
+  uint64_t global_segment_size, local_buffer_size, ssd_quota;
 };
 
 #define OPT(name, type, def, help) {#name, type, def, 0, 1e15, offsetof(struct node_cfg, name), help}
@@ -31,6 +31,8 @@ static const struct mc_cfg_opt opts[] = {
     OPT(zone, MC_CFG_STRING, "", "zone label kept in the segment record; empty = $MC_ZONE or none"),
     OPT(global_segment_size, MC_CFG_SIZE, "1GB", "memory contributed to the pool"),
     OPT(local_buffer_size, MC_CFG_SIZE, "16MB", "staging buffer (unused by the node itself)"),
+    OPT(ssd_path, MC_CFG_STRING, "", "local-disk tier directory (docs/disk-tier.md); empty = none"),
+    OPT(ssd_quota, MC_CFG_SIZE, "0", "bytes the local-disk tier may take; 0 = 90% of its file system"),
     MC_CFG_END,
 };
 
@@ -53,6 +55,8 @@ int main(int argc, char **argv) {
   mooncake_store_t s = mooncake_store_create();
   mc_store_config_t sc = {c.local_hostname, c.metadata_server, c.global_segment_size, c.local_buffer_size,
                           c.protocol, c.device_name, c.master_server_addr, *c.zone ? c.zone : NULL};
+  sc.ssd_path = *c.ssd_path ? c.ssd_path : NULL;
+  sc.ssd_quota_bytes = c.ssd_quota;
   int rc = s ? mc_store_setup(s, &sc) : -1;
   if (rc) {
     fprintf(stderr, "mooncake_store_node: setup against master %s (metadata %s) failed: %d %s\n", c.master_server_addr,

@@ -196,6 +196,12 @@ struct mc_store_config {
    * remove_all / remove_by_regex only see its own namespace (the regex applies to the key without the
    * prefix). Up to 128 bytes, no control characters, else -600. Admin listings show the stored form. */
   const char *tenant_id;
+  /* Local-disk tier (docs/disk-tier.md): a directory this client keeps objects in beside its segment, opened at
+   * setup (created when absent; its parent must exist) and closed at teardown; its capacity and use are reported
+   * to the master. NULL or "" = $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, else none. A directory that cannot be used
+   * (not a directory, another process has it open, a newer format) fails setup with -600. */
+  const char *ssd_path;
+  uint64_t ssd_quota_bytes; /* bytes the tier may take; 0 = 90 % of the file system's size */
 };
 typedef struct mc_store_config mc_store_config_t;
 

@@ -42,23 +42,24 @@ static void Store_dealloc(StoreObj *self) {
 
 /* _setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
  *        rdma_devices, master_server_addr, engine=None, engine_ptr=0, zone=None,
- *        enable_client_http_server=False, client_http_port=9300, tenant_id=None) -> int */
+ *        enable_client_http_server=False, client_http_port=9300, tenant_id=None, ssd_path=None,
+ *        ssd_quota=0) -> int */
 static PyObject *Store_setup(StoreObj *self, PyObject *args, PyObject *kw) {
   KW("local_hostname", "metadata_server", "global_segment_size", "local_buffer_size", "protocol", "rdma_devices",
      "master_server_addr", "engine", "engine_ptr", "zone", "enable_client_http_server", "client_http_port",
-     "tenant_id");
-  const char *host, *meta, *proto, *dev, *master, *zone = NULL, *tenant = NULL;
-  PyObject *gss_o, *lbs_o, *engine = Py_None, *eptr_o = NULL;
-  uint64_t gss, lbs, eptr = 0;
+     "tenant_id", "ssd_path", "ssd_quota");
+  const char *host, *meta, *proto, *dev, *master, *zone = NULL, *tenant = NULL, *ssd = NULL;
+  PyObject *gss_o, *lbs_o, *engine = Py_None, *eptr_o = NULL, *quota_o = NULL;
+  uint64_t gss, lbs, eptr = 0, quota = 0;
   int http = 0, http_port = 9300;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssOOsss|OOzpiz", kwl, &host, &meta, &gss_o, &lbs_o, &proto, &dev,
-                                   &master, &engine, &eptr_o, &zone, &http, &http_port, &tenant))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssOOsss|OOzpizzO", kwl, &host, &meta, &gss_o, &lbs_o, &proto, &dev,
+                                   &master, &engine, &eptr_o, &zone, &http, &http_port, &tenant, &ssd, &quota_o))
     return NULL;
   if (mcpy_u64(gss_o, &gss, "global_segment_size") || mcpy_u64(lbs_o, &lbs, "local_buffer_size") ||
-      (eptr_o && mcpy_u64(eptr_o, &eptr, "engine_ptr")))
+      (eptr_o && mcpy_u64(eptr_o, &eptr, "engine_ptr")) || (quota_o && mcpy_u64(quota_o, &quota, "ssd_quota")))
     return NULL;
-  mc_store_config_t c = {host, meta,           gss,  lbs,       proto, dev, master, zone, (void *)(uintptr_t)eptr,
-                         http, http_port, tenant};
+  mc_store_config_t c = {host, meta,      gss,    lbs, proto, dev, master, zone, (void *)(uintptr_t)eptr,
+                         http, http_port, tenant, ssd, quota};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = mc_store_setup(self->h, &c);
   Py_END_ALLOW_THREADS self->ready = rc == 0;

@@ -39,6 +39,7 @@ struct mc_xfer;
 struct mc_fastput;
 struct fp_ext;
 struct mc_exec;
+struct mc_disk;
 
 struct mc_region {
   uint64_t addr, len;
@@ -121,6 +122,14 @@ struct mc_store {
   } shun;
 
   struct mc_cstats stats;
+
+  struct { /* the local-disk tier (docs/disk-tier.md); d NULL without one. The report fields: heartbeat thread only */
+    struct mc_disk *d;
+    int unsupported;          /* the master predates REPORT_SSD: stop sending */
+    int sent;                 /* the master has the numbers below (cleared by a remount) */
+    uint64_t cap, used, objects; /* as last acknowledged */
+    uint64_t next_ns;         /* no report before this */
+  } ssd;
 
   struct { /* the heartbeat thread (heartbeat.c): pings, statistics reports, write-extent releases */
     pthread_t th;
@@ -528,6 +537,13 @@ void mcli_batch_commit_put(struct mcli *c, struct mc_uuid id, uint64_t extent, c
                            const uint64_t *offs, const uint64_t *lens, size_t n, const struct mc_put_config *cfg,
                            int *st);
 int mcli_release_extent(struct mcli *c, struct mc_uuid id, uint64_t extent, int tmo);
+/* REPORT_SSD (proto.h): the local-disk tier's capacity, use and objects. */
+int mcli_report_ssd(struct mcli *c, struct mc_uuid id, uint64_t cap, uint64_t used, uint64_t objects, int tmo);
+/* The heartbeat thread's report of the local-disk tier (setup.c): when the numbers changed since the master last
+ * took them (or it lost them in a remount), at most every MC_SSD_REPORT_MS. */
+void mc_ssd_report(struct mc_store *s, int tmo_ms);
+#define MC_SSD_REPORT_MS 2000
+
 /* REPORT_CLIENT_STATS (docs/admin.md, "Client reports"). */
 int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo);
 

@@ -2,7 +2,8 @@
  * segment a Ping every PING_INTERVAL_MS (NEED_REMOUNT: re-publish the engine's descriptor, ReMountSegment of
  * the main and extra segments, and retire the write extent, then upload the holder's index of each (holder_index.c); PING_FAILURES failures in a row: drop the pooled
  * connections and, following a leader (leader.c), read the leader key again), for every
- * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), and the write-extent releases the
+ * client a statistics report every MC_STORE_STATS_INTERVAL_MS (stats.c), the local-disk tier's report (setup.c,
+ * mc_ssd_report), and the write-extent releases the
  * put path left for it (write_extents.c, "Releases"), at once when kicked. It never takes store->life: teardown
  * stops and joins it while holding life for writing. hb.mu guards stop and kick only; it is not held
  * while the thread works. */
@@ -32,6 +33,7 @@ void mc_heartbeat_destroy(struct mc_store *s) {
 static void remount(struct mc_store *s) {
   mc_te_republish(s->engine.te); /* a restarted master may have lost our rpc_meta and descriptor */
   mc_segments_remount(s, PING_TIMEOUT_MS); /* the main segment and the extra ones still mounted (extra_segments.c) */
+  s->ssd.sent = 0, s->ssd.next_ns = 0;     /* a master that forgot us forgot our disk tier too */
 }
 
 /* Returns the ping's status. */
@@ -110,6 +112,7 @@ static void *heartbeat_main(void *arg) {
       next_ping = now + (rc == MC_UNAVAILABLE_IN_CURRENT_STATUS && s->master.leader ? STANDBY_RETRY_NS : ping_ns);
     }
     mc_fastput_flush(s); /* after the ping: a release that waits on a slow master never delays liveness */
+    if (s->seg.mounted) mc_ssd_report(s, PING_TIMEOUT_MS);
     if (mc_witness_pending(wit) && (now >= next_wit || ping_now)) {
       mc_witness_tick(s->master.cli, s->self.client_id, ping_now);
       next_wit = mc_now_ns() + mc_witness_tick_ns();

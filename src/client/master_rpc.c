@@ -528,6 +528,15 @@ int mcli_report_stats(struct mcli *c, const struct mc_client_stats *d, int tmo) 
   return call_void(c, MC_OP_REPORT_CLIENT_STATS, &req, tmo);
 }
 
+int mcli_report_ssd(struct mcli *c, struct mc_uuid id, uint64_t cap, uint64_t used, uint64_t objects, int tmo) {
+  struct mc_wbuf req = {0};
+  mc_put_uuid(&req, id);
+  mc_w_u64(&req, cap);
+  mc_w_u64(&req, used);
+  mc_w_u64(&req, objects);
+  return call_void(c, MC_OP_REPORT_SSD, &req, tmo);
+}
+
 /* ------------------------------------------------------------------ copy and move tasks (proto.h) */
 
 static int call_task_id(struct mcli *c, uint16_t op, struct mc_wbuf *req, struct mc_uuid *id) {

@@ -1,6 +1,7 @@
 /* Building and tearing down a client: argument checks, the memory check (docs/store-client.md, "Setup"), the held
  * auto port, the master connection, the metadata probe, the transfer engine, the segment and staging
- * buffer, the mount, and starting the heartbeat thread (heartbeat.c); teardown undoes them in reverse.
+ * buffer, the mount, the local-disk tier (docs/disk-tier.md), and starting the heartbeat thread (heartbeat.c);
+ * teardown undoes them in reverse.
  * Every dependency is bounded so setup answers within ~10 s, and the log line names the dependency that
  * failed. */
 #include <netinet/in.h>
@@ -18,6 +19,7 @@
 #include "common/util.h"
 #include "net/sock.h"
 
+#include "disk/disk.h"
 #include "meta/metadata.h"
 
 #define SETUP_BUDGET_MS 10000
@@ -299,6 +301,55 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
   return rc;
 }
 
+/* ------------------------------------------------------------------ the local-disk tier */
+
+/* The tier's directory: the config's, else upstream's variable, else the knob; NULL for none. */
+static const char *ssd_dir(const mc_store_config_t *cfg) {
+  if (cfg->ssd_path && *cfg->ssd_path) return cfg->ssd_path;
+  const char *up = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
+  return up && *up ? up : mc_knob_str(MC_KNOB_STORE_SSD_PATH);
+}
+
+/* Opens (and recovers) the tier. A directory this client cannot use fails setup: FILE_LOCK_FAIL when another
+ * store holds it, FILE_OPEN_FAIL otherwise (not a directory, no permission, a newer format, ...). */
+static int open_ssd(struct mc_store *s, const char *dir, uint64_t quota) {
+  struct mc_disk_recovery rep;
+  int rc = mc_disk_open(dir, quota, NULL, &s->ssd.d, &rep);
+  if (rc) {
+    s->ssd.d = NULL;
+    const char *why = rc == MC_DISK_EBUSY      ? "another process has it open"
+                      : rc == MC_DISK_EVERSION ? "its format is newer than this build's"
+                                               : strerror(-rc);
+    LOG_ERROR("setup: cannot open the local-disk tier %s: %s", dir, why);
+    return rc == MC_DISK_EBUSY ? MC_FILE_LOCK_FAIL : MC_FILE_OPEN_FAIL;
+  }
+  struct mc_disk_stats st;
+  mc_disk_get_stats(s->ssd.d, &st);
+  LOG_INFO("store client %s: local-disk tier %s (quota %llu bytes): %llu objects, %llu bytes recovered; %llu broken and "
+           "%llu superseded dropped, %llu temporaries removed", s->self.name, dir, (unsigned long long)st.quota_bytes,
+           (unsigned long long)rep.objects, (unsigned long long)rep.bytes, (unsigned long long)rep.broken,
+           (unsigned long long)rep.superseded, (unsigned long long)rep.tmp_removed);
+  s->ssd.unsupported = s->ssd.sent = 0;
+  s->ssd.next_ns = 0;
+  return 0;
+}
+
+void mc_ssd_report(struct mc_store *s, int tmo_ms) {
+  uint64_t now = mc_now_ns();
+  if (!s->ssd.d || s->ssd.unsupported || now < s->ssd.next_ns) return;
+  struct mc_disk_stats st;
+  mc_disk_get_stats(s->ssd.d, &st);
+  uint64_t used = MC_MIN(st.used_bytes, st.quota_bytes); /* the master refuses used > capacity */
+  if (s->ssd.sent && s->ssd.cap == st.quota_bytes && s->ssd.used == used && s->ssd.objects == st.objects) return;
+  int rc = mcli_report_ssd(s->master.cli, s->self.client_id, st.quota_bytes, used, st.objects, tmo_ms);
+  s->ssd.next_ns = now + (uint64_t)MC_SSD_REPORT_MS * 1000000;
+  if (!rc) s->ssd.sent = 1, s->ssd.cap = st.quota_bytes, s->ssd.used = used, s->ssd.objects = st.objects;
+  if (rc == MC_NOT_SUPPORTED) {
+    s->ssd.unsupported = 1;
+    LOG_INFO("client %s: the master does not take disk-tier reports (an older master); not sending them", s->self.name);
+  }
+}
+
 /* ------------------------------------------------------------------ setup / teardown */
 
 static int set_name(struct mc_store *s, const char *hostname) {
@@ -369,6 +420,8 @@ int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg) {
   if (!rc) rc = start_engine(s, meta, or_default(cfg->protocol, "tcp"), cfg->device_name, cfg->engine);
   if (!rc) rc = alloc_memory(s, cfg->global_segment_size, cfg->local_buffer_size);
   if (!rc && s->seg.base) rc = mount_segment(s, deadline);
+  const char *ssd = ssd_dir(cfg);
+  if (!rc && ssd) rc = open_ssd(s, ssd, cfg->ssd_quota_bytes);
   /* holder index (docs/ha.md): on with MC_STORE_HOLDER_INDEX=1, and always when following a leader (HA) */
   if (!rc && s->seg.mounted && (mc_knob_bool(MC_KNOB_STORE_HOLDER_INDEX) || s->master.leader)) mc_hindex_start(s);
   if (!rc) mc_fastput_init(s); /* pure clients too: they get lease-only extents */
@@ -406,6 +459,8 @@ void mc_store_do_teardown(struct mc_store *s) {
   mc_fastput_free(s); /* before the unmount: the extent may be on our own segment */
   if (s->ready) mc_stats_report(s, TEARDOWN_RPC_MS); /* the last numbers of a short-lived client */
   mc_xsegs_teardown(s);
+  mc_disk_close(s->ssd.d); /* the heartbeat thread, its only other user, has stopped */
+  s->ssd.d = NULL;
   if (s->seg.mounted) {
     int rc = mcli_unmount(s->master.cli, s->seg.rec.id, s->self.client_id, TEARDOWN_RPC_MS);
     if (rc) LOG_WARN("teardown: unmounting segment %s failed: %s", s->self.name, mooncake_store_err_name(rc));

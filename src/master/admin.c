@@ -341,6 +341,7 @@ struct seg_info {
   char id[37], client[37];
   char *name, *te_endpoint, *protocol, *zone;
   uint64_t base, size, used, cap;
+  uint64_t ssd_cap, ssd_used; /* its client's local-disk tier (REPORT_SSD; 0 without one) */
   int state;
 };
 
@@ -362,6 +363,8 @@ static struct seg_info *copy_segs(struct mc_master *m, uint32_t *n) {
     v[i].used = atomic_load(&s->used);
     v[i].cap = mc_tlsf_capacity(s->tlsf);
     v[i].state = atomic_load(&s->state);
+    const struct mclient *c = mc_client_find_locked(m, s->client);
+    if (c) v[i].ssd_cap = c->ssd_cap, v[i].ssd_used = c->ssd_used;
   }
   pthread_rwlock_unlock(&m->seg_mu);
   return v;
@@ -406,13 +409,14 @@ static json_t *seg_detail(const struct seg_info *s) {
   snprintf(base, sizeof(base), "0x%llx", (unsigned long long)s->base);
   snprintf(human, sizeof(human), "%.2f GiB", (double)s->size / (double)(1ull << 30));
   /* (names and endpoints are a client's text: mc_json_text keeps a segment whose name is not UTF-8 listed) */
-  return json_pack("{s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o, s:s, s:I, s:I, s:f}", "segment_name",
+  return json_pack("{s:o, s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:o, s:s, s:I, s:I, s:f, s:I, s:I}", "segment_name",
                    mc_json_text(s->name), "segment_id", s->id, "client_id", s->client, "base_address", base,
                    "size_bytes", (json_int_t)s->size, "size_human", human, "te_endpoint",
                    mc_json_text(s->te_endpoint), "protocol", mc_json_text(s->protocol), "zone",
                    mc_json_text(s->zone), "status", seg_status(s), "allocator_used_bytes",
                    (json_int_t)s->used, "allocator_capacity_bytes", (json_int_t)s->cap,
-                   "allocator_usage_percent", s->cap ? 100.0 * (double)s->used / (double)s->cap : 0.0);
+                   "allocator_usage_percent", s->cap ? 100.0 * (double)s->used / (double)s->cap : 0.0, "ssd_capacity",
+                   (json_int_t)s->ssd_cap, "ssd_used", (json_int_t)s->ssd_used);
 }
 
 static json_t *segs_json(struct mc_master *m, uint32_t *n) {

@@ -124,6 +124,9 @@ static void guide_metrics(const struct mc_mview *v, struct mc_wbuf *w) {
 static void upstream_gauges(const struct mc_mview *v, struct mc_wbuf *w) {
   gauge(w, "master_allocated_bytes", "Bytes allocated in mounted memory segments", (double)v->used);
   gauge(w, "master_total_capacity_bytes", "Capacity of mounted memory segments in bytes", (double)v->cap);
+  gauge(w, "master_ssd_used_bytes", "Bytes used in the clients' local-disk tiers, as they report them", (double)v->ssd_used);
+  gauge(w, "master_ssd_capacity_bytes", "Capacity of the clients' local-disk tiers (their quotas) in bytes",
+        (double)v->ssd_cap);
   gauge(w, "master_key_count", "Objects in the master (including puts in progress)", (double)v->keys);
   gauge(w, "master_soft_pin_key_count", "Soft-pinned objects", (double)v->soft);
   gauge(w, "master_active_clients", "Clients with mounted segments that the master tracks", (double)v->clients);
@@ -259,7 +262,7 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
                {"Get", MC_OP_BATCH_GET_REPLICA_LIST}, {"Exist", MC_OP_BATCH_EXIST_KEY}, {"Del", MC_OP_BATCH_REMOVE}};
   struct mc_mview v;
   mc_metrics_view(m, &v);
-  char used[32], cap[32], reqs[512], breqs[256], ha[256];
+  char used[32], cap[32], ssd_used[32], ssd_cap[32], reqs[512], breqs[256], ha[256];
   int leader = mc_master_serving(m);
   const char *state = "serving";
   snprintf(ha, sizeof(ha), "enabled=false");
@@ -272,14 +275,17 @@ void mc_metrics_summary(struct mc_master *m, char *buf, size_t len) {
   }
   human(v.used, used, sizeof(used));
   human(v.cap, cap, sizeof(cap));
+  human(v.ssd_used, ssd_used, sizeof(ssd_used));
+  human(v.ssd_cap, ssd_cap, sizeof(ssd_cap));
   ok_rates(m->ms, single, MC_ARRAY_LEN(single), reqs, sizeof(reqs));
   ok_rates(m->ms, batch, MC_ARRAY_LEN(batch), breqs, sizeof(breqs));
   snprintf(buf, len,
            "role=%s, state=%s, service_ready=%s, master={Mem Storage: %s / %s (%.1f%%) | NVMe-oF SSD: 0 B / "
-           "0 B | SSD Storage: 0 B / 0 B | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Segments: %llu | "
+           "0 B | SSD Storage: %s / %s (%.1f%%) | Keys: %llu (soft-pinned: %llu) | Clients: %llu | Segments: %llu | "
            "Requests (Success/Total per sec): %s | Batch Requests (Success/Total per sec): %s | Evicted: %llu}, "
            "ha={%s}",
-           leader ? "leader" : "standby", state, leader ? "true" : "false", used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0, (unsigned long long)v.keys,
+           leader ? "leader" : "standby", state, leader ? "true" : "false", used, cap, v.cap ? 100.0 * (double)v.used / (double)v.cap : 0.0,
+           ssd_used, ssd_cap, v.ssd_cap ? 100.0 * (double)v.ssd_used / (double)v.ssd_cap : 0.0, (unsigned long long)v.keys,
            (unsigned long long)v.soft, (unsigned long long)v.clients, (unsigned long long)v.segs, reqs, breqs,
            (unsigned long long)v.evicted, ha);
 }

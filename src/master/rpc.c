@@ -528,6 +528,14 @@ static int op_report_stats(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_
   return 0;
 }
 
+/* A client's local-disk tier (proto.h, REPORT_SSD): the body is exactly its four fields. */
+static int op_report_ssd(struct mc_master *m, struct mc_rbuf_rd *r, struct mc_wbuf *w) {
+  struct mc_uuid client = mc_get_uuid(r);
+  uint64_t cap = mc_r_u64(r), used = mc_r_u64(r), objects = mc_r_u64(r);
+  if (r->err || r->off != r->len) return MC_INVALID_PARAMS;
+  return mc_client_report_ssd(m, client, tenant_of(r), cap, used, objects);
+}
+
 /* ------------------------------------------------------------------ holder indexes */
 
 static void answer_deferred(void *arg, struct mc_wbuf *body) { mc_mrpc_deferred_reply(arg, 0, body); }

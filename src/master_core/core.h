@@ -130,6 +130,8 @@ struct mclient {
   struct mc_hidx *hidx; /* its index feed once it follows (docs/ha.md), closed when it leaves; seg_mu */
   struct mseg **segs;   /* its mounted segments (pos[MC_POS_CLIENT]) */
   uint32_t nsegs, capsegs;
+  /* its local-disk tier as its last REPORT_SSD said (docs/disk-tier.md); seg_mu; cleared with its last segment */
+  uint64_t ssd_cap, ssd_used, ssd_objects;
 };
 
 /* A client's expiry timer (client_timers.c): due at its deadline as of when it was pushed. */
@@ -498,6 +500,13 @@ int mc_bg_wait(struct mc_master *m, uint64_t ms);
 /* The client's holder-index feed for a FOLLOW_INDEX, opened on its first one (segments.c): a reference,
  * or NULL (no segment of the client, or one of another realm than tenant). */
 struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, const char *tenant);
+/* A client's REPORT_SSD (proto.h): its disk tier's capacity, use and objects, kept until the next report or
+ * until its last segment leaves. 0, or CLIENT_NOT_FOUND when it has no segment here or mounted them in another
+ * realm than `tenant` (a tenant reports only for its own clients); INVALID_PARAMS when used > capacity. */
+int mc_client_report_ssd(struct mc_master *m, struct mc_uuid client, const char *tenant, uint64_t cap, uint64_t used,
+                         uint64_t objects);
+/* The sums of the reports of the clients with a segment here (seg_mu read). */
+void mc_ssd_usage(struct mc_master *m, uint64_t *used, uint64_t *cap);
 /* The mounted segment with this id, or NULL (seg_mu held). */
 struct mseg *mc_seg_find_locked(struct mc_master *m, struct mc_uuid id);
 /* Returns the replica's space to its segment's allocator (caller holds the object's shard lock, or

@@ -123,6 +123,7 @@ static void registry(struct mc_master *m, struct mc_mview *v) {
   v->clients = m->clients.n;
   pthread_rwlock_unlock(&m->seg_mu);
   mc_usage(m, &v->used, &v->cap);
+  mc_ssd_usage(m, &v->ssd_used, &v->ssd_cap);
 }
 
 void mc_metrics_view(struct mc_master *m, struct mc_mview *v) {

@@ -79,6 +79,7 @@ const struct mc_msnap *mc_metrics_snap_before(struct mc_mstats *ms, uint64_t now
 /* ---- one consistent view of the figures (the renderings' input) ---- */
 struct mc_mview {
   uint64_t segs, clients, used, cap, keys, soft;
+  uint64_t ssd_used, ssd_cap; /* the clients' disk tiers (REPORT_SSD) */
   uint64_t rpcs, hits, misses, reports, evicted;
   double qps, eviction_rate, p99_s, hit_ratio;
   struct mc_client_stats sum;

@@ -489,6 +489,7 @@ void mc_seg_detach_locked(struct mc_master *m, struct mseg *s) {
   segv_del(m->segs, &m->nsegs, s, MC_POS_ALL);
   struct mclient *c = mc_client_find_locked(m, s->client);
   if (c) segv_del(c->segs, &c->nsegs, s, MC_POS_CLIENT);
+  if (c && !c->nsegs) c->ssd_cap = c->ssd_used = c->ssd_objects = 0; /* a client without a segment contributes no disk */
   for (int k = 0; k < MC_NGRP; k++) group_leave(m, s, k);
   mc_htab_del(&m->seg_ids, &s->id_hn);
   pthread_mutex_lock(&s->alloc_mu);
@@ -520,6 +521,31 @@ struct mc_hidx *mc_client_follow(struct mc_master *m, struct mc_uuid client, con
   }
   pthread_rwlock_unlock(&m->seg_mu);
   return h;
+}
+
+int mc_client_report_ssd(struct mc_master *m, struct mc_uuid client, const char *tenant, uint64_t cap, uint64_t used,
+                         uint64_t objects) {
+  if (used > cap) return MC_INVALID_PARAMS;
+  pthread_rwlock_wrlock(&m->seg_mu);
+  struct mclient *c = mc_client_find_locked(m, client);
+  int mine = 0, theirs = 0;
+  for (uint32_t i = 0; c && i < c->nsegs; i++) mc_same_realm(c->segs[i]->tenant, tenant) ? mine++ : theirs++;
+  int rc = mine && !theirs ? 0 : MC_CLIENT_NOT_FOUND;
+  if (!rc) c->ssd_cap = cap, c->ssd_used = used, c->ssd_objects = objects;
+  pthread_rwlock_unlock(&m->seg_mu);
+  return rc;
+}
+
+void mc_ssd_usage(struct mc_master *m, uint64_t *used, uint64_t *cap) {
+  *used = *cap = 0;
+  pthread_rwlock_rdlock(&m->seg_mu);
+  for (uint32_t b = 0; b < m->clients.nb; b++)
+    for (struct mc_hnode *x = m->clients.b[b]; x; x = x->next) {
+      const struct mclient *c = MC_HTAB_ENTRY(x, struct mclient, hn);
+      *used += c->ssd_used;
+      *cap += c->ssd_cap;
+    }
+  pthread_rwlock_unlock(&m->seg_mu);
 }
 
 void mc_segments_destroy(struct mc_master *m) {

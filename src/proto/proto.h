@@ -28,6 +28,9 @@
  *   QUERY_SEGMENTS     -> list<{segment, str client id text, u8 state, u64 used}>
  *   PROBE_CLIENT       (master -> nothing; reserved)
  *   REPORT_CLIENT_STATS client stats (below) -> -   (any client, with or without segments; never a ping)
+ *   REPORT_SSD         client id, u64 capacity, u64 used, u64 objects -> -   (a client's local-disk tier,
+ *                      docs/disk-tier.md: the body is exactly these 40 bytes; used <= capacity; only a client with
+ *                      a segment here, of the caller's realm, else CLIENT_NOT_FOUND)
  *   BATCH_REPLICA_CLEAR client id, list<str key>, str segment_name -> list<str cleared key> (in request
  *                      order; only objects the client wrote, complete and unleased; "" = every replica)
  *   RESERVE_EXTENT     client id, u64 min_len, u64 len_hint, config -> u64 extent id, replica (the extent:
@@ -107,6 +110,7 @@
   X(QUERY_SEGMENTS, 40, query_segments, 0, op_query_segments)                                     \
   X(REPORT_CLIENT_STATS, 50, report_client_stats, 0, op_report_stats)                             \
   X(BATCH_REPLICA_CLEAR, 51, replica_clear, 1, op_batch_replica_clear)                            \
+  X(REPORT_SSD, 52, report_ssd, 0, op_report_ssd)                                                 \
   X(RESERVE_EXTENT, 60, reserve_extent, 0, mc_op_reserve_extent)                                  \
   X(COMMIT_PUT, 61, commit_put, 0, mc_op_commit_put)                                              \
   X(RELEASE_EXTENT, 62, release_extent, 0, mc_op_release_extent)                                  \
