@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
   mc_store_config_t sc = {host, c.metadata_server, c.global_segment_size, c.local_buffer_size, c.protocol,
                           *c.device_names ? c.device_names : c.device_name, c.master_server_address, NULL, NULL,
                           c.enable_http_server, (int)c.http_port, c.tenant_id};
-  sc.ssd_path = *c.ssd_path ? c.ssd_path : NULL;
+  sc.ssd_path = *c.ssd_path ? c.ssd_path : c.enable_offload ? "" : NULL; /* "": the library reads the variable */
   sc.ssd_quota_bytes = c.ssd_quota;
   int rc = s ? mc_store_setup(s, &sc) : -1;
   struct mc_real_client *srv = NULL;

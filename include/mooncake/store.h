@@ -198,8 +198,10 @@ struct mc_store_config {
   const char *tenant_id;
   /* Local-disk tier (docs/disk-tier.md): a directory this client keeps objects in beside its segment, opened at
    * setup (created when absent; its parent must exist) and closed at teardown; its capacity and use are reported
-   * to the master. NULL or "" = $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH, else none. A directory that cannot be used
-   * (not a directory, another process has it open, a newer format) fails setup with -600. */
+   * to the master. NULL: no tier. "": the tier in upstream's $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH (else the
+   * knob MC_STORE_SSD_PATH; neither set: -600). A directory that cannot be used fails setup: -1105
+   * (FILE_LOCK_FAIL) when another process has it open, -1101 (FILE_OPEN_FAIL) otherwise (not a directory, no
+   * permission, a newer format). */
   const char *ssd_path;
   uint64_t ssd_quota_bytes; /* bytes the tier may take; 0 = 90 % of the file system's size */
 };

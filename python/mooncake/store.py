@@ -377,8 +377,9 @@ class MooncakeDistributedStore(_mooncake.Store):
         if enable_client_http_server and not 1 <= client_http_port <= 65535:
             _log.error("setup: client_http_port %d is not in 1-65535", client_http_port)
             return INVALID_PARAMS
-        # the local-disk tier (docs/disk-tier.md): the path, else $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH (read by the library)
-        ssd_path = ssd_offload_path or None if enable_ssd_offload else None
+        # the local-disk tier (docs/disk-tier.md): asked for with enable_ssd_offload; "" lets the library take
+        # $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH
+        ssd_path = (ssd_offload_path or "") if enable_ssd_offload else None
         if ssd_offload_path and not enable_ssd_offload:
             _log.warning("setup: ssd_offload_path is ignored without enable_ssd_offload=True")
         return self._setup(local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol, dev,

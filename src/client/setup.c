@@ -303,16 +303,23 @@ static int mount_segment(struct mc_store *s, uint64_t deadline) {
 
 /* ------------------------------------------------------------------ the local-disk tier */
 
-/* The tier's directory: the config's, else upstream's variable, else the knob; NULL for none. */
+/* The tier's directory (include/mooncake/store.h, ssd_path): none for NULL; for "" upstream's variable, else
+ * the knob, else "" (which open_ssd refuses: the tier was asked for without a directory). */
 static const char *ssd_dir(const mc_store_config_t *cfg) {
-  if (cfg->ssd_path && *cfg->ssd_path) return cfg->ssd_path;
+  if (!cfg->ssd_path || *cfg->ssd_path) return cfg->ssd_path;
   const char *up = getenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH");
-  return up && *up ? up : mc_knob_str(MC_KNOB_STORE_SSD_PATH);
+  const char *knob = mc_knob_str(MC_KNOB_STORE_SSD_PATH);
+  return up && *up ? up : knob && *knob ? knob : "";
 }
 
 /* Opens (and recovers) the tier. A directory this client cannot use fails setup: FILE_LOCK_FAIL when another
  * store holds it, FILE_OPEN_FAIL otherwise (not a directory, no permission, a newer format, ...). */
 static int open_ssd(struct mc_store *s, const char *dir, uint64_t quota) {
+  if (!*dir) {
+    LOG_ERROR("setup: the local-disk tier needs a directory: ssd_offload_path, $MOONCAKE_OFFLOAD_FILE_STORAGE_PATH "
+              "or MC_STORE_SSD_PATH");
+    return MC_INVALID_PARAMS;
+  }
   struct mc_disk_recovery rep;
   int rc = mc_disk_open(dir, quota, NULL, &s->ssd.d, &rep);
   if (rc) {

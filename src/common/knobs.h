@@ -124,8 +124,8 @@
   X(STORE_HOLDER_INDEX, BOOL, 1, 0, 1, "1",                                                                           \
     "store client: `0` turns the holder's index of its segment off (a restarted master then gets its objects back only from a snapshot; docs/ha.md)") \
   X(STORE_SSD_PATH, TEXT, 0, 0, 0, "none",                                                                            \
-    "store client: the local-disk tier's directory when the setup call names none and upstream's "                    \
-    "`MOONCAKE_OFFLOAD_FILE_STORAGE_PATH` is unset (docs/disk-tier.md)")                                               \
+    "store client: the local-disk tier's directory when the setup call asks for the tier without naming one and "     \
+    "upstream's `MOONCAKE_OFFLOAD_FILE_STORAGE_PATH` is unset (docs/disk-tier.md)")                                    \
   X(STORE_STATS_INTERVAL_MS, LONG, 5000, 50, 5000, "5000",                                                            \
     "store client: how often it reports its transfer statistics to the master, ms")                                   \
   X(TRANSFER_TIMEOUT, LONG, 30, 5, 1l << 20, "30",                                                                    \

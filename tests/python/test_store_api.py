@@ -196,6 +196,50 @@ def test_setup_dict_form(master):
     s.close()
 
 
+def _ssd_sums(master):
+    body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % master.metrics_port, timeout=5).read().decode()
+    got = {}
+    for name in ("master_ssd_capacity_bytes", "master_ssd_used_bytes"):
+        m = re.search(r"^%s (\d+)" % name, body, re.M)
+        got[name] = int(m.group(1)) if m else None
+    return got
+
+
+def test_setup_ssd_offload(master, tmp_path, monkeypatch, caplog):
+    """enable_ssd_offload opens the local-disk tier (docs/disk-tier.md); the master sees its capacity; a store
+    that does not ask for the tier never opens one, whatever the environment says."""
+    base = dict(local_hostname="127.0.0.1", metadata_server=master.metadata, global_segment_size=16 << 20,
+                local_buffer_size=16 << 20, protocol="tcp", device_name="", master_server_address=master.addr)
+    monkeypatch.setenv("MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", str(tmp_path / "from_env"))
+    plain = MooncakeDistributedStore()
+    assert plain.setup(**base) == 0
+    assert not (tmp_path / "from_env").exists()
+    plain.close()
+    s = MooncakeDistributedStore()
+    with caplog.at_level("WARNING"):
+        assert s.setup(**base, enable_ssd_offload=True, ssd_offload_path=str(tmp_path / "ssd")) == 0
+    assert not [r for r in caplog.records if "not supported" in r.getMessage()]
+    assert (tmp_path / "ssd").is_dir()
+    deadline = time.time() + 10
+    while _ssd_sums(master)["master_ssd_capacity_bytes"] in (None, 0) and time.time() < deadline:
+        time.sleep(0.1)
+    sums = _ssd_sums(master)
+    assert sums["master_ssd_capacity_bytes"] > 0 and sums["master_ssd_used_bytes"] == 0
+    # a second store cannot take the directory the first one holds
+    other = MooncakeDistributedStore()
+    assert other.setup(**base, enable_ssd_offload=True, ssd_offload_path=str(tmp_path / "ssd")) == -1105
+    # asked for without a path: the environment names it
+    third = MooncakeDistributedStore()
+    assert third.setup(**base, enable_ssd_offload=True) == 0
+    assert (tmp_path / "from_env").is_dir()
+    third.close()
+    s.close()
+    deadline = time.time() + 10
+    while _ssd_sums(master)["master_ssd_capacity_bytes"] not in (None, 0) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _ssd_sums(master)["master_ssd_capacity_bytes"] in (None, 0)
+
+
 def test_setup_unreachable_master_is_bounded(master):
     s = MooncakeDistributedStore()
     t0 = time.monotonic()
