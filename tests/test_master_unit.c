@@ -459,6 +459,7 @@ static void valid_body(uint16_t op, struct mc_wbuf *w) {
       mc_put_client_stats(w, &st);
       break;
     }
+    case MC_OP_REPORT_SSD: mc_put_uuid(w, mt_id(1)), mc_w_u64(w, 1 << 20), mc_w_u64(w, 4096), mc_w_u64(w, 1); break;
     default: break;
   }
 }

@@ -193,6 +193,8 @@ static void master_seeds(void) {
          struct mc_client_stats st = {.client = C1, .lat = {[2] = 5}, .lat_sum_us = 17, .hits = 3, .misses = 1};
          mc_put_client_stats(&b, &st);
        }));
+  SEED("master", "report_ssd", mount(&w, C1, 1, "127.0.0.1:30001", ""),
+       REQ(&w, MC_OP_REPORT_SSD, mc_put_uuid(&b, C1), mc_w_u64(&b, 1 << 20), mc_w_u64(&b, 8192), mc_w_u64(&b, 2)));
   mc_w_free(&w);
   mc_w_free(&b);
 }
