@@ -86,8 +86,7 @@ int mc_store_setup(mooncake_store_t store, const mc_store_config_t *cfg) {
   struct mc_store *s = store;
   if (!s || !cfg) return BAD_CALL;
   pthread_rwlock_wrlock(&s->life);
-  if (s->be) s->be->close(s);
-  s->be = NULL;
+  mc_store_close_backend(s);
   int rc = mc_store_do_setup(s, cfg);
   if (!rc) s->be = &mc_local_backend;
   pthread_rwlock_unlock(&s->life);

@@ -279,7 +279,9 @@ void mc_store_free(struct mc_store *s);
 int mc_store_do_setup(struct mc_store *s, const mc_store_config_t *cfg);
 /* Teardown (life held for writing); idempotent. */
 void mc_store_do_teardown(struct mc_store *s);
-/* Drops the handle's back-end, whichever it is (takes life for writing): close, destroy, exit. */
+/* Closes the handle's back-end, whichever it is, and leaves it without one (life held for writing). */
+void mc_store_close_backend(struct mc_store *s);
+/* The same, taking life for writing: close, destroy, exit. */
 void mc_store_drop_backend(struct mc_store *s);
 
 /* ---- heartbeat.c: the heartbeat thread (pings with a segment, statistics reports, extent releases) ---- */

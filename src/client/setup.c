@@ -496,9 +496,13 @@ void mc_store_do_teardown(struct mc_store *s) {
   s->ready = 0;
 }
 
-void mc_store_drop_backend(struct mc_store *s) {
-  pthread_rwlock_wrlock(&s->life);
+void mc_store_close_backend(struct mc_store *s) {
   if (s->be) s->be->close(s);
   s->be = NULL;
+}
+
+void mc_store_drop_backend(struct mc_store *s) {
+  pthread_rwlock_wrlock(&s->life);
+  mc_store_close_backend(s);
   pthread_rwlock_unlock(&s->life);
 }

@@ -792,7 +792,7 @@ int mc_store_setup_dummy(mooncake_store_t store, uint64_t mem_pool_size, uint64_
   int rc = dummy_open(&d, mem_pool_size, local_buffer_size, server_address);
   if (rc) return rc; /* a failed setup_dummy leaves the handle as it was */
   pthread_rwlock_wrlock(&s->life);
-  if (s->be) s->be->close(s);
+  mc_store_close_backend(s);
   s->be = &dummy_backend;
   s->be_ctx = d;
   pthread_rwlock_unlock(&s->life);
